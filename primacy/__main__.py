@@ -1,0 +1,3 @@
+from primacy.cli import main
+
+main()

@@ -1,0 +1,150 @@
+"""S4D: the paper's S4 block with a diagonal state matrix (Gu, Gupta, Goel & Ré 2022)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from primacy.backbones.base import Backbone
+from primacy.errors import UsageError
+from primacy.ssm.diagonal import Discretization, causal_conv, discretize, vandermonde_kernel
+from primacy.ssm.hippo import nplr
+
+DtTransform = Literal["exp", "softplus"]
+
+
+def check_dt_range(dt_min: float, dt_max: float) -> None:
+    if not 0 < dt_min <= dt_max:
+        raise UsageError(
+            f"dt_min={dt_min}, dt_max={dt_max} is not a valid Δt range: it needs 0 < dt_min <= dt_max"
+        )
+
+
+def init_dt(d_model: int, dt_min: float, dt_max: float) -> torch.Tensor:
+    """One Δt per channel (H,), log-uniform in [dt_min, dt_max]."""
+    return torch.exp(torch.rand(d_model) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+
+
+def dt_to_raw(dt: torch.Tensor, transform: DtTransform) -> torch.Tensor:
+    """The unconstrained parameter that ``transform`` maps back to ``dt``."""
+    return torch.log(dt) if transform == "exp" else dt + torch.log(-torch.expm1(-dt))  # softplus⁻¹
+
+
+def raw_to_dt(raw: torch.Tensor, transform: DtTransform) -> torch.Tensor:
+    return torch.exp(raw) if transform == "exp" else F.softplus(raw)
+
+
+def choose(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UsageError(f"{name}={value!r} is unknown: choose one of {', '.join(allowed)}")
+    return value
+
+
+class S4DBackbone(Backbone):
+    """One S4 block with a diagonal SSM: y = GLU(Linear(GELU(K * u + D u))), no residual, no norm.
+
+    Args:
+        d_model: channels H.
+        d_state: state size N, stored as N/2 complex conjugate pairs (so N must be even).
+        init: ``legs``, the diagonal of HiPPO-LegS's normal-plus-low-rank form (S4D-LegS), or ``lin``
+            (S4D-Lin: A_n = -1/2 + iπn, B_n = 1).
+        discretization: ``bilinear`` (the paper) or ``zoh``.
+        dt_min, dt_max: Δt of each channel starts log-uniform in this range.
+        dt_transform: how the stored parameter maps to Δt: ``exp`` (stored log Δt) or ``softplus``.
+        train_A, train_B, train_dt: whether these are trained; frozen ones are buffers-in-all-but-name
+            (requires_grad False, never given to the optimiser). The paper's "HiPPO" setting freezes A and B.
+        lr_dynamics: learning rate for A, B and Δt; None uses the model's. They never get weight decay.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        d_state: int = 64,
+        init: Literal["legs", "lin"] = "legs",
+        discretization: Discretization = "bilinear",
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        dt_transform: DtTransform = "exp",
+        train_A: bool = True,
+        train_B: bool = True,
+        train_dt: bool = True,
+        lr_dynamics: float | None = None,
+    ) -> None:
+        super().__init__()
+        if d_model < 1:
+            raise UsageError(f"d_model={d_model} is invalid: it must be at least 1")
+        if d_state < 2 or d_state % 2:
+            raise UsageError(f"d_state={d_state} is invalid: it must be even and at least 2 (conjugate pairs)")
+        check_dt_range(dt_min, dt_max)
+        if lr_dynamics is not None and lr_dynamics <= 0:
+            raise UsageError(f"lr_dynamics={lr_dynamics} is invalid: it must be positive or null")
+        self.d_model, self.d_state = d_model, d_state
+        self.init = choose("init", init, ("legs", "lin"))
+        self.discretization = choose("discretization", discretization, ("bilinear", "zoh"))
+        self.dt_transform = choose("dt_transform", dt_transform, ("exp", "softplus"))
+        pairs = d_state // 2
+
+        if init == "legs":
+            lam, _, b, _ = nplr("legs", d_state)
+            a, b = lam[pairs:], b[pairs:]  # the eigenvalues with positive imaginary part, one per pair
+        else:
+            a = -0.5 + 1j * math.pi * torch.arange(pairs, dtype=torch.float64)
+            b = torch.ones(pairs, dtype=torch.complex128)
+        a = a.to(torch.complex64).expand(d_model, pairs)  # H N
+        b = b.to(torch.complex64).expand(d_model, pairs)  # H N
+        c = torch.randn(d_model, pairs, dtype=torch.complex64) * math.sqrt(0.5)  # H N, unit variance
+
+        # Re A < 0 is kept by storing log(-Re A); complex values are stored as real (..., 2) views.
+        self.log_neg_a_real = nn.Parameter(torch.log(-a.real).clone(), requires_grad=train_A)  # H N
+        self.a_imag = nn.Parameter(a.imag.clone(), requires_grad=train_A)  # H N
+        self.b = nn.Parameter(torch.view_as_real(b.clone()).clone(), requires_grad=train_B)  # H N 2
+        self.c = nn.Parameter(torch.view_as_real(c).clone())  # H N 2
+        self.dt_raw = nn.Parameter(dt_to_raw(init_dt(d_model, dt_min, dt_max), dt_transform), requires_grad=train_dt)
+        self.skip = nn.Parameter(torch.randn(d_model))  # H: the D term
+        self.out = nn.Linear(d_model, 2 * d_model)
+        hint = {"weight_decay": 0.0} if lr_dynamics is None else {"weight_decay": 0.0, "lr": lr_dynamics}
+        for p in (self.log_neg_a_real, self.a_imag, self.b, self.dt_raw):
+            p._optim = hint
+
+    def dt(self) -> dict[str, torch.Tensor]:
+        return {"ssm": raw_to_dt(self.dt_raw, self.dt_transform).detach()}
+
+    def ssm(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The continuous-time diagonal system and its step: A, B, C (H, N/2) complex, Δt (H,)."""
+        a = -torch.exp(self.log_neg_a_real) + 1j * self.a_imag
+        dt = raw_to_dt(self.dt_raw, self.dt_transform)
+        return a, torch.view_as_complex(self.b), torch.view_as_complex(self.c), dt
+
+    def discrete(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Ā, B̄, C (H, N/2) complex, with x_t = Ā x_{t-1} + B̄ u_t and y_t = 2 Re(C x_t)."""
+        a, b, c, dt = self.ssm()
+        a_bar, b_bar = discretize(a, b, dt, self.discretization)
+        return a_bar, b_bar, c
+
+    def kernel(self, length: int) -> torch.Tensor:
+        """The SSM convolution kernel (H, length), without the D skip."""
+        a_bar, b_bar, c = self.discrete()
+        return vandermonde_kernel(a_bar, c * b_bar, length)
+
+    def _block(self, y: torch.Tensor) -> torch.Tensor:
+        return F.glu(self.out(F.gelu(y)), dim=-1)  # ... H -> ... 2H -> ... H
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = x.to(torch.promote_types(x.dtype, torch.float32)).transpose(1, 2)  # B H T; FFT never below float32
+        y = causal_conv(u, self.kernel(u.shape[-1])) + self.skip[:, None] * u  # B H T
+        return self._block(y.transpose(1, 2).to(x.dtype))  # B T H
+
+    def initial_state(self, batch_size: int) -> torch.Tensor:
+        return torch.zeros(batch_size, self.d_model, self.d_state // 2, dtype=torch.view_as_complex(self.c).dtype,
+                           device=self.c.device)  # B H N
+
+    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step of the recurrence: x_t (B, H), state (B, H, N/2) -> y_t (B, H), new state."""
+        a_bar, b_bar, c = self.discrete()
+        state = a_bar * state + b_bar * x_t[:, :, None]  # B H N
+        y = 2 * torch.einsum("hn,bhn->bh", c, state).real + self.skip * x_t  # B H
+        return self._block(y), state

@@ -1,0 +1,105 @@
+"""The ``primacy`` command: LightningCLI with model and data in subclass mode, plus run-directory defaults."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import lightning as L
+from jsonargparse import ActionConfigFile
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from primacy import registry
+from primacy.callbacks import ResultsWriter, RunCheckpoint, RunConfig
+from primacy.errors import UsageError, find_usage_error
+
+TRAINER_DEFAULTS = {
+    "logger": {
+        "class_path": "lightning.pytorch.loggers.WandbLogger",
+        "init_args": {"project": "primacy", "offline": True},
+    },
+}
+
+
+_UNKNOWN_CLASS = re.compile(r'Parser key "backbone":.*?Expected a path but (\S+) either not accessible', re.S)
+
+
+class PrimacyParser(LightningArgumentParser):
+    """Turns "no such backbone class" parse errors into one line with the registered names and close matches."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        match = _UNKNOWN_CLASS.search(message)
+        if match:
+            registry.get(match.group(1))  # raises UsageError: not registered, did you mean ...
+        usage = find_usage_error(ex)
+        if usage is not None:
+            raise usage
+        super().error(message, ex)
+
+
+class PrimacyCLI(LightningCLI):
+    """LightningCLI whose runs keep everything under ``trainer.default_root_dir``; ``fit`` tests the final model."""
+
+    def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
+        registry.load_all()  # so short backbone names (plugins too) resolve
+        super().__init__(
+            L.LightningModule,
+            L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_callback=RunConfig,
+            trainer_defaults=TRAINER_DEFAULTS,
+            auto_configure_optimizers=False,
+            args=args,
+            run=run,
+        )
+
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        parser = PrimacyParser(**kwargs)
+        parser.add_argument("-c", "--config", action=ActionConfigFile, help="Path to a configuration file in yaml.")
+        return parser
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.link_arguments("data.init_args.vocab_size", "model.init_args.vocab_size", apply_on="parse")
+        parser.link_arguments("data.init_args.n_items", "model.init_args.n_items", apply_on="parse")
+        parser.add_lightning_class_args(RunCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(ResultsWriter, "results")
+
+    def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs) -> LightningArgumentParser:
+        parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+        if subcommand == "fit":
+            parser.add_argument("--test_after_fit", type=bool, default=True,
+                                help="Test the final model when training ends (writes <run>/results).")
+        return parser
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand]
+        root = Path(config.trainer.default_root_dir or ".")
+        ckpt = config.get("ckpt_path")
+        if ckpt is not None and ckpt not in ("last", "best") and not Path(ckpt).is_file():
+            raise UsageError(f"ckpt_path={ckpt} does not exist: give the path of a checkpoint file")
+        if self.subcommand == "fit" and ckpt is None and (root / "checkpoints" / "last.ckpt").exists():
+            raise UsageError(
+                f"trainer.default_root_dir={root} already holds a trained run: choose another directory, "
+                f"or resume it with --ckpt_path {root / 'checkpoints' / 'last.ckpt'}"
+            )
+        logger = config.trainer.logger
+        if hasattr(logger, "init_args") and "save_dir" in logger.init_args and logger.init_args.save_dir in (None, "."):
+            logger.init_args.save_dir = str(root)  # wandb's files live in the run directory too
+
+    def after_fit(self) -> None:
+        if self.config.fit.test_after_fit and not self.trainer.interrupted:
+            self.trainer.test(self.model, datamodule=self.datamodule)
+
+
+def main(args: list[str] | None = None) -> None:
+    try:
+        PrimacyCLI(args=args)
+    except Exception as err:
+        usage = find_usage_error(err)
+        if usage is None:
+            raise
+        print(f"primacy: error: {usage}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,111 @@
+"""SequenceModel: embedding -> backbone -> old/new readout, trained on memory verification."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from primacy.backbones.base import Backbone
+from primacy.errors import UsageError
+from primacy.metrics import StudyQueryAccuracy
+from primacy.optim import param_groups, warmup_cosine
+
+Batch = dict[str, torch.Tensor]
+
+
+class SequenceModel(L.LightningModule):
+    """Shared item embedding (K, H) for study and query tokens, a backbone, and a Linear(H, 1) readout at the
+    L query positions, trained with binary cross-entropy (old = 1, new = 0).
+
+    Args:
+        backbone: the sequence model (any registered Backbone).
+        vocab_size: K, linked from the task.
+        n_items: L, linked from the task (sizes the accuracy matrices).
+        lr: peak learning rate.
+        betas, eps, weight_decay: Adam(W) settings (the paper's text: betas 0.9, 0.99).
+        warmup_steps: linear warm-up from 0 to ``lr``; then cosine decay to 0 at the trainer's last step.
+    """
+
+    def __init__(
+        self,
+        backbone: Backbone,
+        vocab_size: int = 512,
+        n_items: int = 32,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.99),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 1000,
+    ) -> None:
+        super().__init__()
+        if lr <= 0:
+            raise UsageError(f"lr={lr} is invalid: it must be positive")
+        if warmup_steps < 0:
+            raise UsageError(f"warmup_steps={warmup_steps} is invalid: it must be at least 0")
+        if not all(0 <= b < 1 for b in betas):
+            raise UsageError(f"betas={betas} is invalid: both must lie in [0, 1)")
+        self.save_hyperparameters()  # under the CLI the backbone is recorded as its class_path/init_args config
+        self.backbone = backbone
+        self.embedding = nn.Embedding(vocab_size, backbone.d_model)
+        self.readout = nn.Linear(backbone.d_model, 1)
+        self.val_accuracy = StudyQueryAccuracy(n_items)
+        self.test_accuracy = StudyQueryAccuracy(n_items)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, 2L) -> logits (B, L) at the query positions (positive means "old")."""
+        n_items = tokens.shape[1] // 2
+        h = self.backbone(self.embedding(tokens))  # B 2L H
+        return self.readout(h[:, n_items:]).squeeze(-1)  # B L
+
+    def _loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self(batch["tokens"])
+        return F.binary_cross_entropy_with_logits(logits.float(), batch["targets"]), logits
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        loss, logits = self._loss(batch)
+        acc = ((logits > 0) == batch["targets"].bool()).float().mean()
+        self.log_dict({"train/loss": loss, "train/acc": acc}, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        loss, logits = self._loss(batch)
+        self.val_accuracy.update(logits, batch["targets"], batch["study_pos"])
+        self.log("val/loss", loss)
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        loss, logits = self._loss(batch)
+        self.test_accuracy.update(logits, batch["targets"], batch["study_pos"])
+        self.log("test/loss", loss)
+
+    def _log_summary(self, stage: str, metric: StudyQueryAccuracy) -> None:
+        result = metric.compute()
+        keys = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
+                "primacy_index", "recency_index", "early_minus_late")
+        self.log_dict({f"{stage}/{k}": result[k] for k in keys}, prog_bar=stage == "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_summary("val", self.val_accuracy)
+        self.val_accuracy.reset()
+
+    def on_test_epoch_start(self) -> None:
+        self.test_accuracy.reset()
+
+    def on_test_epoch_end(self) -> None:
+        # Not reset here: the results writer reads the finished metric at the end of the test.
+        self._log_summary("test", self.test_accuracy)
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        optimizer = torch.optim.AdamW(
+            param_groups(self, hp.lr, hp.weight_decay), lr=hp.lr, betas=hp.betas, eps=hp.eps
+        )
+        total = self.trainer.estimated_stepping_batches
+        if total == float("inf"):
+            raise UsageError("trainer.max_steps=-1 is not allowed: the training stream is endless, set max_steps")
+        schedule = partial(warmup_cosine, warmup_steps=hp.warmup_steps, total_steps=int(total))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

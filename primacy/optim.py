@@ -1,0 +1,30 @@
+"""Optimiser parameter groups from per-parameter hints, and the warm-up + cosine learning-rate schedule."""
+
+from __future__ import annotations
+
+import math
+
+from torch import nn
+
+
+def param_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict]:
+    """Group trainable parameters by their optimiser hints.
+
+    A parameter may carry ``_optim``, a dict overriding ``lr`` or ``weight_decay`` (SSM dynamics use it
+    to avoid weight decay). Frozen parameters (requires_grad False) are left out, so they never move.
+    """
+    groups: dict[tuple, dict] = {}
+    for p in module.parameters():
+        if not p.requires_grad:
+            continue
+        hint = {"lr": lr, "weight_decay": weight_decay, **getattr(p, "_optim", {})}
+        groups.setdefault(tuple(sorted(hint.items())), {**hint, "params": []})["params"].append(p)
+    return list(groups.values())
+
+
+def warmup_cosine(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Learning-rate factor: linear from 0 to 1 over ``warmup_steps``, then cosine to 0 at ``total_steps``."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))

@@ -1,0 +1,57 @@
+"""Figure builders: pure functions from results to matplotlib figures (no file I/O here)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are written to files; no display is needed
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib.figure import Figure
+
+CMAP = "viridis"
+
+
+def _ticks(n: int) -> np.ndarray:
+    step = max(1, n // 8)
+    return np.arange(0, n, step)
+
+
+def heatmap(
+    matrix: np.ndarray, distractor: np.ndarray, title: str = "", vmin: float = 0.0, vmax: float = 1.0
+) -> Figure:
+    """Fig. 3 style: accuracy for distractors by query position on top, the study x query accuracy matrix
+    below, its row means (serial-position curve) on the right and column means (query-position curve) under it.
+
+    matrix: (L, L) study x query accuracy; distractor: (L,) accuracy of "new" answers by query position.
+    """
+    matrix, distractor = np.asarray(matrix, float), np.asarray(distractor, float)
+    n = matrix.shape[0]
+    fig = plt.figure(figsize=(6.4, 6.4), constrained_layout=True)
+    grid = fig.add_gridspec(3, 3, height_ratios=[1, 8, 1.6], width_ratios=[8, 1.6, 0.35])
+    ax_new, ax_mat = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0])
+    ax_row, ax_col, ax_bar = fig.add_subplot(grid[1, 1]), fig.add_subplot(grid[2, 0]), fig.add_subplot(grid[1, 2])
+    style = {"cmap": CMAP, "vmin": vmin, "vmax": vmax, "xticklabels": False}
+    sns.heatmap(distractor[None, :], ax=ax_new, cbar=False, yticklabels=["new"], **style)
+    sns.heatmap(matrix, ax=ax_mat, cbar_ax=ax_bar, cbar_kws={"label": "accuracy"}, yticklabels=False, **style)
+    ticks = _ticks(n)
+    ax_mat.set_yticks(ticks + 0.5, ticks)
+    ax_mat.set_ylabel("study position")
+    ax_new.tick_params(axis="y", rotation=0)
+
+    positions = np.arange(n) + 0.5
+    ax_row.plot(np.nanmean(matrix, axis=1), positions, color="k")
+    ax_row.set_ylim(n, 0)
+    ax_row.set_yticks([])
+    ax_row.set_xlabel("row mean")
+    ax_col.plot(positions, np.nanmean(matrix, axis=0), color="k")
+    ax_col.set_xlim(0, n)
+    ax_col.set_xticks(ticks + 0.5, ticks)
+    ax_col.set_xlabel("query position")
+    ax_col.set_ylabel("col. mean")
+    for ax in (ax_row, ax_col):
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    return fig

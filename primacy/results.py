@@ -1,0 +1,76 @@
+"""The run's result files: summary.json, accuracy.npz and verification.csv (schema in DESIGN.md)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from primacy.analysis.serial_position import summarize
+
+COUNT_KEYS = ("hits", "counts", "distractor_hits", "distractor_counts")
+CURVE_KEYS = ("serial_position_curve", "query_position_curve", "lag_curve")
+SCALAR_KEYS = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
+               "primacy_index", "recency_index", "early_minus_late")
+
+
+def _json_number(x: float) -> float | None:
+    return None if math.isnan(x) else x  # JSON has no NaN
+
+
+def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """The summary.json content: scalars, curves, the number of test sets and the run's key settings."""
+    counts = result["counts"]
+    return {
+        **{k: _json_number(float(result[k])) for k in SCALAR_KEYS},
+        **{k: [_json_number(float(v)) for v in result[k]] for k in CURVE_KEYS},
+        "n_sets": int(counts.min()) if bool((counts == counts.min()).all()) else None,
+        **settings,
+    }
+
+
+def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """Write summary.json, accuracy.npz and verification.csv under ``out_dir``; returns the summary.
+
+    ``result`` is StudyQueryAccuracy.compute()'s dict; ``settings`` holds at least ``condition``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    arrays = {k: np.asarray(torch.as_tensor(result[k]).cpu()) for k in COUNT_KEYS}
+    np.savez(out / "accuracy.npz", **arrays)
+    content = summary(result, settings)
+    (out / "summary.json").write_text(json.dumps(content, indent=2) + "\n")
+    write_csv(out / "verification.csv", arrays, settings["condition"])
+    return content
+
+
+def write_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -> None:
+    """Long format: one row per (study, query) cell, then one per query position for distractors (study_pos -1)."""
+    hits, counts = arrays["hits"], arrays["counts"]
+    n = hits.shape[0]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["condition", "study_pos", "query_pos", "accuracy", "n"])
+        for i in range(n):
+            for j in range(n):
+                writer.writerow([condition, i, j, _ratio(hits[i, j], counts[i, j]), int(counts[i, j])])
+        for j in range(n):
+            d_hits, d_counts = arrays["distractor_hits"][j], arrays["distractor_counts"][j]
+            writer.writerow([condition, -1, j, _ratio(d_hits, d_counts), int(d_counts)])
+
+
+def _ratio(hits: float, count: float) -> str:
+    return f"{hits / count:.6g}" if count else ""
+
+
+def read(out_dir: str | Path) -> dict[str, Any]:
+    """Load a results directory: the summary and the recomputed result dict from accuracy.npz."""
+    out = Path(out_dir)
+    with np.load(out / "accuracy.npz") as data:
+        states = {k: torch.from_numpy(data[k]) for k in COUNT_KEYS}
+    return {"summary": json.loads((out / "summary.json").read_text()), **summarize(**states), **states}

@@ -1,0 +1,1 @@
+"""State-space building blocks shared by the SSM backbones: HiPPO matrices, discretisation, kernels."""

@@ -1,0 +1,293 @@
+"""Binary memory verification (serial probe recognition): pure generators and their DataModule.
+
+A trial shows L distinct study items, then L queries; for each query the model answers "old" (it was
+studied) or "new" (a distractor). Positions are 0-based; ``study_pos`` is -1 for distractors.
+
+Example (L = 3, K = 8; tokens are item ids)::
+
+    tokens    = [5, 1, 6,   1, 0, 5]     # study 5 1 6, then queries 1 0 5
+    targets   = [1, 0, 1]                # 1 = old, 0 = new
+    study_pos = [1, -1, 0]               # where each query was studied; -1 for a distractor
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator, Literal
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+from primacy.errors import UsageError
+
+Condition = Literal["half", "uniform"]
+
+# Independent random streams derived from the task's seed; no two ever share a generator state.
+_TRAIN, _HELD_OUT, _HASH, _TEST_DESIGN = 0, 1, 2, 3
+_HASH_BITS = 48  # per-token hash values < 2**48, so a sum of up to 2**15 of them fits in int64
+
+
+def stream_generator(seed: int, stream: int, index: int = 0) -> torch.Generator:
+    """A CPU generator for element ``index`` of stream ``stream``, statistically independent of the others."""
+    state = np.random.SeedSequence([seed, stream, index]).generate_state(1, np.uint64)[0]
+    return torch.Generator().manual_seed(int(state))
+
+
+def check_sizes(n_items: int, vocab_size: int) -> None:
+    """Reject sizes for which a trial cannot be built: L distinct study items plus L distinct distractors."""
+    if n_items < 1:
+        raise UsageError(f"n_items={n_items} is invalid: it must be at least 1")
+    if vocab_size < 2 * n_items:
+        raise UsageError(
+            f"vocab_size={vocab_size} is too small for n_items={n_items}: a trial needs n_items study items "
+            f"and n_items distinct distractors, so vocab_size must be at least {2 * n_items}"
+        )
+
+
+def sample_items(n_sets: int, n_items: int, vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw, per row, ``n_items`` study items and ``n_items`` distractors, all 2L distinct.
+
+    Returns (study, pool), each (B, L) int64; ``study`` is in random (presentation) order.
+    """
+    keys = torch.rand(n_sets, vocab_size, generator=generator)  # B K
+    items = keys.topk(2 * n_items, dim=1).indices  # B 2L: a uniformly random ordered 2L-subset
+    return items[:, :n_items], items[:, n_items:]
+
+
+def set_hash(items: torch.Tensor, token_hash: torch.Tensor) -> torch.Tensor:
+    """Order-independent hash of each row's item set: (B, L) -> (B,). Equal sets give equal hashes."""
+    return token_hash[items].sum(dim=1)
+
+
+def token_hashes(vocab_size: int, seed: int) -> torch.Tensor:
+    """One random 48-bit value per token (K,), the ingredient of ``set_hash``."""
+    return torch.randint(0, 2**_HASH_BITS, (vocab_size,), generator=stream_generator(seed, _HASH))
+
+
+def training_batch(
+    batch_size: int,
+    n_items: int,
+    vocab_size: int,
+    p_distractor: float,
+    generator: torch.Generator,
+    excluded: torch.Tensor | None = None,
+    token_hash: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """A batch of training trials: queries are the study items shuffled, each replaced by a distractor with
+    probability ``p_distractor``. Rows whose study set hashes into ``excluded`` (sorted (S,) int64) are redrawn.
+
+    Returns tokens (B, 2L) int64, targets (B, L) float, study_pos (B, L) int64.
+    """
+    study, pool = sample_items(batch_size, n_items, vocab_size, generator)
+    if excluded is not None and excluded.numel() > 0:
+        assert token_hash is not None, "excluded sets need the token hash"
+        clash = torch.isin(set_hash(study, token_hash), excluded)  # B
+        while clash.any():
+            study[clash], pool[clash] = sample_items(int(clash.sum()), n_items, vocab_size, generator)
+            clash = torch.isin(set_hash(study, token_hash), excluded)
+    order = torch.rand(batch_size, n_items, generator=generator).argsort(dim=1)  # B L: study pos per query
+    is_new = torch.rand(batch_size, n_items, generator=generator) < p_distractor  # B L
+    queries = torch.where(is_new, pool, study.gather(1, order))  # B L
+    return {
+        "tokens": torch.cat([study, queries], dim=1),
+        "targets": (~is_new).float(),
+        "study_pos": torch.where(is_new, -1, order),
+    }
+
+
+def held_out_sets(n_sets: int, n_items: int, vocab_size: int, seed: int) -> torch.Tensor:
+    """``n_sets`` distinct study sets (S, L), each in its own random presentation order."""
+    generator = stream_generator(seed, _HELD_OUT)
+    token_hash = token_hashes(vocab_size, seed)
+    study, _ = sample_items(n_sets, n_items, vocab_size, generator)
+    for _ in range(100):
+        hashes = set_hash(study, token_hash)
+        dup = torch.zeros(n_sets, dtype=torch.bool)
+        sorted_hashes, order = hashes.sort(stable=True)
+        dup[order[1:]] = sorted_hashes[1:] == sorted_hashes[:-1]  # every repeat after its first occurrence
+        if not dup.any():
+            return study
+        study[dup], _ = sample_items(int(dup.sum()), n_items, vocab_size, generator)
+    raise UsageError(
+        f"num_held_out={n_sets} distinct sets of n_items={n_items} could not be drawn from vocab_size={vocab_size}: "
+        "lower num_held_out or raise vocab_size"
+    )
+
+
+@dataclass(frozen=True)
+class CyclicDesign:
+    """Every (study position, query position) pair exactly once per set (Morita 2025, test design).
+
+    For set s, shift k and variant v, query position j asks for the study item at position
+    ``perm[s, (j + k) % L]``. Condition ``half``: variant 0 replaces the even query positions by
+    distractors, variant 1 the odd ones. Condition ``uniform``: variant 0 is all old, variant 1 all new.
+    """
+
+    study: torch.Tensor  # S L: study items in presentation order
+    perm: torch.Tensor  # S L: the set's base query order (study positions)
+    pool: torch.Tensor  # S L: distractors, distinct and never studied
+    condition: Condition
+
+    @classmethod
+    def build(cls, study: torch.Tensor, vocab_size: int, seed: int, condition: Condition, index: int = 0) -> CyclicDesign:
+        """Draw the query orders and distractors for ``study`` from design stream ``index`` of ``seed``."""
+        if condition not in ("half", "uniform"):
+            raise UsageError(f"condition={condition!r} is unknown: choose 'half' or 'uniform'")
+        n_sets, n_items = study.shape
+        generator = stream_generator(seed, _TEST_DESIGN, index)
+        perm = torch.rand(n_sets, n_items, generator=generator).argsort(dim=1)
+        keys = torch.rand(n_sets, vocab_size, generator=generator)  # S K
+        keys.scatter_(1, study, -1.0)  # studied items are never drawn as distractors
+        pool = keys.topk(n_items, dim=1).indices
+        return cls(study, perm, pool, condition)
+
+    def __len__(self) -> int:
+        return self.study.shape[0] * self.study.shape[1] * 2
+
+    def batch(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Trials for flat indices (B,) in [0, len): index = (s * L + k) * 2 + v."""
+        n_items = self.study.shape[1]
+        variant = index % 2  # B
+        shift = (index // 2) % n_items  # B
+        s = index // (2 * n_items)  # B
+        j = torch.arange(n_items)  # L
+        col = (j[None, :] + shift[:, None]) % n_items  # B L
+        order = self.perm[s].gather(1, col)  # B L: study position asked at each query position
+        study = self.study[s]  # B L
+        if self.condition == "half":
+            is_new = (j[None, :] % 2) == variant[:, None]  # B L
+        else:
+            is_new = variant[:, None].bool().expand(-1, n_items)
+        distractors = self.pool[s].gather(1, col)  # B L: rotate the pool with the queries
+        queries = torch.where(is_new, distractors, study.gather(1, order))
+        return {
+            "tokens": torch.cat([study, queries], dim=1),
+            "targets": (~is_new).float(),
+            "study_pos": torch.where(is_new, -1, order),
+        }
+
+
+class _DesignDataset(Dataset):
+    """Map-style view of a CyclicDesign that fetches whole batches at once (``__getitems__``)."""
+
+    def __init__(self, design: CyclicDesign) -> None:
+        self.design = design
+
+    def __len__(self) -> int:
+        return len(self.design)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {k: v[0] for k, v in self.design.batch(torch.tensor([index])).items()}
+
+    def __getitems__(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        return self.design.batch(torch.tensor(indices))
+
+
+def _identity(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return batch
+
+
+class _TrainingStream(IterableDataset):
+    """Endless training batches; batch i always comes from generator (seed, train, i), so the stream is the
+    same whatever the number of workers (worker w makes batches w, w + W, ... and the loader interleaves them)."""
+
+    def __init__(self, task: VerificationTask, excluded: torch.Tensor, token_hash: torch.Tensor) -> None:
+        self.task, self.excluded, self.token_hash = task, excluded, token_hash
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        info = get_worker_info()
+        index, step = (info.id, info.num_workers) if info is not None else (0, 1)
+        t = self.task
+        while True:
+            yield training_batch(
+                t.batch_size, t.n_items, t.vocab_size, t.p_distractor,
+                stream_generator(t.seed, _TRAIN, index), self.excluded, self.token_hash,
+            )
+            index += step
+
+
+class VerificationTask(L.LightningDataModule):
+    """Serial probe recognition: L study items, then L old/new queries (Morita 2025).
+
+    Args:
+        n_items: study list length L (input length 2L).
+        vocab_size: number of item tokens K; at least 2L.
+        p_distractor: probability that a training query is replaced by a distractor.
+        batch_size: trials per training, validation and test batch.
+        num_held_out: item sets kept out of training; test and validation sets come from them.
+        num_test_sets: held-out sets the test uses (each gives 2L trials).
+        num_val_sets: held-out sets validation uses, disjoint from the test sets.
+        condition: test design, ``half`` (Fig. 3: odd or even queries are distractors) or ``uniform``.
+        seed: the data's seed; training, held-out and design streams are derived from it.
+        num_workers: DataLoader workers; the data do not depend on it.
+    """
+
+    def __init__(
+        self,
+        n_items: int = 32,
+        vocab_size: int = 512,
+        p_distractor: float = 0.5,
+        batch_size: int = 64,
+        num_held_out: int = 1024,
+        num_test_sets: int = 256,
+        num_val_sets: int = 16,
+        condition: Condition = "half",
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        check_sizes(n_items, vocab_size)
+        if not 0.0 <= p_distractor <= 1.0:
+            raise UsageError(f"p_distractor={p_distractor} is invalid: it must lie in [0, 1]")
+        for name, value in (("batch_size", batch_size), ("num_test_sets", num_test_sets), ("num_val_sets", num_val_sets)):
+            if value < 1:
+                raise UsageError(f"{name}={value} is invalid: it must be at least 1")
+        if num_held_out >= math.comb(vocab_size, n_items):
+            raise UsageError(
+                f"num_held_out={num_held_out} is too large: vocab_size={vocab_size} and n_items={n_items} give only "
+                f"{math.comb(vocab_size, n_items)} distinct sets, and training needs some that are not held out"
+            )
+        if num_test_sets + num_val_sets > num_held_out:
+            raise UsageError(
+                f"num_held_out={num_held_out} is too small: it must hold num_test_sets + num_val_sets = "
+                f"{num_test_sets + num_val_sets} sets"
+            )
+        if condition not in ("half", "uniform"):
+            raise UsageError(f"condition={condition!r} is unknown: choose 'half' or 'uniform'")
+        if num_workers < 0:
+            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        self.save_hyperparameters()
+        self.n_items, self.vocab_size, self.p_distractor = n_items, vocab_size, p_distractor
+        self.batch_size, self.num_held_out = batch_size, num_held_out
+        self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets
+        self.condition, self.seed, self.num_workers = condition, seed, num_workers
+        self._held_out: torch.Tensor | None = None
+
+    @property
+    def held_out(self) -> torch.Tensor:
+        """The held-out study sets (num_held_out, L): test uses the first ones, validation the last ones."""
+        if self._held_out is None:
+            self._held_out = held_out_sets(self.num_held_out, self.n_items, self.vocab_size, self.seed)
+        return self._held_out
+
+    def train_dataloader(self) -> DataLoader:
+        token_hash = token_hashes(self.vocab_size, self.seed)
+        excluded = set_hash(self.held_out, token_hash).sort().values
+        stream = _TrainingStream(self, excluded, token_hash)
+        return DataLoader(stream, batch_size=None, num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+
+    def _design_loader(self, study: torch.Tensor, index: int) -> DataLoader:
+        design = CyclicDesign.build(study, self.vocab_size, self.seed, self.condition, index)
+        return DataLoader(
+            _DesignDataset(design), batch_size=self.batch_size, shuffle=False,
+            num_workers=self.num_workers, collate_fn=_identity,
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return self._design_loader(self.held_out[self.num_held_out - self.num_val_sets :], index=1)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._design_loader(self.held_out[: self.num_test_sets], index=0)

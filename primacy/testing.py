@@ -1,0 +1,60 @@
+"""check_backbone(): the contract every backbone, built-in or plugin, must pass. Call it from your tests."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from primacy.backbones.base import Backbone
+
+
+def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3, **kwargs: object) -> None:
+    """Assert the Backbone contract for ``cls(d_model=d_model, **kwargs)``; raises AssertionError on a breach.
+
+    Checks: subclass of Backbone; typed constructor without ``*args``/``**kwargs``; (B, T, D) -> (B, T, D);
+    causality (changing inputs at t does not change outputs before t); every trainable parameter gets a
+    finite gradient; ``dt()`` maps names to positive finite tensors; the state dict round-trips.
+    """
+    assert issubclass(cls, Backbone), f"{cls.__name__} must subclass primacy.backbones.Backbone"
+    for name, param in inspect.signature(cls.__init__).parameters.items():
+        if name == "self":
+            continue
+        assert param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD), f"{cls.__name__}: no *args/**kwargs"
+        assert param.annotation is not param.empty, f"{cls.__name__}.__init__: argument {name!r} needs a type"
+        assert param.default is not param.empty, f"{cls.__name__}.__init__: argument {name!r} needs a default"
+
+    torch.manual_seed(0)
+    model = cls(d_model=d_model, **kwargs)
+    assert model.d_model == d_model, f"{cls.__name__}.d_model must equal the d_model it was built with"
+    x = torch.randn(batch, length, d_model, requires_grad=True)
+    y = model(x)
+    assert y.shape == (batch, length, d_model), f"{cls.__name__}: output {tuple(y.shape)}, expected {tuple(x.shape)}"
+    assert torch.isfinite(y).all(), f"{cls.__name__}: non-finite output"
+
+    cut = length // 2
+    x2 = x.detach().clone()
+    x2[:, cut:] = torch.randn(batch, length - cut, d_model)
+    with torch.no_grad():
+        y2 = model(x2)
+    assert torch.allclose(y[:, :cut].detach(), y2[:, :cut], atol=1e-5), f"{cls.__name__} is not causal"
+    assert not torch.allclose(y[:, cut:].detach(), y2[:, cut:]), f"{cls.__name__} ignores its input"
+
+    y.pow(2).mean().backward()
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None, f"{cls.__name__}: parameter {name} gets no gradient"
+            assert torch.isfinite(p.grad).all(), f"{cls.__name__}: parameter {name} has a non-finite gradient"
+    assert x.grad is not None and x.grad.abs().sum() > 0, f"{cls.__name__}: no gradient reaches the input"
+
+    dts = model.dt()
+    assert isinstance(dts, dict), f"{cls.__name__}.dt() must return a dict"
+    for name, dt in dts.items():
+        assert isinstance(dt, torch.Tensor) and dt.ndim == 1, f"{cls.__name__}.dt()[{name!r}] must be (channels,)"
+        assert torch.isfinite(dt).all() and (dt > 0).all(), f"{cls.__name__}.dt()[{name!r}] must be positive"
+
+    torch.manual_seed(1)
+    clone = cls(d_model=d_model, **kwargs)
+    clone.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert torch.allclose(clone(x2), y2, atol=1e-6), f"{cls.__name__}: state dict does not round-trip"

@@ -1,0 +1,47 @@
+"""Bad input fails fast with one line naming the parameter; nothing already written is lost."""
+
+import pytest
+
+from primacy.cli import main
+from conftest import ROOT
+
+QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--data.init_args.n_items", "300"], "vocab_size=512 is too small for n_items=300"),
+        (["--data.init_args.n_items", "0"], "n_items=0 is invalid"),
+        (["--model.init_args.backbone", "S4Dbackbone"], "'S4Dbackbone' is not registered: did you mean S4DBackbone"),
+        (["--model.init_args.backbone.init_args.dt_min", "-0.01"], "dt_min=-0.01"),
+        (["--model.init_args.backbone.init_args.dt_min", "0.5"], "dt_min=0.5, dt_max=0.1 is not a valid"),
+        (["--ckpt_path", "missing.ckpt"], "ckpt_path=missing.ckpt does not exist"),
+    ],
+)
+def test_bad_input_gives_one_line(args, expected, quiet, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", QUICKSTART, *quiet, *args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("primacy: error: ") and expected in last
+
+
+def test_fit_refuses_to_overwrite_a_finished_run(quiet, tmp_path, capsys):
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(b"an earlier run")
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", QUICKSTART, *quiet])
+    assert "already holds a trained run" in capsys.readouterr().err
+    assert ckpt.read_bytes() == b"an earlier run"
+
+
+def test_print_config_shows_the_resolved_backbone(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", QUICKSTART, "--print_config"])
+    out = capsys.readouterr().out
+    assert "class_path: primacy.backbones.s4d.S4DBackbone" in out
+    assert "vocab_size: 512" in out

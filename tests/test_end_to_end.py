@@ -1,0 +1,66 @@
+"""A short run learns above chance, writes consistent result files, and `test` from its checkpoint
+reproduces them exactly."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from primacy.cli import main
+from conftest import ROOT
+
+SMALL = ["--data.init_args.n_items", "8", "--data.init_args.vocab_size", "64", "--data.init_args.batch_size", "32",
+         "--data.init_args.num_held_out", "128", "--data.init_args.num_test_sets", "64",
+         "--data.init_args.num_val_sets", "8", "--model.init_args.backbone.init_args.d_model", "32",
+         "--model.init_args.lr", "0.003", "--model.init_args.warmup_steps", "50",
+         "--trainer.max_steps", "400", "--trainer.val_check_interval", "200", "--results.formats", "[png]"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run = tmp_path_factory.mktemp("e2e") / "run"
+    quiet = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+             "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(run)]
+    main(["fit", "--config", str(ROOT / "configs" / "quickstart.yaml"), *quiet, *SMALL])
+    return run, quiet
+
+
+def test_short_run_learns_above_chance(trained):
+    run, _ = trained
+    summary = json.loads((run / "results" / "summary.json").read_text())
+    assert summary["overall_accuracy"] > 0.6
+    assert summary["backbone"] == "S4DBackbone" and summary["n_items"] == 8 and summary["condition"] == "half"
+
+
+def test_result_files_agree_with_each_other(trained):
+    run, _ = trained
+    out = run / "results"
+    summary = json.loads((out / "summary.json").read_text())
+    data = np.load(out / "accuracy.npz")
+    hits, counts = data["hits"], data["counts"]
+    assert (counts == 64).all() and summary["n_sets"] == 64, "every cell is tested once per held-out set"
+    assert (data["distractor_counts"] == 64 * 8).all()
+    np.testing.assert_allclose((hits / counts).mean(axis=1), summary["serial_position_curve"])
+    np.testing.assert_allclose((hits / counts).mean(axis=0), summary["query_position_curve"])
+    total = (hits.sum() + data["distractor_hits"].sum()) / (counts.sum() + data["distractor_counts"].sum())
+    assert summary["overall_accuracy"] == pytest.approx(total)
+    rows = list(csv.DictReader((out / "verification.csv").open()))
+    assert len(rows) == 8 * 8 + 8
+    assert sum(r["study_pos"] == "-1" for r in rows) == 8
+    cell = next(r for r in rows if r["study_pos"] == "2" and r["query_pos"] == "5")
+    assert float(cell["accuracy"]) == pytest.approx(hits[2, 5] / counts[2, 5]) and int(cell["n"]) == 64
+    for name in ("heatmap.png", "summary.json", "accuracy.npz", "verification.csv"):
+        assert (out / name).is_file()
+    assert (run / "config.yaml").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_test_from_checkpoint_reproduces_the_results(trained):
+    run, quiet = trained
+    before = dict(np.load(run / "results" / "accuracy.npz"))
+    (run / "results" / "accuracy.npz").unlink()
+    main(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+          "--trainer.enable_progress_bar", "false"])
+    after = np.load(run / "results" / "accuracy.npz")
+    for key, value in before.items():
+        np.testing.assert_array_equal(after[key], value)

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
+from lightning.pytorch.loggers import WandbLogger
 
 from primacy import plots, results
 
@@ -54,16 +55,18 @@ class RunConfig(SaveConfigCallback):
 
 class ResultsWriter(Callback):
     """At the end of ``test``, writes <run>/results/: summary.json, accuracy.npz, verification.csv and
-    heatmap.png/.pdf, from the model's ``test_accuracy`` metric.
+    heatmap.png/.pdf, from the model's ``test_accuracy`` metric. After each validation it redraws
+    results/val_heatmap.png (and logs it to wandb), so the matrix can be watched while training.
 
     Args:
-        formats: figure file formats.
+        formats: figure file formats of the test heatmap.
         dpi: resolution of raster figures.
+        val_heatmap: draw the validation heatmap.
     """
 
-    def __init__(self, formats: list[str] = ["png", "pdf"], dpi: int = 150) -> None:  # noqa: B006 (CLI default)
+    def __init__(self, formats: list[str] = ["png", "pdf"], dpi: int = 150, val_heatmap: bool = True) -> None:  # noqa: B006
         super().__init__()
-        self.formats, self.dpi = list(formats), dpi
+        self.formats, self.dpi, self.val_heatmap = list(formats), dpi, val_heatmap
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         result = pl_module.test_accuracy.compute()  # syncs across processes
@@ -72,12 +75,28 @@ class ResultsWriter(Callback):
         settings = run_settings(trainer, pl_module)
         out = run_dir(trainer) / "results"
         content = results.write(out, result, settings)
+        self._draw(result, content, settings, [out / f"heatmap.{fmt}" for fmt in self.formats])
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.val_heatmap or trainer.sanity_checking:
+            return
+        result = pl_module.val_accuracy.compute()
+        if not trainer.is_global_zero:
+            return
+        settings = run_settings(trainer, pl_module)
+        path = run_dir(trainer) / "results" / "val_heatmap.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._draw(result, results.summary(result, settings), settings, [path], f"validation, step {trainer.global_step}")
+        if isinstance(trainer.logger, WandbLogger):
+            trainer.logger.log_image("val/heatmap", [str(path)], step=trainer.global_step)
+
+    def _draw(self, result: dict, content: dict, settings: dict, paths: list[Path], stage: str = "test") -> None:
         title = (f"{settings['backbone']} · L={settings['n_items']} · K={settings['vocab_size']} · "
-                 f"{settings['condition']} · {content['n_sets']} sets\n"
+                 f"{settings['condition']} · {content['n_sets']} sets ({stage})\n"
                  f"accuracy {content['overall_accuracy']:.3f} · early−late {content['early_minus_late']:+.3f}")
         fig = plots.heatmap(np.asarray(result["matrix"]), np.asarray(result["distractor_accuracy_by_query"]), title)
-        for fmt in self.formats:
-            fig.savefig(out / f"heatmap.{fmt}", dpi=self.dpi)
+        for path in paths:
+            fig.savefig(path, dpi=self.dpi)
         plt.close(fig)
 
 

@@ -64,3 +64,26 @@ def test_test_from_checkpoint_reproduces_the_results(trained):
     after = np.load(run / "results" / "accuracy.npz")
     for key, value in before.items():
         np.testing.assert_array_equal(after[key], value)
+
+
+def test_resuming_gives_the_same_model_as_training_straight_through(tmp_path):
+    """Data, optimiser and schedule all continue where they stopped: 6 steps == 3 steps + resume to 6."""
+    import torch
+
+    common = ["--config", str(ROOT / "configs" / "quickstart.yaml"), "--trainer.logger", "false",
+              "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+              "--data.init_args.n_items", "4", "--data.init_args.vocab_size", "32", "--data.init_args.batch_size", "8",
+              "--data.init_args.num_held_out", "8", "--data.init_args.num_test_sets", "2",
+              "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
+              "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "3",
+              "--trainer.num_sanity_val_steps", "0", "--test_after_fit", "false", "--trainer.max_steps", "6"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    main(["fit", *common, "--trainer.default_root_dir", str(straight),
+          "--checkpoint.every_n_train_steps", "3", "--checkpoint.save_top_k", "-1"])
+    main(["fit", *common, "--trainer.default_root_dir", str(resumed),
+          "--ckpt_path", str(straight / "checkpoints" / "epoch=0-step=3.ckpt")])
+    a = torch.load(straight / "checkpoints" / "last.ckpt", weights_only=False)
+    b = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=False)
+    assert a["global_step"] == b["global_step"] == 6
+    for key, value in a["state_dict"].items():
+        assert torch.equal(value, b["state_dict"][key]), key

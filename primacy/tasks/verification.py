@@ -192,14 +192,16 @@ def _identity(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 class _TrainingStream(IterableDataset):
     """Endless training batches; batch i always comes from generator (seed, train, i), so the stream is the
-    same whatever the number of workers (worker w makes batches w, w + W, ... and the loader interleaves them)."""
+    same whatever the number of workers (worker w makes batches w, w + W, ... and the loader interleaves them),
+    and a resumed run continues it from batch ``start`` instead of seeing its first batches again."""
 
-    def __init__(self, task: VerificationTask, excluded: torch.Tensor, token_hash: torch.Tensor) -> None:
-        self.task, self.excluded, self.token_hash = task, excluded, token_hash
+    def __init__(self, task: VerificationTask, excluded: torch.Tensor, token_hash: torch.Tensor, start: int) -> None:
+        self.task, self.excluded, self.token_hash, self.start = task, excluded, token_hash, start
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = get_worker_info()
         index, step = (info.id, info.num_workers) if info is not None else (0, 1)
+        index += self.start
         t = self.task
         while True:
             yield training_batch(
@@ -276,7 +278,9 @@ class VerificationTask(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         token_hash = token_hashes(self.vocab_size, self.seed)
         excluded = set_hash(self.held_out, token_hash).sort().values
-        stream = _TrainingStream(self, excluded, token_hash)
+        trainer = self.trainer
+        start = trainer.global_step * trainer.accumulate_grad_batches if trainer is not None else 0  # on resume
+        stream = _TrainingStream(self, excluded, token_hash, start)
         return DataLoader(stream, batch_size=None, num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def _design_loader(self, study: torch.Tensor, index: int) -> DataLoader:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import NoReturn
 
 import lightning as L
-from jsonargparse import ActionConfigFile
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from primacy import registry
@@ -23,7 +22,7 @@ TRAINER_DEFAULTS = {
 }
 
 
-_UNKNOWN_CLASS = re.compile(r'Parser key "backbone":.*?Expected a path but (\S+) either not accessible', re.S)
+_UNKNOWN_CLASS = re.compile(r'Parser key "backbone":.*?Expected a path but (\S+) either not accessible', re.DOTALL)
 
 
 class PrimacyParser(LightningArgumentParser):
@@ -52,14 +51,10 @@ class PrimacyCLI(LightningCLI):
             save_config_callback=RunConfig,
             trainer_defaults=TRAINER_DEFAULTS,
             auto_configure_optimizers=False,
+            parser_class=PrimacyParser,
             args=args,
             run=run,
         )
-
-    def init_parser(self, **kwargs) -> LightningArgumentParser:
-        parser = PrimacyParser(**kwargs)
-        parser.add_argument("-c", "--config", action=ActionConfigFile, help="Path to a configuration file in yaml.")
-        return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.init_args.vocab_size", "model.init_args.vocab_size", apply_on="parse")

@@ -1,9 +1,9 @@
 """Bad input fails fast with one line naming the parameter; nothing already written is lost."""
 
 import pytest
+from conftest import ROOT
 
 from primacy.cli import main
-from conftest import ROOT
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
@@ -45,3 +45,13 @@ def test_print_config_shows_the_resolved_backbone(capsys):
     out = capsys.readouterr().out
     assert "class_path: primacy.backbones.s4d.S4DBackbone" in out
     assert "vocab_size: 512" in out
+
+
+def test_default_logger_is_offline_wandb_inside_the_run_directory(tmp_path):
+    run = tmp_path / "run"
+    main(["fit", "--config", QUICKSTART, "--trainer.default_root_dir", str(run), "--trainer.enable_progress_bar",
+          "false", "--trainer.max_steps", "1", "--trainer.limit_val_batches", "1", "--trainer.limit_test_batches", "1",
+          "--trainer.num_sanity_val_steps", "0", "--data.init_args.batch_size", "4",
+          "--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1", "--results.formats", "[png]"])
+    offline_runs = list((run / "wandb").glob("offline-run-*"))
+    assert len(offline_runs) == 1, "one offline wandb run, stored in the run directory"

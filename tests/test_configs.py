@@ -1,9 +1,9 @@
 """Every YAML in configs/ parses and runs one training batch (and a one-batch test)."""
 
 import pytest
+from conftest import ROOT
 
 from primacy.cli import main
-from conftest import ROOT
 
 CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml"))
 

@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from primacy.cli import main
-from conftest import ROOT
 
 SMALL = ["--data.init_args.n_items", "8", "--data.init_args.vocab_size", "64", "--data.init_args.batch_size", "32",
          "--data.init_args.num_held_out", "128", "--data.init_args.num_test_sets", "64",
@@ -56,7 +56,7 @@ def test_result_files_agree_with_each_other(trained):
 
 
 def test_test_from_checkpoint_reproduces_the_results(trained):
-    run, quiet = trained
+    run, _ = trained
     before = dict(np.load(run / "results" / "accuracy.npz"))
     (run / "results" / "accuracy.npz").unlink()
     main(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),

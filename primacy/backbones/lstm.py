@@ -1,21 +1,86 @@
-"""A single-layer LSTM backbone (the paper's recurrent baseline)."""
+"""The paper's recurrent baseline: a single-layer LSTM whose gate biases start with chrono initialisation,
+without which it stays at chance on memory verification."""
+
+from __future__ import annotations
+
+from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
 from primacy.errors import UsageError
 
+GateInit = Literal["chrono", "unit_forget", "pytorch"]
+_GATE_INITS = ("chrono", "unit_forget", "pytorch")
+_CHRONO_DEFAULT_MAX = 64.0  # 2L for the CPU-scale task (L = 32): the longest study-to-query gap
+
 
 class LSTMBackbone(Backbone):
-    """nn.LSTM with hidden size d_model; (B, T, D) -> (B, T, D)."""
+    """nn.LSTM with hidden size d_model, optionally followed by the S4 block's output map GELU -> Linear(H, 2H) -> GLU.
 
-    def __init__(self, d_model: int = 64) -> None:
+    Args:
+        d_model: channels H (input and hidden size).
+        n_layers: stacked LSTM layers; the paper's baseline has 1.
+        gate_init: how the gate biases start. ``chrono`` (Tallec & Ollivier 2018): forget bias
+            log(U[1, max_timescale - 1]), input bias its negative, other biases 0, so units start with
+            memory time constants spread up to ``max_timescale`` steps. ``unit_forget``: forget bias 1,
+            other biases 0 (Jozefowicz et al. 2015). ``pytorch``: nn.LSTM's own U(-1/sqrt(H), 1/sqrt(H)).
+            With L = 32, K = 512 only ``chrono`` left chance level within a CPU budget.
+        max_timescale: chrono's T_max in steps, about the input length 2L; None means 64 (2L at the CPU scale,
+            L = 32), so set it for longer lists. Only allowed with ``gate_init="chrono"``.
+        output_block: apply GELU -> Linear(H, 2H) -> GLU after the LSTM, as in the S4 block. Not needed for
+            learning; it lets the LSTM and S4 heads be matched exactly.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        n_layers: int = 1,
+        gate_init: GateInit = "chrono",
+        max_timescale: float | None = None,
+        output_block: bool = False,
+    ) -> None:
         super().__init__()
         if d_model < 1:
             raise UsageError(f"d_model={d_model} is invalid: it must be at least 1")
-        self.d_model = d_model
-        self.lstm = nn.LSTM(d_model, d_model, batch_first=True)
+        if n_layers < 1:
+            raise UsageError(f"n_layers={n_layers} is invalid: it must be at least 1")
+        if gate_init not in _GATE_INITS:
+            raise UsageError(f"gate_init={gate_init!r} is unknown: choose one of {', '.join(_GATE_INITS)}")
+        if max_timescale is not None and gate_init != "chrono":
+            raise UsageError(
+                f"max_timescale={max_timescale} is only used by gate_init='chrono' (got gate_init={gate_init!r}): "
+                "leave it null"
+            )
+        if max_timescale is not None and not max_timescale > 2:
+            raise UsageError(f"max_timescale={max_timescale} is invalid: it must be greater than 2 (or null)")
+        self.d_model, self.n_layers, self.gate_init = d_model, n_layers, gate_init
+        self.max_timescale = _CHRONO_DEFAULT_MAX if max_timescale is None else float(max_timescale)
+        self.lstm = nn.LSTM(d_model, d_model, num_layers=n_layers, batch_first=True)
+        self.out = nn.Linear(d_model, 2 * d_model) if output_block else None
+        if gate_init != "pytorch":
+            self._init_gate_biases()
+
+    @torch.no_grad()
+    def _init_gate_biases(self) -> None:
+        h = self.d_model
+        for layer in range(self.n_layers):
+            # nn.LSTM adds two bias vectors, each (4H,) with gates in the order input, forget, cell, output.
+            b_ih, b_hh = getattr(self.lstm, f"bias_ih_l{layer}"), getattr(self.lstm, f"bias_hh_l{layer}")
+            b_ih.zero_()
+            b_hh.zero_()
+            if self.gate_init == "chrono":
+                forget = torch.log(torch.empty(h).uniform_(1.0, self.max_timescale - 1.0))  # H
+                b_ih[h : 2 * h] = forget
+                b_ih[:h] = -forget
+            else:
+                b_ih[h : 2 * h] = 1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.lstm(x)[0]  # B T D
+        y = self.lstm(x)[0]  # B T D
+        if self.out is not None:
+            y = F.glu(self.out(F.gelu(y)), dim=-1)  # B T 2D -> B T D
+        return y
+

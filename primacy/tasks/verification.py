@@ -13,8 +13,9 @@ Example (L = 3, K = 8; tokens are item ids)::
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Literal
+from typing import Literal
 
 import lightning as L
 import numpy as np

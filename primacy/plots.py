@@ -19,6 +19,13 @@ def _ticks(n: int) -> np.ndarray:
     return np.arange(0, n, step)
 
 
+def _span(values: np.ndarray, minimum: float = 0.3) -> tuple[float, float]:
+    """Axis limits showing ``values`` with at least ``minimum`` of range, so a flat curve looks flat."""
+    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+    pad = max(0.0, minimum - (hi - lo)) / 2
+    return lo - pad - 0.02, hi + pad + 0.02
+
+
 def heatmap(
     matrix: np.ndarray, distractor: np.ndarray, title: str = "", vmin: float = 0.0, vmax: float = 1.0
 ) -> Figure:
@@ -42,12 +49,15 @@ def heatmap(
     ax_new.tick_params(axis="y", rotation=0)
 
     positions = np.arange(n) + 0.5
-    ax_row.plot(np.nanmean(matrix, axis=1), positions, color="k")
+    row, col = np.nanmean(matrix, axis=1), np.nanmean(matrix, axis=0)
+    ax_row.plot(row, positions, color="k")
     ax_row.set_ylim(n, 0)
+    ax_row.set_xlim(*_span(row))
     ax_row.set_yticks([])
     ax_row.set_xlabel("row mean")
-    ax_col.plot(positions, np.nanmean(matrix, axis=0), color="k")
+    ax_col.plot(positions, col, color="k")
     ax_col.set_xlim(0, n)
+    ax_col.set_ylim(*_span(col))
     ax_col.set_xticks(ticks + 0.5, ticks)
     ax_col.set_xlabel("query position")
     ax_col.set_ylabel("col. mean")

@@ -10,9 +10,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 
 from primacy import plots, results
+from primacy.errors import UsageError
 
 
 def run_dir(trainer: L.Trainer) -> Path:
@@ -98,6 +99,83 @@ class ResultsWriter(Callback):
         for path in paths:
             fig.savefig(path, dpi=self.dpi)
         plt.close(fig)
+
+
+class DtTracker(Callback):
+    """Records the backbone's Δt (``Backbone.dt()``, every layer and channel) during training.
+
+    Every ``every_n_steps`` optimiser steps (and at the first and last step) it stores the values, logs
+    their quantiles (and a histogram, for wandb and TensorBoard), and at the end of ``fit`` writes
+    <run>/results/dt_history.npz, dt_trajectory.png and dt_histogram.png. Does nothing for backbones
+    without a Δt. The history is part of the checkpoint, so a resumed run keeps it.
+
+    Args:
+        every_n_steps: recording interval in optimiser steps.
+        dpi: resolution of the figures.
+    """
+
+    QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+    def __init__(self, every_n_steps: int = 100, dpi: int = 150) -> None:
+        super().__init__()
+        if every_n_steps < 1:
+            raise UsageError(f"every_n_steps={every_n_steps} is invalid: it must be at least 1")
+        self.every_n_steps, self.dpi = every_n_steps, dpi
+        self.steps: list[int] = []
+        self.values: list[np.ndarray] = []
+        self.layers: list[str] = []
+        self.channels: list[int] = []
+
+    def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        step = trainer.global_step
+        dts = pl_module.backbone.dt()
+        if not dts or (self.steps and self.steps[-1] == step):
+            return
+        self.layers, self.channels = list(dts), [int(v.numel()) for v in dts.values()]
+        values = np.concatenate([v.detach().float().cpu().numpy() for v in dts.values()])  # C
+        self.steps.append(step)
+        self.values.append(values)
+        logger = trainer.logger
+        if logger is None:
+            return
+        quantiles = np.quantile(values, self.QUANTILES)
+        logger.log_metrics({f"dt/q{int(q * 100):02d}": float(v) for q, v in zip(self.QUANTILES, quantiles)}, step)
+        if isinstance(logger, WandbLogger):
+            import wandb
+
+            logger.experiment.log({"dt/log10_histogram": wandb.Histogram(np.log10(values))}, commit=False)
+        elif isinstance(logger, TensorBoardLogger):
+            logger.experiment.add_histogram("dt/log10", np.log10(values), step)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._record(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if trainer.global_step % self.every_n_steps == 0:
+            self._record(trainer, pl_module)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._record(trainer, pl_module)
+        if not self.steps or not trainer.is_global_zero:
+            return
+        out = run_dir(trainer) / "results"
+        steps, dt = np.asarray(self.steps), np.stack(self.values)  # S, S C
+        results.write_dt_history(out / "dt_history.npz", steps, dt, self.layers, self.channels)
+        name = type(pl_module.backbone).__name__
+        for fig, file in ((plots.dt_trajectory(steps, dt, f"{name}: Δt over training"), "dt_trajectory.png"),
+                          (plots.dt_histogram(dt[0], dt[-1], f"{name}: Δt at step {steps[0]} and {steps[-1]}"),
+                           "dt_histogram.png")):
+            fig.savefig(out / file, dpi=self.dpi)
+            plt.close(fig)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": list(self.steps), "values": [v.tolist() for v in self.values],
+                "layers": list(self.layers), "channels": list(self.channels)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.steps = list(state_dict["steps"])
+        self.values = [np.asarray(v) for v in state_dict["values"]]
+        self.layers, self.channels = list(state_dict["layers"]), list(state_dict["channels"])
 
 
 def run_settings(trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:

@@ -65,3 +65,37 @@ def heatmap(
         ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+def dt_trajectory(steps: np.ndarray, dt: np.ndarray, title: str = "") -> Figure:
+    """Fig. 4 (top): at every recorded step, the channels' Δt sorted, as a heatmap of log10 Δt over training.
+
+    steps: (S,); dt: (S, C).
+    """
+    ranked = np.log10(np.sort(np.asarray(dt, float), axis=1)).T  # C S: row r = the r-th smallest Δt
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), constrained_layout=True)
+    mesh = ax.pcolormesh(np.asarray(steps), np.arange(ranked.shape[0]), ranked, cmap=CMAP, shading="nearest")
+    fig.colorbar(mesh, ax=ax, label="log10 Δt")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("channel (sorted by Δt)")
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def dt_histogram(initial: np.ndarray, final: np.ndarray, title: str = "", ax=None) -> Figure:
+    """Fig. 4 (bottom): the distribution of Δt at initialisation and after training, on a log axis."""
+    initial, final = np.asarray(initial, float), np.asarray(final, float)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(4.8, 3.2), constrained_layout=True)
+    else:
+        fig = ax.figure
+    lo, hi = min(initial.min(), final.min()), max(initial.max(), final.max())
+    bins = np.logspace(np.log10(lo) - 0.05, np.log10(hi) + 0.05, 30)
+    ax.hist(initial, bins=bins, alpha=0.5, label="initial", color="tab:gray")
+    ax.hist(final, bins=bins, alpha=0.6, label="final", color="tab:blue")
+    ax.set_xscale("log")
+    ax.set_xlabel("Δt")
+    ax.set_ylabel("channels")
+    ax.legend(frameon=False)
+    ax.set_title(title, fontsize=10)
+    return fig

@@ -74,3 +74,16 @@ def read(out_dir: str | Path) -> dict[str, Any]:
     with np.load(out / "accuracy.npz") as data:
         states = {k: torch.from_numpy(data[k]) for k in COUNT_KEYS}
     return {"summary": json.loads((out / "summary.json").read_text()), **summarize(**states), **states}
+
+
+def write_dt_history(path: str | Path, steps: np.ndarray, dt: np.ndarray, layers: list[str], channels: list[int]) -> None:
+    """dt_history.npz: steps (S,), dt (S, C) with the layers' channels side by side, layers (names), channels
+    (each layer's channel count, in order)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, steps=np.asarray(steps, dtype=np.int64), dt=np.asarray(dt, dtype=np.float64),
+             layers=np.asarray(layers, dtype=str), channels=np.asarray(channels, dtype=np.int64))
+
+
+def read_dt_history(path: str | Path) -> dict[str, np.ndarray]:
+    with np.load(path) as data:
+        return {k: data[k] for k in ("steps", "dt", "layers", "channels")}

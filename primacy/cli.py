@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -10,9 +11,11 @@ from typing import NoReturn
 import lightning as L
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from primacy import registry
+from primacy import aggregate, plots, registry
 from primacy.callbacks import ResultsWriter, RunCheckpoint, RunConfig
 from primacy.errors import UsageError, find_usage_error
+from primacy.ssm.dense import impulse_responses
+from primacy.ssm.hippo import MEASURES, hippo
 
 TRAINER_DEFAULTS = {
     "logger": {
@@ -89,9 +92,49 @@ class PrimacyCLI(LightningCLI):
             self.trainer.test(self.model, datamodule=self.datamodule)
 
 
+def aggregate_command(args: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="primacy aggregate", description=aggregate.__doc__)
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories that differ only by seed")
+    parser.add_argument("--out", required=True, help="directory for the aggregated results")
+    options = parser.parse_args(args)
+    summary = aggregate.aggregate(options.runs, options.out)
+    print(f"{summary['n_runs']} runs -> {options.out}: overall accuracy {summary['overall_accuracy']['mean']:.3f}, "
+          f"early_minus_late {summary['early_minus_late']['mean']:+.3f}")
+
+
+def kernels_command(args: list[str]) -> None:
+    """Fig. 1: continuous vs discretised HiPPO impulse responses, to see where bilinear discretisation breaks."""
+    parser = argparse.ArgumentParser(prog="primacy kernels", description=kernels_command.__doc__)
+    parser.add_argument("--measure", default="legs", choices=MEASURES)
+    parser.add_argument("--dt", type=float, nargs="+", default=[0.001, 0.01, 0.1, 1.0])
+    parser.add_argument("--length", type=int, default=256, help="number of steps j (τ = jΔt)")
+    parser.add_argument("--degrees", type=int, nargs="+", default=[2, 3, 8, 15, 32, 63])
+    parser.add_argument("--state-size", type=int, default=64, help="N, the HiPPO matrix size")
+    parser.add_argument("--out", required=True, help="figure file (.png, .pdf, ...)")
+    options = parser.parse_args(args)
+    bad = [d for d in options.degrees if not 0 <= d < options.state_size]
+    if bad:
+        raise UsageError(f"degrees={bad} are out of range: each must lie in [0, state-size={options.state_size})")
+    if any(dt <= 0 for dt in options.dt) or options.length < 1:
+        raise UsageError(f"dt={options.dt}, length={options.length} are invalid: Δt must be positive, length >= 1")
+    a, b = hippo(options.measure, options.state_size)
+    curves = {dt: tuple(x.numpy() for x in impulse_responses(a, b, dt, options.length)) for dt in options.dt}
+    fig = plots.kernel_discrepancy(curves, options.degrees, f"HiPPO-{options.measure}, N = {options.state_size}")
+    Path(options.out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(options.out, dpi=150)
+    print(f"wrote {options.out}")
+
+
+COMMANDS = {"aggregate": aggregate_command, "kernels": kernels_command}
+
+
 def main(args: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if args is None else list(args)
     try:
-        PrimacyCLI(args=args)
+        if argv and argv[0] in COMMANDS:
+            COMMANDS[argv[0]](argv[1:])
+        else:
+            PrimacyCLI(args=args)
     except Exception as err:
         usage = find_usage_error(err)
         if usage is None:

@@ -1,0 +1,104 @@
+"""Aggregate runs that differ only by seed: mean and standard error of the accuracy matrix and summary,
+the mean heatmap, and every run's initial and final Δt distribution on one figure (Fig. 5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from primacy import plots, results
+from primacy.errors import UsageError
+
+SEED_KEYS = ("seed",)  # settings allowed to differ between aggregated runs
+
+
+def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    data = {k: v for k, v in summary.get("data_args", {}).items() if k not in SEED_KEYS}
+    keys = ("condition", "n_items", "vocab_size", "backbone", "backbone_args", "model_args")
+    return {**{k: summary.get(k) for k in keys}, "data_args": data}
+
+
+def _first_difference(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> str | None:
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            found = _first_difference(x, y, f"{prefix}{key}.")
+            if found:
+                return found
+        elif x != y:
+            return f"{prefix}{key} ({x!r} vs {y!r})"
+    return None
+
+
+def load_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
+    """Each run's results (``results.read``), after checking that they exist and share their settings."""
+    if not run_dirs:
+        raise UsageError("no run directories given: pass at least one RUN_DIR")
+    runs = []
+    for run in run_dirs:
+        out = Path(run) / "results"
+        if not (out / "summary.json").is_file() or not (out / "accuracy.npz").is_file():
+            raise UsageError(f"run directory {run} has no results/summary.json and accuracy.npz: test it first")
+        runs.append(results.read(out))
+    reference = _comparable(runs[0]["summary"])
+    for run, loaded in zip(run_dirs[1:], runs[1:]):
+        diff = _first_difference(reference, _comparable(loaded["summary"]))
+        if diff:
+            raise UsageError(f"run {run} differs from {run_dirs[0]} in {diff}: only runs that differ by seed aggregate")
+    return runs
+
+
+def _mean_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error over the first axis (SE is NaN for a single run)."""
+    n = values.shape[0]
+    se = values.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.full(values.shape[1:], np.nan)
+    return values.mean(axis=0), se
+
+
+def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -> dict[str, Any]:
+    """Write summary.json, accuracy.npz, heatmap.png/.pdf and (if the runs recorded Δt) dt_histograms.png."""
+    run_dirs = [Path(r) for r in run_dirs]
+    runs = load_runs(run_dirs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    matrices = np.stack([np.asarray(r["matrix"]) for r in runs])  # R L L
+    distractors = np.stack([np.asarray(r["distractor_accuracy_by_query"]) for r in runs])  # R L
+    matrix_mean, matrix_se = _mean_se(matrices)
+    distractor_mean, distractor_se = _mean_se(distractors)
+    np.savez(out / "accuracy.npz", matrices=matrices, matrix_mean=matrix_mean, matrix_se=matrix_se,
+             distractor_accuracy=distractors, distractor_mean=distractor_mean, distractor_se=distractor_se)
+
+    summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs]}
+    for key in results.SCALAR_KEYS:
+        values = np.array([r[key] for r in runs], dtype=float)
+        mean, se = _mean_se(values)
+        summary[key] = {"mean": float(mean), "se": _num(se), "values": values.tolist()}
+    for key in results.CURVE_KEYS:
+        mean, se = _mean_se(np.stack([np.asarray(r[key], dtype=float) for r in runs]))
+        summary[key] = {"mean": mean.tolist(), "se": [_num(v) for v in se]}
+    summary["settings"] = _comparable(runs[0]["summary"])
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+    s = summary["settings"]
+    title = (f"{s['backbone']} · L={s['n_items']} · K={s['vocab_size']} · {s['condition']} · mean of {len(runs)} runs\n"
+             f"accuracy {summary['overall_accuracy']['mean']:.3f} · "
+             f"early−late {summary['early_minus_late']['mean']:+.3f} ± {summary['early_minus_late']['se'] or 0:.3f}")
+    fig = plots.heatmap(matrix_mean, distractor_mean, title)
+    for fmt in ("png", "pdf"):
+        fig.savefig(out / f"heatmap.{fmt}", dpi=dpi)
+    plt.close(fig)
+
+    histories = [Path(r) / "results" / "dt_history.npz" for r in run_dirs]
+    if all(h.is_file() for h in histories):
+        fig = plots.dt_histograms([results.read_dt_history(h) for h in histories], [r.name for r in run_dirs])
+        fig.savefig(out / "dt_histograms.png", dpi=dpi)
+        plt.close(fig)
+    return summary
+
+
+def _num(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)

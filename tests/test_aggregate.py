@@ -1,0 +1,78 @@
+"""`primacy aggregate` (mean and SE over seeds, refuses mixed settings) and `primacy kernels` (Fig. 1)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from primacy import results
+from primacy.aggregate import aggregate
+from primacy.cli import main
+from primacy.errors import UsageError
+from primacy.ssm.dense import impulse_responses
+from primacy.ssm.hippo import hippo
+
+SETTINGS = {"condition": "half", "n_items": 3, "vocab_size": 16, "backbone": "S4DBackbone",
+            "backbone_args": {"d_model": 8}, "data_args": {"n_items": 3, "seed": 0}, "model_args": {"lr": 0.001}}
+
+
+def fake_run(root, name, seed, hits_scale, settings=SETTINGS):
+    counts = torch.full((3, 3), 10)
+    hits = (counts * torch.tensor([[0.9, 0.8, 0.7], [0.6, 0.5, 0.4], [0.3, 0.2, 0.1]]) * hits_scale).round().long()
+    states = {"hits": hits, "counts": counts, "distractor_hits": torch.tensor([25, 20, 15]),
+              "distractor_counts": torch.tensor([30, 30, 30])}
+    from primacy.analysis.serial_position import summarize
+
+    run = root / name
+    settings = {**settings, "data_args": {**settings["data_args"], "seed": seed}}
+    results.write(run / "results", {**summarize(**states), **states}, settings)
+    dt = np.array([[0.01, 0.1], [0.005, 0.08]])
+    results.write_dt_history(run / "results" / "dt_history.npz", np.array([0, 10]), dt, ["ssm"], [2])
+    return run
+
+
+def test_mean_and_standard_error_over_seeds(tmp_path):
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 0.5)]
+    summary = aggregate(runs, tmp_path / "agg")
+    data = np.load(tmp_path / "agg" / "accuracy.npz")
+    assert data["matrices"].shape == (2, 3, 3)
+    per_run = np.stack([np.load(r / "results" / "accuracy.npz")["hits"] / 10 for r in runs])  # 10 trials a cell
+    np.testing.assert_allclose(data["matrix_mean"], per_run.mean(axis=0))
+    np.testing.assert_allclose(data["matrix_se"], per_run.std(axis=0, ddof=1) / np.sqrt(2))
+    assert summary["n_runs"] == 2 and len(summary["overall_accuracy"]["values"]) == 2
+    assert summary == json.loads((tmp_path / "agg" / "summary.json").read_text())
+    for name in ("heatmap.png", "heatmap.pdf", "dt_histograms.png"):
+        assert (tmp_path / "agg" / name).is_file()
+
+
+def test_runs_with_different_settings_are_refused(tmp_path):
+    other = {**SETTINGS, "model_args": {"lr": 0.003}}
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 1.0, other)]
+    with pytest.raises(UsageError, match=r"differs from .* in model_args.lr \(0.001 vs 0.003\)"):
+        aggregate(runs, tmp_path / "agg")
+
+
+def test_missing_results_are_named(tmp_path):
+    with pytest.raises(UsageError, match="has no results"):
+        aggregate([tmp_path / "nothing"], tmp_path / "agg")
+
+
+def test_bilinear_follows_the_continuous_kernel_at_small_dt_only():
+    a, b = hippo("legs", 16)
+    def error(dt):
+        continuous, discrete = impulse_responses(a, b, dt, 64)
+        return float((continuous - discrete).abs().max() / continuous.abs().max())
+    errors = [error(dt) for dt in (1e-5, 1e-4, 1e-3, 1e-2, 1e-1)]
+    assert errors[0] < 2e-3, "bilinear converges to the continuous kernel"
+    assert errors == sorted(errors) and errors[-1] > 0.5, "and drifts away from it as Δt grows (Fig. 1)"
+
+
+def test_kernels_command_writes_the_figure(tmp_path, capsys):
+    out = tmp_path / "fig1.png"
+    main(["kernels", "--measure", "legs", "--dt", "0.01", "1.0", "--length", "32", "--degrees", "2", "7",
+          "--state-size", "8", "--out", str(out)])
+    assert out.is_file()
+    with pytest.raises(SystemExit):
+        main(["kernels", "--degrees", "64", "--state-size", "64", "--out", str(out)])
+    assert "degrees=[64] are out of range" in capsys.readouterr().err

@@ -87,3 +87,16 @@ def test_resuming_gives_the_same_model_as_training_straight_through(tmp_path):
     assert a["global_step"] == b["global_step"] == 6
     for key, value in a["state_dict"].items():
         assert torch.equal(value, b["state_dict"][key]), key
+
+
+def test_uniform_condition_tests_every_pair_with_all_old_and_all_new_trials(trained, tmp_path):
+    run, _ = trained
+    out = tmp_path / "uniform"
+    main(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+          "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(out),
+          "--data.init_args.condition", "uniform"])
+    data = np.load(out / "results" / "accuracy.npz")
+    assert (data["counts"] == 64).all() and (data["distractor_counts"] == 64 * 8).all()
+    rows = list(csv.DictReader((out / "results" / "verification.csv").open()))
+    assert {r["condition"] for r in rows} == {"uniform"}
+    assert json.loads((out / "results" / "summary.json").read_text())["condition"] == "uniform"

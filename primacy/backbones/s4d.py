@@ -6,45 +6,15 @@ import math
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from primacy.backbones.base import Backbone
-from primacy.errors import UsageError
-from primacy.ssm.diagonal import Discretization, causal_conv, discretize, vandermonde_kernel
+from primacy.backbones.ssm_block import SSMBlock, choose
+from primacy.ssm.diagonal import Discretization, discretize, vandermonde_kernel
 from primacy.ssm.hippo import nplr
-
-DtTransform = Literal["exp", "softplus"]
-
-
-def check_dt_range(dt_min: float, dt_max: float) -> None:
-    if not 0 < dt_min <= dt_max:
-        raise UsageError(
-            f"dt_min={dt_min}, dt_max={dt_max} is not a valid Δt range: it needs 0 < dt_min <= dt_max"
-        )
+from primacy.ssm.timescale import DtTransform
 
 
-def init_dt(d_model: int, dt_min: float, dt_max: float) -> torch.Tensor:
-    """One Δt per channel (H,), log-uniform in [dt_min, dt_max]."""
-    return torch.exp(torch.rand(d_model) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
-
-
-def dt_to_raw(dt: torch.Tensor, transform: DtTransform) -> torch.Tensor:
-    """The unconstrained parameter that ``transform`` maps back to ``dt``."""
-    return torch.log(dt) if transform == "exp" else dt + torch.log(-torch.expm1(-dt))  # softplus⁻¹
-
-
-def raw_to_dt(raw: torch.Tensor, transform: DtTransform) -> torch.Tensor:
-    return torch.exp(raw) if transform == "exp" else F.softplus(raw)
-
-
-def choose(name: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise UsageError(f"{name}={value!r} is unknown: choose one of {', '.join(allowed)}")
-    return value
-
-
-class S4DBackbone(Backbone):
+class S4DBackbone(SSMBlock):
     """One S4 block with a diagonal SSM: y = GLU(Linear(GELU(K * u + D u))), no residual, no norm.
 
     Args:
@@ -75,17 +45,10 @@ class S4DBackbone(Backbone):
         lr_dynamics: float | None = None,
     ) -> None:
         super().__init__()
-        if d_model < 1:
-            raise UsageError(f"d_model={d_model} is invalid: it must be at least 1")
-        if d_state < 2 or d_state % 2:
-            raise UsageError(f"d_state={d_state} is invalid: it must be even and at least 2 (conjugate pairs)")
-        check_dt_range(dt_min, dt_max)
-        if lr_dynamics is not None and lr_dynamics <= 0:
-            raise UsageError(f"lr_dynamics={lr_dynamics} is invalid: it must be positive or null")
+        self._check_common(d_model, d_state, dt_min, dt_max, dt_transform, lr_dynamics)
         self.d_model, self.d_state = d_model, d_state
         self.init = choose("init", init, ("legs", "lin"))
         self.discretization = choose("discretization", discretization, ("bilinear", "zoh"))
-        self.dt_transform = choose("dt_transform", dt_transform, ("exp", "softplus"))
         pairs = d_state // 2
 
         if init == "legs":
@@ -103,20 +66,13 @@ class S4DBackbone(Backbone):
         self.a_imag = nn.Parameter(a.imag.clone(), requires_grad=train_A)  # H N
         self.b = nn.Parameter(torch.view_as_real(b.clone()).clone(), requires_grad=train_B)  # H N 2
         self.c = nn.Parameter(torch.view_as_real(c).clone())  # H N 2
-        self.dt_raw = nn.Parameter(dt_to_raw(init_dt(d_model, dt_min, dt_max), dt_transform), requires_grad=train_dt)
-        self.skip = nn.Parameter(torch.randn(d_model))  # H: the D term
-        self.out = nn.Linear(d_model, 2 * d_model)
-        hint = {"weight_decay": 0.0} if lr_dynamics is None else {"weight_decay": 0.0, "lr": lr_dynamics}
-        for p in (self.log_neg_a_real, self.a_imag, self.b, self.dt_raw):
-            p._optim = hint
-
-    def dt(self) -> dict[str, torch.Tensor]:
-        return {"ssm": raw_to_dt(self.dt_raw, self.dt_transform).detach()}
+        self._init_block(d_model, dt_min, dt_max, dt_transform, train_dt, lr_dynamics)
+        self._mark_dynamics(self.log_neg_a_real, self.a_imag, self.b)
 
     def ssm(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The continuous-time diagonal system and its step: A, B, C (H, N/2) complex, Δt (H,)."""
         a = -torch.exp(self.log_neg_a_real) + 1j * self.a_imag
-        dt = raw_to_dt(self.dt_raw, self.dt_transform)
+        dt = self.step_size()
         return a, torch.view_as_complex(self.b), torch.view_as_complex(self.c), dt
 
     def discrete(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -129,14 +85,6 @@ class S4DBackbone(Backbone):
         """The SSM convolution kernel (H, length), without the D skip."""
         a_bar, b_bar, c = self.discrete()
         return vandermonde_kernel(a_bar, c * b_bar, length)
-
-    def _block(self, y: torch.Tensor) -> torch.Tensor:
-        return F.glu(self.out(F.gelu(y)), dim=-1)  # ... H -> ... 2H -> ... H
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        u = x.to(torch.promote_types(x.dtype, torch.float32)).transpose(1, 2)  # B H T; FFT never below float32
-        y = causal_conv(u, self.kernel(u.shape[-1])) + self.skip[:, None] * u  # B H T
-        return self._block(y.transpose(1, 2).to(x.dtype))  # B T H
 
     def initial_state(self, batch_size: int) -> torch.Tensor:
         return torch.zeros(batch_size, self.d_model, self.d_state // 2, dtype=torch.view_as_complex(self.c).dtype,

@@ -1,0 +1,78 @@
+"""What the S4 and S4D backbones share: Δt, the D skip, the output block, and the forward pass given a kernel."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from primacy.backbones.base import Backbone
+from primacy.errors import UsageError
+from primacy.ssm.diagonal import causal_conv
+from primacy.ssm.timescale import DT_TRANSFORMS, DtTransform, check_dt_range, dt_to_raw, init_dt, raw_to_dt
+
+
+def choose(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UsageError(f"{name}={value!r} is unknown: choose one of {', '.join(allowed)}")
+    return value
+
+
+class SSMBlock(Backbone):
+    """One S4 block around an SSM convolution kernel: y = GLU(Linear(GELU(K * u + D u))), no residual, no norm.
+
+    A subclass checks its arguments with ``_check_common``, creates its SSM parameters, then calls
+    ``_init_block`` (Δt, D, output layer: in this order, so a seed gives the same initialisation as before the
+    refactoring), and implements ``kernel(length) -> (H, length)``.
+    """
+
+    dt_transform: DtTransform
+
+    @staticmethod
+    def _check_common(d_model: int, d_state: int, dt_min: float, dt_max: float, dt_transform: str,
+                      lr_dynamics: float | None) -> None:
+        if d_model < 1:
+            raise UsageError(f"d_model={d_model} is invalid: it must be at least 1")
+        if d_state < 2 or d_state % 2:
+            raise UsageError(f"d_state={d_state} is invalid: it must be even and at least 2 (conjugate pairs)")
+        check_dt_range(dt_min, dt_max)
+        choose("dt_transform", dt_transform, DT_TRANSFORMS)
+        if lr_dynamics is not None and lr_dynamics <= 0:
+            raise UsageError(f"lr_dynamics={lr_dynamics} is invalid: it must be positive or null")
+
+    def _init_block(self, d_model: int, dt_min: float, dt_max: float, dt_transform: DtTransform, train_dt: bool,
+                    lr_dynamics: float | None) -> None:
+        self.dt_transform = dt_transform
+        self.dt_raw = nn.Parameter(dt_to_raw(init_dt(d_model, dt_min, dt_max), dt_transform), requires_grad=train_dt)
+        self.skip = nn.Parameter(torch.randn(d_model))  # H: the D term
+        self.out = nn.Linear(d_model, 2 * d_model)
+        self._dynamics_hint = {"weight_decay": 0.0} if lr_dynamics is None else {"weight_decay": 0.0, "lr": lr_dynamics}
+        self._mark_dynamics(self.dt_raw)
+
+    def _mark_dynamics(self, *params: nn.Parameter) -> None:
+        """SSM dynamics (A, B, Δt) get no weight decay and, if given, their own learning rate."""
+        for p in params:
+            p._optim = self._dynamics_hint
+
+    def step_size(self) -> torch.Tensor:
+        """Δt (H,), differentiable."""
+        return raw_to_dt(self.dt_raw, self.dt_transform)
+
+    def dt(self) -> dict[str, torch.Tensor]:
+        return {"ssm": self.step_size().detach()}
+
+    @abstractmethod
+    def kernel(self, length: int) -> torch.Tensor:
+        """The SSM convolution kernel (H, length), without the D skip."""
+
+    def _block(self, y: torch.Tensor) -> torch.Tensor:
+        return F.glu(self.out(F.gelu(y)), dim=-1)  # ... H -> ... 2H -> ... H
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = x.to(torch.promote_types(x.dtype, torch.float32)).transpose(1, 2)  # B H T; FFT never below float32
+        # Autocast would run the SSM's matrix products in half precision; the kernel and FFT stay in float32.
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            y = causal_conv(u, self.kernel(u.shape[-1])) + self.skip[:, None] * u  # B H T
+        return self._block(y.transpose(1, 2).to(x.dtype))  # B T H

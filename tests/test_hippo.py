@@ -1,0 +1,84 @@
+"""HiPPO matrices: the definitions we chose, and their normal-plus-low-rank decomposition for every measure."""
+
+import pytest
+import torch
+
+from primacy.errors import UsageError
+from primacy.ssm.hippo import LAGT_BETA, MEASURES, hippo, low_rank, nplr
+
+SIZES = {"legs": (1, 2, 7, 16, 64), "lagt": (1, 2, 7, 16, 64), "fout": (2, 4, 16, 64)}
+CASES = [(measure, n) for measure in MEASURES for n in SIZES[measure]]
+
+
+def test_legs_is_the_scaled_legendre_matrix():
+    a, b = hippo("legs", 3)
+    s3, s5, s15 = 3**0.5, 5**0.5, 15**0.5
+    expected = torch.tensor([[-1.0, 0, 0], [-s3, -2, 0], [-s5, -s15, -3]], dtype=torch.float64)
+    assert torch.allclose(a, expected) and torch.allclose(b, torch.tensor([1.0, s3, s5], dtype=torch.float64))
+
+
+def test_lagt_is_the_tilted_laguerre_matrix_with_beta_one_hundredth():
+    a, b = hippo("lagt", 3)
+    d = -(1 + LAGT_BETA) / 2
+    expected = torch.tensor([[d, 0, 0], [-1, d, 0], [-1, -1, d]], dtype=torch.float64)
+    assert LAGT_BETA == 0.01
+    assert torch.allclose(a, expected)
+    assert torch.allclose(b, torch.full((3,), 0.1, dtype=torch.float64)), "B = sqrt(beta)"
+
+
+def test_fout_rotates_sine_cosine_pairs_minus_the_rank_one_endpoint_term():
+    a, b = hippo("fout", 6)
+    assert torch.allclose(b, torch.tensor([1, 0, 2**0.5, 0, 2**0.5, 0], dtype=torch.float64))
+    rotation = a + b[:, None] * b[None, :]
+    assert torch.allclose(rotation, -rotation.T), "A + B B^T is skew-symmetric"
+    assert rotation[2, 3] == pytest.approx(-torch.pi) and rotation[4, 5] == pytest.approx(-2 * torch.pi)
+    assert torch.count_nonzero(rotation[:2]) == 0, "the constant and the unused zero-frequency sine do not rotate"
+
+
+@pytest.mark.parametrize("measure,n", CASES)
+def test_hippo_is_float64_and_a_plus_low_rank_is_normal(measure, n):
+    a, b = hippo(measure, n)
+    assert a.shape == (n, n) and b.shape == (n,) and a.dtype == b.dtype == torch.float64
+    p = low_rank(measure, n)
+    normal = a + p[:, None] * p[None, :]
+    assert torch.allclose(normal @ normal.T, normal.T @ normal, atol=1e-9 * n**2)
+
+
+@pytest.mark.parametrize("measure,n", CASES)
+def test_nplr_reconstructs_a_and_b_with_a_unitary_v(measure, n):
+    a, b = hippo(measure, n)
+    lam, p, b_tilde, v = nplr(measure, n)
+    assert all(t.dtype == torch.complex128 for t in (lam, p, b_tilde, v))
+    rebuilt = v @ (torch.diag(lam) - p[:, None] * p.conj()[None, :]) @ v.conj().T
+    scale = a.abs().max().item()
+    assert torch.allclose(rebuilt, a.to(torch.complex128), atol=1e-12 * scale * n)
+    assert torch.allclose(v @ b_tilde, b.to(torch.complex128), atol=1e-12 * n)
+    assert torch.allclose(v.conj().T @ v, torch.eye(n, dtype=torch.complex128), atol=1e-12 * n)
+
+
+@pytest.mark.parametrize("measure,n", [(m, n) for m, n in CASES if n % 2 == 0])
+def test_nplr_mirrors_conjugate_pairs_so_the_last_half_describes_the_system(measure, n):
+    lam, p, b, v = nplr(measure, n)
+    assert torch.all(lam.imag[:-1] <= lam.imag[1:]), "ordered by imaginary part"
+    assert torch.all(lam.imag[n // 2:] >= 0)
+    for t in (lam, p, b):
+        assert torch.allclose(t, t.flip(0).conj(), atol=1e-12)
+    assert torch.allclose(v, v.flip(1).conj(), atol=1e-12)
+
+
+def test_fout_zero_frequency_pair_is_split_into_conjugates():
+    lam, _, _, v = nplr("fout", 8)
+    assert torch.allclose(lam[3:5], torch.zeros(2, dtype=torch.complex128), atol=1e-12)
+    # (e0 ± i e1)/√2 spans the constant and the unused sine, the only states that do not rotate
+    assert torch.allclose(v[2:, 3:5].abs(), torch.zeros(6, 2, dtype=torch.float64), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "measure,n,message",
+    [("legt", 4, "measure='legt'"), ("legs", 0, "state size 0"), ("fout", 5, "state size 5 is invalid for measure='fout'")],
+)
+def test_bad_measure_or_size_is_rejected(measure, n, message):
+    with pytest.raises(UsageError, match=message):
+        hippo(measure, n)
+    with pytest.raises(UsageError, match=message):
+        nplr(measure, n)

@@ -12,8 +12,8 @@ CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglo
 def test_config_runs_one_batch(config, quiet, tmp_path):
     main(["fit", "--config", str(ROOT / config), *quiet,
           "--trainer.accelerator", "cpu", "--trainer.max_steps", "1", "--trainer.val_check_interval", "1",
-          "--trainer.limit_val_batches", "1",
-          "--trainer.limit_test_batches", "1", "--trainer.num_sanity_val_steps", "0",
+          "--trainer.limit_val_batches", "2",  # an int > 1 (as "1" would mean 100 %)
+          "--trainer.limit_test_batches", "2", "--trainer.num_sanity_val_steps", "0",
           "--data.init_args.batch_size", "4", "--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1",
           "--results.formats", "[png]"])
     assert (tmp_path / "run" / "results" / "summary.json").is_file()

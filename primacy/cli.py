@@ -125,7 +125,17 @@ def kernels_command(args: list[str]) -> None:
     print(f"wrote {options.out}")
 
 
-COMMANDS = {"aggregate": aggregate_command, "kernels": kernels_command}
+def models_command(args: list[str]) -> None:
+    """List every registered backbone: its name (for configs), distribution and one-line description."""
+    argparse.ArgumentParser(prog="primacy models", description=models_command.__doc__).parse_args(args)
+    rows = registry.describe()
+    width = max(len(row["name"]) for row in rows)
+    dist_width = max(len(row["distribution"]) for row in rows)
+    for row in rows:
+        print(f"{row['name']:<{width}}  {row['distribution']:<{dist_width}}  {row['description']}")
+
+
+COMMANDS = {"aggregate": aggregate_command, "kernels": kernels_command, "models": models_command}
 
 
 def main(args: list[str] | None = None) -> None:

@@ -11,19 +11,25 @@ from primacy.errors import UsageError
 
 GROUP = "primacy.backbones"
 BUILTINS_ONLY = "PRIMACY_BUILTINS_ONLY"  # set to 1 to ignore backbones from other distributions
+# Backbones that live in separate distributions: asking for one that is not installed says what to install.
+KNOWN_PLUGINS = {"MambaBackbone": "primacy-mamba (pip install -e plugins/primacy-mamba from a primacy checkout)"}
+
+
+def _dist(ep) -> str:
+    return ep.dist.name if ep.dist is not None else "?"
 
 
 @cache
 def _entry_points() -> dict:
     found = {}
     for ep in entry_points(group=GROUP):
-        dist = ep.dist.name if ep.dist is not None else "?"
-        if os.environ.get(BUILTINS_ONLY) == "1" and dist != "primacy":
+        if os.environ.get(BUILTINS_ONLY) == "1" and _dist(ep) != "primacy":
             continue
         if ep.name in found and found[ep.name].value != ep.value:
+            first = found[ep.name]
             raise UsageError(
-                f"backbone name {ep.name!r} is registered twice ({found[ep.name].value} and {ep.value}): "
-                "uninstall one of the two distributions"
+                f"backbone name {ep.name!r} is registered twice: by {_dist(first)} ({first.value}) and by "
+                f"{_dist(ep)} ({ep.value}); uninstall one of the two distributions"
             )
         found[ep.name] = ep
     return found
@@ -39,6 +45,8 @@ def get(name: str) -> type:
     from primacy.backbones.base import Backbone
 
     eps = _entry_points()
+    if name not in eps and name in KNOWN_PLUGINS:
+        raise UsageError(f"backbone {name!r} is provided by the plugin {KNOWN_PLUGINS[name]}, which is not installed")
     if name not in eps:
         close = difflib.get_close_matches(name, eps, n=3, cutoff=0.4)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
@@ -52,6 +60,23 @@ def get(name: str) -> type:
     if cls.__name__ != name:
         raise UsageError(f"backbone entry point {name!r} points at class {cls.__name__!r}: the names must match")
     return cls
+
+
+def describe() -> list[dict[str, str]]:
+    """One row per registered backbone: name, distribution, entry point and the first line of its docstring.
+
+    A backbone that fails to import is listed with the error instead of a description, so one broken plugin
+    does not hide the others.
+    """
+    rows = []
+    for name, ep in sorted(_entry_points().items()):
+        try:
+            doc = (get(name).__doc__ or "").strip().splitlines()
+            summary = doc[0] if doc else ""
+        except UsageError as err:
+            summary = f"unusable: {err}"
+        rows.append({"name": name, "distribution": _dist(ep), "entry_point": ep.value, "description": summary})
+    return rows
 
 
 def load_all() -> list[type]:

@@ -1,8 +1,11 @@
 """Every registered backbone passes the contract; the registry finds them by class name."""
 
 import pytest
+import torch
 
 from primacy import registry
+from primacy.backbones import Backbone
+from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.testing import check_backbone
 
@@ -13,10 +16,101 @@ def test_backbone_contract(name):
 
 
 def test_builtins_are_registered_under_their_class_names():
-    assert {"S4DBackbone", "LSTMBackbone"} <= set(registry.names())
+    assert {"S4Backbone", "S4DBackbone", "LSTMBackbone", "TransformerBackbone"} <= set(registry.names())
     assert all(registry.get(name).__name__ == name for name in registry.names())
 
 
 def test_unknown_name_suggests_close_matches():
     with pytest.raises(UsageError, match=r"backbone 'S4Dbackbone' is not registered: did you mean S4DBackbone"):
         registry.get("S4Dbackbone")
+
+
+class FakeEntryPoint:
+    """Stands in for an importlib.metadata entry point of some distribution."""
+
+    def __init__(self, name: str, target: object, dist: str = "fake-plugin") -> None:
+        self.name, self.value, self.group = name, f"fake_plugin:{name}", registry.GROUP
+        self.dist = type("Dist", (), {"name": dist})()
+        self._target = target
+
+    def load(self) -> object:
+        if isinstance(self._target, Exception):
+            raise self._target
+        return self._target
+
+
+@pytest.fixture
+def fake_plugins(monkeypatch):
+    """Install a list of fake entry points (plus the real built-ins, without installed plugins) for one test."""
+    from importlib.metadata import entry_points
+
+    builtins = [ep for ep in entry_points(group=registry.GROUP) if ep.dist.name == "primacy"]
+
+    def install(*fakes: FakeEntryPoint) -> None:
+        monkeypatch.setattr(registry, "entry_points", lambda group: [*builtins, *fakes])
+        registry._entry_points.cache_clear()
+
+    yield install
+    registry._entry_points.cache_clear()
+
+
+class GoodBackbone(Backbone):
+    """A plugin backbone for tests."""
+
+    def __init__(self, d_model: int = 4) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.linear = torch.nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def test_a_plugin_registers_by_class_name_and_is_listed_with_its_distribution(fake_plugins):
+    fake_plugins(FakeEntryPoint("GoodBackbone", GoodBackbone))
+    assert registry.get("GoodBackbone") is GoodBackbone
+    row = next(r for r in registry.describe() if r["name"] == "GoodBackbone")
+    assert row["distribution"] == "fake-plugin" and row["description"] == "A plugin backbone for tests."
+
+
+def test_builtins_only_switch_ignores_plugins(fake_plugins, monkeypatch):
+    monkeypatch.setenv(registry.BUILTINS_ONLY, "1")
+    fake_plugins(FakeEntryPoint("GoodBackbone", GoodBackbone))
+    assert "GoodBackbone" not in registry.names() and "S4Backbone" in registry.names()
+
+
+def test_a_name_registered_by_two_distributions_is_refused(fake_plugins):
+    fake_plugins(FakeEntryPoint("S4Backbone", GoodBackbone, dist="impostor"))
+    with pytest.raises(UsageError, match=r"backbone name 'S4Backbone' is registered twice: by primacy .*and by impostor"):
+        registry.names()
+
+
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        (ImportError("No module named 'fancy_kernels'"), r"'Broken' \(fake_plugin:Broken\) failed to import: No module named"),
+        (torch.nn.Linear, r"'Broken' \(fake_plugin:Broken\) is not a subclass of primacy.backbones.Backbone"),
+        (GoodBackbone, r"entry point 'Broken' points at class 'GoodBackbone': the names must match"),
+    ],
+)
+def test_a_broken_plugin_is_named_and_does_not_hide_the_others(fake_plugins, target, message):
+    fake_plugins(FakeEntryPoint("Broken", target))
+    with pytest.raises(UsageError, match=message):
+        registry.get("Broken")
+    rows = {r["name"]: r for r in registry.describe()}
+    assert rows["Broken"]["description"].startswith("unusable: ")
+    assert rows["S4Backbone"]["description"].startswith("One S4 block")
+
+
+def test_a_known_plugin_that_is_not_installed_says_what_to_install(fake_plugins):
+    fake_plugins()
+    with pytest.raises(UsageError, match=r"'MambaBackbone' is provided by the plugin primacy-mamba .*not installed"):
+        registry.get("MambaBackbone")
+
+
+def test_primacy_models_lists_every_backbone(capsys):
+    main(["models"])
+    out = capsys.readouterr().out
+    for name in registry.names():
+        assert name in out
+    assert "Causal Transformer encoder" in out

@@ -1,0 +1,166 @@
+"""The paper's attention baseline: a causal pre-norm Transformer encoder, with opt-in attention capture."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from primacy.backbones.base import Backbone
+from primacy.errors import UsageError
+
+Positional = Literal["sinusoidal", "learned"]
+_POSITIONALS = ("sinusoidal", "learned")
+
+
+@dataclass
+class Attention:
+    """One layer's attention from a captured forward pass.
+
+    scores: (B, heads, T, T) pre-softmax q·k/√d_head, with -inf above the diagonal (what softmax sees).
+    weights: (B, heads, T, T) post-softmax; each row sums to one over keys 0..query, zero above the diagonal.
+    """
+
+    scores: torch.Tensor
+    weights: torch.Tensor
+
+
+def sinusoidal_positions(length: int, d_model: int, device: torch.device | None = None) -> torch.Tensor:
+    """Vaswani et al.'s encoding (T, D): sin on even channels, cos on odd ones, wavelengths 2π .. 2π·10⁴."""
+    position = torch.arange(length, dtype=torch.float32, device=device)[:, None]  # T 1
+    rate = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(1e4) / d_model))
+    angle = position * rate  # T ceil(D/2)
+    pe = torch.zeros(length, d_model, device=device)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return pe
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention through the fused kernel; the explicit path only while capturing."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
+        super().__init__()
+        self.n_heads, self.dropout = n_heads, dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.captured: list[Attention] | None = None  # set by TransformerBackbone.capture_attention
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # B h T d_h each
+        dropout = self.dropout if self.training else 0.0
+        if self.captured is None:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)  # B h T d_h
+        else:
+            out = self._explicit(q, k, v, dropout)
+        return self.proj(out.transpose(1, 2).reshape(b, t, d))  # B T D
+
+    def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float) -> torch.Tensor:
+        t = q.shape[-2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # B h T T
+        future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)  # T T
+        scores = scores.masked_fill(future, float("-inf"))
+        weights = scores.softmax(dim=-1)  # B h T T
+        self.captured.append(Attention(scores.detach(), weights.detach()))
+        return F.dropout(weights, dropout, self.training) @ v  # B h T d_h
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + Attn(LN(x)), then x + MLP(LN(x)) with a GELU feed-forward layer."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_heads, dropout)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model), nn.Dropout(dropout))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.norm1(x)))
+        return x + self.mlp(self.norm2(x))
+
+
+class TransformerBackbone(Backbone):
+    """Causal Transformer encoder: positional encoding, pre-norm blocks, final LayerNorm.
+
+    Attention runs through ``F.scaled_dot_product_attention(is_causal=True)`` (no materialised mask). Inside
+    ``with backbone.capture_attention() as layers:`` it runs explicitly instead and appends every layer's
+    pre- and post-softmax attention to ``layers`` (an ``Attention`` per layer and forward pass); outside, no
+    attention matrix is kept.
+
+    Args:
+        d_model: width D; must be divisible by ``n_heads``.
+        n_layers: Transformer blocks.
+        n_heads: attention heads per block.
+        d_ff: feed-forward width; None means 4·D.
+        dropout: dropout on attention weights, residual branches and the feed-forward output.
+        positional: ``sinusoidal`` (fixed, any length) or ``learned`` (one vector per position up to
+            ``max_length``).
+        max_length: longest input for ``learned`` positions; only allowed with them.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        positional: Positional = "sinusoidal",
+        max_length: int | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in (("d_model", d_model), ("n_layers", n_layers), ("n_heads", n_heads)):
+            if value < 1:
+                raise UsageError(f"{name}={value} is invalid: it must be at least 1")
+        if d_model % n_heads:
+            raise UsageError(f"d_model={d_model} is invalid with n_heads={n_heads}: it must be divisible by n_heads")
+        if d_ff is not None and d_ff < 1:
+            raise UsageError(f"d_ff={d_ff} is invalid: it must be at least 1 (or null for 4·d_model)")
+        if not 0 <= dropout < 1:
+            raise UsageError(f"dropout={dropout} is invalid: it must lie in [0, 1)")
+        if positional not in _POSITIONALS:
+            raise UsageError(f"positional={positional!r} is unknown: choose one of {', '.join(_POSITIONALS)}")
+        if positional == "learned" and (max_length is None or max_length < 1):
+            raise UsageError(f"max_length={max_length} is invalid for learned positions: give the longest input length")
+        if positional == "sinusoidal" and max_length is not None:
+            raise UsageError(f"max_length={max_length} is only used by positional='learned': leave it null")
+        self.d_model, self.n_heads, self.positional, self.max_length = d_model, n_heads, positional, max_length
+        self.position = nn.Embedding(max_length, d_model) if positional == "learned" else None
+        if self.position is not None:
+            nn.init.normal_(self.position.weight, std=0.02)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, d_ff or 4 * d_model, dropout) for _ in range(n_layers))
+        self.norm = nn.LayerNorm(d_model)
+
+    def _positions(self, length: int, device: torch.device) -> torch.Tensor:
+        if self.position is None:
+            return sinusoidal_positions(length, self.d_model, device)  # T D
+        if length > self.max_length:
+            raise UsageError(f"input length {length} exceeds max_length={self.max_length} of the learned positions")
+        return self.position.weight[:length]  # T D
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.drop(x + self._positions(x.shape[1], x.device).to(x.dtype))  # B T D
+        for block in self.blocks:
+            h = block(h)
+        return self.norm(h)
+
+    @contextmanager
+    def capture_attention(self) -> Iterator[list[Attention]]:
+        """Record each layer's attention (in layer order, per forward pass) while the block is open."""
+        layers: list[Attention] = []
+        for block in self.blocks:
+            block.attn.captured = layers
+        try:
+            yield layers
+        finally:
+            for block in self.blocks:
+                block.attn.captured = None

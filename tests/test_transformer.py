@@ -1,0 +1,89 @@
+"""TransformerBackbone: the captured attention is the attention the fused path computes, and every flag acts."""
+
+import pytest
+import torch
+
+from primacy.backbones.transformer import TransformerBackbone, sinusoidal_positions
+from primacy.errors import UsageError
+from primacy.testing import check_backbone
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16}, {"n_layers": 1, "d_ff": 8}])
+def test_contract(kwargs):
+    check_backbone(TransformerBackbone, n_heads=2, **kwargs)
+
+
+def test_captured_weights_are_causal_distributions_and_match_the_fused_output():
+    torch.manual_seed(0)
+    model = TransformerBackbone(d_model=16, n_layers=3, n_heads=4).eval()
+    x = torch.randn(2, 10, 16)
+    fused = model(x)
+    with model.capture_attention() as layers:
+        explicit = model(x)
+    assert torch.allclose(explicit, fused, atol=1e-5)
+    assert len(layers) == 3
+    future = torch.ones(10, 10, dtype=torch.bool).triu(1)
+    for layer in layers:
+        assert layer.weights.shape == layer.scores.shape == (2, 4, 10, 10)
+        assert torch.allclose(layer.weights.sum(-1), torch.ones(2, 4, 10))
+        assert (layer.weights[..., future] == 0).all()
+        assert torch.isneginf(layer.scores[..., future]).all() and torch.isfinite(layer.scores[..., ~future]).all()
+        assert torch.allclose(layer.scores.softmax(-1), layer.weights)
+    assert all(block.attn.captured is None for block in model.blocks), "capture ends with the block"
+    model(x)
+    assert len(layers) == 3, "nothing is recorded outside the block"
+
+
+def test_sinusoidal_positions_alternate_sine_and_cosine():
+    pe = sinusoidal_positions(5, 6)
+    assert torch.allclose(pe[:, 0], torch.sin(torch.arange(5.0)))
+    assert torch.allclose(pe[:, 1], torch.cos(torch.arange(5.0)))
+    assert torch.allclose(pe[0, 1::2], torch.ones(3))
+    assert sinusoidal_positions(4, 5).shape == (4, 5), "odd widths work"
+
+
+def test_positions_make_the_model_order_aware():
+    torch.manual_seed(0)
+    model = TransformerBackbone(d_model=8, n_heads=2).eval()
+    x = torch.randn(1, 6, 8)
+    swapped = x[:, [1, 0, 2, 3, 4, 5]]
+    assert not torch.allclose(model(x)[:, -1], model(swapped)[:, -1], atol=1e-4)
+
+
+def test_learned_positions_are_parameters_and_bounded_by_max_length():
+    model = TransformerBackbone(d_model=8, n_heads=2, positional="learned", max_length=6)
+    assert model.position.weight.shape == (6, 8) and model.position.weight.requires_grad
+    with pytest.raises(UsageError, match="input length 7 exceeds max_length=6"):
+        model(torch.randn(1, 7, 8))
+
+
+def test_dropout_acts_in_training_only():
+    torch.manual_seed(0)
+    model = TransformerBackbone(d_model=8, n_heads=2, dropout=0.5)
+    x = torch.randn(2, 6, 8)
+    assert not torch.allclose(model(x), model(x))
+    model.eval()
+    assert torch.equal(model(x), model(x))
+
+
+def test_d_ff_sets_the_feed_forward_width():
+    assert TransformerBackbone(d_model=8, n_heads=2, d_ff=24).blocks[0].mlp[0].out_features == 24
+    assert TransformerBackbone(d_model=8, n_heads=2).blocks[0].mlp[0].out_features == 32
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"d_model": 10, "n_heads": 4}, "d_model=10 is invalid with n_heads=4"),
+        ({"n_layers": 0}, "n_layers=0"),
+        ({"n_heads": 0}, "n_heads=0"),
+        ({"d_ff": 0}, "d_ff=0"),
+        ({"dropout": 1.0}, "dropout=1.0"),
+        ({"positional": "rope"}, "positional='rope' is unknown"),
+        ({"positional": "learned"}, "max_length=None is invalid for learned positions"),
+        ({"max_length": 64}, "max_length=64 is only used by positional='learned'"),
+    ],
+)
+def test_bad_settings_are_rejected(kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        TransformerBackbone(**kwargs)

@@ -1,0 +1,102 @@
+"""Forward + backward time of one training step for every registered backbone at the quickstart scale, and
+the fraction of this machine's measured matrix-multiply rate each achieves.
+
+The step is the whole SequenceModel (embedding, backbone, readout, BCE loss on the queries) on a quickstart
+batch (B = 64, L = 32 study items, so T = 64, width 64). FLOPs are counted by torch's FlopCounterMode, which
+counts matrix products, convolutions and attention but not FFTs or elementwise work: for the SSMs (whose
+convolution is an FFT) the "fraction" is a lower bound. It does not see inside the fused nn.LSTM kernel, so
+LSTM layers are counted by hand: 2·4H·(D_in + H) per token and layer forward, times 3 with the backward. The reference rate is a float32 (1024 x 1024) matrix
+product on the same threads. Prints medians; no thresholds.
+
+    python benchmarks/backbones.py [--repeats 30] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from primacy import registry
+from primacy.model import SequenceModel
+from primacy.tasks.verification import training_batch
+
+BATCH, N_ITEMS, VOCAB, WIDTH = 64, 32, 512, 64
+# The quickstart settings of each built-in (configs/quickstart*.yaml); plugins run with their defaults.
+SETTINGS = {
+    "S4DBackbone": {"train_A": False, "train_B": False},
+    "S4Backbone": {"train_A": False, "train_B": False},
+    "TransformerBackbone": {"n_layers": 2, "n_heads": 4, "d_ff": 256},
+}
+
+
+def median_seconds(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def matmul_rate(repeats: int) -> float:
+    """FLOP/s of a float32 (1024 x 1024) @ (1024 x 1024) product."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    return 2 * 1024**3 / median_seconds(lambda: a @ b, repeats)
+
+
+def training_step(name: str):
+    torch.manual_seed(0)
+    backbone = registry.get(name)(d_model=WIDTH, **SETTINGS.get(name, {}))
+    model = SequenceModel(backbone=backbone, vocab_size=VOCAB, n_items=N_ITEMS)
+    batch = training_batch(BATCH, N_ITEMS, VOCAB, 0.5, torch.Generator().manual_seed(0))
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        model._loss(batch)[0].backward()
+
+    return step, model
+
+
+def lstm_flops(model: torch.nn.Module, tokens: int) -> int:
+    """Forward + backward FLOPs of the nn.LSTM layers, which FlopCounterMode cannot see into."""
+    total = 0
+    for lstm in (m for m in model.modules() if isinstance(m, torch.nn.LSTM)):
+        for layer in range(lstm.num_layers):
+            d_in = lstm.input_size if layer == 0 else lstm.hidden_size
+            total += 3 * 2 * 4 * lstm.hidden_size * (d_in + lstm.hidden_size) * tokens
+    return total
+
+
+def count_flops(step, model: torch.nn.Module) -> int:
+    with FlopCounterMode(display=False) as counter:
+        step()
+    return counter.get_total_flops() + lstm_flops(model, BATCH * 2 * N_ITEMS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    peak = matmul_rate(args.repeats)
+    print(f"quickstart batch: B = {BATCH}, T = {2 * N_ITEMS}, width {WIDTH}; {torch.get_num_threads()} threads; "
+          f"matmul reference {peak / 1e9:.1f} GFLOP/s")
+    print(f"{'backbone':<22} {'step ms':>8} {'MFLOP':>8} {'GFLOP/s':>8} {'of matmul':>9}")
+    for name in registry.names():
+        step, model = training_step(name)
+        flops = count_flops(step, model)
+        seconds = median_seconds(step, args.repeats)
+        rate = flops / seconds
+        print(f"{name:<22} {1e3 * seconds:8.2f} {flops / 1e6:8.1f} {rate / 1e9:8.2f} {rate / peak:9.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""MambaBackbone: a stack of Mamba (selective state-space) layers, the paper's input-dependent-Δt model."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from mambapy.mamba import MambaConfig, RMSNorm
+from primacy.backbones.base import Backbone
+from primacy.errors import UsageError
+from primacy.ssm.timescale import check_dt_range
+from torch import nn
+
+from primacy_mamba.block import MambaLayer
+from primacy_mamba.kernels import Kernel, check_kernel, log, use_fused
+
+Scan = Literal["parallel", "sequential"]
+_SCANS = ("parallel", "sequential")
+
+
+class MambaBackbone(Backbone):
+    """n_layers Mamba blocks x + Mixer(RMSNorm(x)), then a final RMSNorm (Gu & Dao 2023; mambapy's modules).
+
+    Each mixer projects D to two branches of width E·D, runs a causal depthwise convolution and SiLU on one,
+    a selective scan with input-dependent Δt, B and C on it, gates it with SiLU of the other and projects back.
+
+    Args:
+        d_model: width D of inputs and outputs.
+        n_layers: stacked Mamba blocks.
+        d_state: state size N per inner channel.
+        d_conv: width of the causal depthwise convolution before the scan.
+        expand: E, the inner width is E·D.
+        dt_min, dt_max: softplus(dt_proj.bias), Δt at zero input, starts log-uniform in this range per channel.
+        dt_rank: rank R of the Δt projection (E·D -> R -> E·D); None means ceil(D / 16), as in Mamba.
+        kernel: ``pure`` runs mambapy's PyTorch scan; ``fused`` mamba_ssm's CUDA kernel (needs
+            ``pip install 'primacy-mamba[cuda]'`` and the model on a GPU); ``auto`` the fused kernel when both
+            hold, otherwise the pure one. Both use the same parameters, so checkpoints move between them.
+        scan: the pure path's algorithm: ``parallel`` (mambapy's Blelloch scan, the fast one) or
+            ``sequential`` (a step-by-step loop, the slow reference).
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        n_layers: int = 1,
+        d_state: int = 16,
+        d_conv: int = 4,
+        expand: int = 2,
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        dt_rank: int | None = None,
+        kernel: Kernel = "auto",
+        scan: Scan = "parallel",
+    ) -> None:
+        super().__init__()
+        for name, value in (("d_model", d_model), ("n_layers", n_layers), ("d_state", d_state), ("d_conv", d_conv),
+                            ("expand", expand)):
+            if value < 1:
+                raise UsageError(f"{name}={value} is invalid: it must be at least 1")
+        if dt_rank is not None and dt_rank < 1:
+            raise UsageError(f"dt_rank={dt_rank} is invalid: it must be at least 1 (or null for ceil(d_model / 16))")
+        check_dt_range(dt_min, dt_max)
+        if scan not in _SCANS:
+            raise UsageError(f"scan={scan!r} is unknown: choose one of {', '.join(_SCANS)}")
+        check_kernel(kernel)
+        self.d_model, self.kernel, self.scan = d_model, kernel, scan
+        self.config = MambaConfig(
+            d_model=d_model, n_layers=n_layers, d_state=d_state, d_conv=d_conv, expand_factor=expand,
+            dt_min=dt_min, dt_max=dt_max, dt_rank="auto" if dt_rank is None else dt_rank,
+            pscan=scan == "parallel", use_cuda=False,  # primacy_mamba picks the kernel itself, per forward pass
+        )
+        self.layers = nn.ModuleList(MambaLayer(self.config) for _ in range(n_layers))
+        self.norm_f = RMSNorm(d_model, self.config.rms_norm_eps)
+        self._logged: str | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        fused, reason = use_fused(self.kernel, x.device)
+        self._log_choice(fused, reason)
+        for layer in self.layers:
+            x = layer(x, fused)  # B T D
+        return self.norm_f(x)  # B T D
+
+    def _log_choice(self, fused: bool, reason: str) -> None:
+        """Logs the kernel on the first forward pass, and again only if it changes (say, after moving to a GPU)."""
+        choice = "the fused mamba_ssm kernel" if fused else "the pure-PyTorch mambapy scan"
+        if choice != self._logged:
+            log.info("MambaBackbone uses %s (%s)", choice, reason)
+            self._logged = choice
+
+    def dt(self) -> dict[str, torch.Tensor]:
+        """Per layer, the mean Δt of each inner channel (E·D,) over the batch and time of the last forward pass;
+        before any forward pass, Δt at zero input, softplus(dt_proj.bias)."""
+        return {f"layer{i}": (layer.mixer.last_dt if layer.mixer.last_dt is not None else layer.mixer.bias_dt())
+                for i, layer in enumerate(self.layers)}

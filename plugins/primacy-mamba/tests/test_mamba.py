@@ -1,0 +1,180 @@
+"""MambaBackbone: the backbone contract, Δt as DtTracker records it, the kernel choice, and training through primacy."""
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from mambapy.mamba import MambaConfig, ResidualBlock
+from primacy import registry
+from primacy.cli import main
+from primacy.errors import UsageError
+from primacy.model import SequenceModel
+from primacy.testing import check_backbone
+
+import primacy_mamba.backbone
+import primacy_mamba.block
+from primacy_mamba import MambaBackbone
+
+QUICKSTART = Path(__file__).resolve().parents[3] / "configs" / "quickstart-mamba.yaml"
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"n_layers": 2, "d_state": 4, "expand": 1, "dt_rank": 2},
+                                    {"scan": "sequential", "d_conv": 2}])
+def test_contract(kwargs):
+    check_backbone(MambaBackbone, **kwargs)
+
+
+def test_parallel_scan_matches_the_sequential_reference():
+    torch.manual_seed(0)
+    fast = MambaBackbone(d_model=8, n_layers=2).double()
+    slow = MambaBackbone(d_model=8, n_layers=2, scan="sequential").double()
+    slow.load_state_dict(fast.state_dict())
+    x = torch.randn(3, 13, 8, dtype=torch.float64)  # 13: the parallel scan pads to 16
+    assert torch.allclose(fast(x), slow(x), atol=1e-10)
+
+
+def direct_dt(model: MambaBackbone, x: torch.Tensor) -> torch.Tensor:
+    """Δt of layer 0 recomputed from its parameters: softplus(dt_proj(x_proj(silu(conv(in_proj(norm(x))))))),
+    averaged over batch and time (E·D,)."""
+    mixer, rank = model.layers[0].mixer, model.config.dt_rank
+    h = model.layers[0].norm(x)  # B T D
+    u = h @ mixer.in_proj.weight[: mixer.config.d_inner].T  # B T E·D: the branch that is convolved
+    u = F.conv1d(F.pad(u.transpose(1, 2), (mixer.config.d_conv - 1, 0)), mixer.conv1d.weight, mixer.conv1d.bias,
+                 groups=mixer.config.d_inner)  # B E·D T, causal
+    dt_low = F.silu(u).transpose(1, 2) @ mixer.x_proj.weight[:rank].T  # B T R
+    return F.softplus(dt_low @ mixer.dt_proj.weight.T + mixer.dt_proj.bias).mean(dim=(0, 1))  # E·D
+
+
+def test_dt_is_the_mean_input_dependent_step_of_the_last_pass():
+    torch.manual_seed(0)
+    model = MambaBackbone(d_model=16, n_layers=2)
+    before = model.dt()
+    assert list(before) == ["layer0", "layer1"] and before["layer0"].shape == (32,)
+    assert torch.allclose(before["layer0"], F.softplus(model.layers[0].mixer.dt_proj.bias.detach()))
+    assert ((before["layer0"] >= 1e-3 * 0.99) & (before["layer0"] <= 0.1 * 1.01)).all(), "the dt_min, dt_max range"
+
+    x = torch.randn(4, 10, 16)
+    model(x)
+    after = model.dt()
+    assert torch.allclose(after["layer0"], direct_dt(model, x), atol=1e-6)
+    assert not torch.allclose(after["layer0"], before["layer0"]), "Δt depends on the input"
+    assert not after["layer0"].requires_grad and (after["layer1"] > 0).all()
+    model(2 * x)
+    assert torch.allclose(model.dt()["layer0"], direct_dt(model, 2 * x), atol=1e-6), "the last pass only"
+
+
+def test_auto_uses_the_pure_scan_on_cpu_and_says_so_once(caplog):
+    model = MambaBackbone(d_model=8)
+    with caplog.at_level(logging.INFO, logger="primacy_mamba"):
+        model(torch.randn(1, 4, 8))
+        model(torch.randn(1, 4, 8))
+    records = [r for r in caplog.records if r.name == "primacy_mamba"]
+    assert len(records) == 1
+    assert "pure-PyTorch mambapy scan" in records[0].getMessage() and "on cpu" in records[0].getMessage()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+def test_fused_without_mamba_ssm_or_cuda_is_refused_in_one_line():
+    with pytest.raises(UsageError, match=r"^kernel='fused' needs (mamba_ssm|a CUDA device).*use kernel='auto' or "
+                                         r"'pure'$") as err:
+        MambaBackbone(kernel="fused")
+    assert "\n" not in str(err.value)
+
+
+def reference_selective_scan(u, delta, A, B, C, D, z, delta_bias, delta_softplus):
+    """mamba_ssm's selective_scan_fn, step by step: u, delta, z (B, E·D, T); B, C (B, N, T) -> (B, E·D, T)."""
+    assert delta_softplus
+    delta = F.softplus(delta + delta_bias[:, None])  # B E·D T
+    h = torch.zeros(u.shape[0], u.shape[1], A.shape[1], dtype=u.dtype)  # B E·D N
+    ys = []
+    for t in range(u.shape[2]):
+        h = torch.exp(delta[:, :, t, None] * A) * h + delta[:, :, t, None] * B[:, None, :, t] * u[:, :, t, None]
+        ys.append((h * C[:, None, :, t]).sum(-1) + D * u[:, :, t])  # B E·D
+    return torch.stack(ys, dim=-1) * F.silu(z)  # B E·D T
+
+
+def test_fused_path_passes_the_kernel_what_it_expects(monkeypatch):
+    """With a step-by-step stand-in for mamba_ssm's kernel, the fused path gives the pure path's output and Δt:
+    the layouts, the Δt bias and the gate are handed over correctly, with the same parameters."""
+    torch.manual_seed(0)
+    model = MambaBackbone(d_model=8, n_layers=2)
+    x = torch.randn(2, 9, 8)
+    pure, pure_dt = model(x), model.dt()
+    monkeypatch.setattr(primacy_mamba.block, "fused_scan", lambda: reference_selective_scan)
+    monkeypatch.setattr(primacy_mamba.backbone, "use_fused", lambda kernel, device: (True, "test"))
+    fused = model(x)
+    assert torch.allclose(fused, pure, atol=1e-5)
+    assert all(torch.allclose(model.dt()[k], pure_dt[k]) for k in pure_dt)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"d_model": 0}, "d_model=0 is invalid: it must be at least 1"),
+        ({"n_layers": 0}, "n_layers=0 is invalid: it must be at least 1"),
+        ({"d_state": 0}, "d_state=0 is invalid: it must be at least 1"),
+        ({"d_conv": 0}, "d_conv=0 is invalid: it must be at least 1"),
+        ({"expand": 0}, "expand=0 is invalid: it must be at least 1"),
+        ({"dt_rank": 0}, "dt_rank=0 is invalid: it must be at least 1"),
+        ({"dt_min": 0.2, "dt_max": 0.1}, "dt_min=0.2, dt_max=0.1 is not a valid Δt range"),
+        ({"dt_min": 0.0}, "dt_min=0.0, dt_max=0.1 is not a valid Δt range"),
+        ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of auto, pure, fused"),
+        ({"scan": "fast"}, "scan='fast' is unknown: choose one of parallel, sequential"),
+    ],
+)
+def test_bad_arguments_are_rejected(kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        MambaBackbone(**kwargs)
+
+
+def test_state_dict_uses_mambapys_names():
+    """A layer's parameters are named as in mambapy's ResidualBlock (and mamba_ssm's Mamba mixer)."""
+    model = MambaBackbone(d_model=8)
+    block = ResidualBlock(MambaConfig(d_model=8, n_layers=1))
+    assert {k.removeprefix("layers.0.") for k in model.state_dict() if k.startswith("layers.0.")} == set(
+        block.state_dict())
+
+
+def test_the_entry_point_resolves():
+    assert registry.get("MambaBackbone") is MambaBackbone
+    row = next(r for r in registry.describe() if r["name"] == "MambaBackbone")
+    assert row["distribution"] == "primacy-mamba" and row["entry_point"] == "primacy_mamba.backbone:MambaBackbone"
+
+
+def test_sequence_model_fits_a_fixed_batch():
+    torch.manual_seed(0)
+    model = SequenceModel(MambaBackbone(d_model=16), vocab_size=32, n_items=8)
+    tokens = torch.randint(0, 32, (16, 16))  # B 2L
+    targets = (tokens[:, 8:, None] == tokens[:, None, :8]).any(-1).float()  # B L: the query was studied
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(30):
+        loss = F.binary_cross_entropy_with_logits(model(tokens), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.skipif(not QUICKSTART.is_file(), reason="needs a primacy checkout's configs/")
+def test_quickstart_config_trains_and_records_dt(tmp_path):
+    run = tmp_path / "run"
+    main(["fit", "--config", str(QUICKSTART), "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+          "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(run),
+          "--trainer.accelerator", "cpu", "--trainer.max_steps", "6", "--trainer.val_check_interval", "3",
+          "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2", "--trainer.num_sanity_val_steps", "0",
+          "--data.init_args.n_items", "8", "--data.init_args.vocab_size", "64", "--data.init_args.batch_size", "8",
+          "--data.init_args.num_held_out", "16", "--data.init_args.num_test_sets", "2", "--data.init_args.num_val_sets", "2",
+          "--model.init_args.backbone.init_args.d_model", "16", "--model.init_args.warmup_steps", "2",
+          "--results.formats", "[png]"])
+    summary = json.loads((run / "results" / "summary.json").read_text())
+    assert summary["backbone"] == "MambaBackbone" and summary["n_items"] == 8
+    history = np.load(run / "results" / "dt_history.npz")
+    assert list(history["layers"]) == ["layer0"] and list(history["channels"]) == [32]
+    assert history["dt"].shape[1] == 32 and (history["dt"] > 0).all() and len(history["steps"]) >= 2
+    assert not np.allclose(history["dt"][0], history["dt"][-1]), "Δt follows the inputs and the training"

@@ -8,7 +8,8 @@ from primacy.errors import UsageError
 from primacy.testing import check_backbone
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16}, {"n_layers": 1, "d_ff": 8}])
+@pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16}, {"n_layers": 1, "d_ff": 8},
+                                    {"mlp": False, "layer_norm": False}])
 def test_contract(kwargs):
     check_backbone(TransformerBackbone, n_heads=2, **kwargs)
 
@@ -71,6 +72,16 @@ def test_d_ff_sets_the_feed_forward_width():
     assert TransformerBackbone(d_model=8, n_heads=2).blocks[0].mlp[0].out_features == 32
 
 
+def test_attention_only_has_no_mlp_and_no_layer_norm():
+    model = TransformerBackbone(d_model=8, n_heads=2, n_layers=2, mlp=False, layer_norm=False)
+    names = {name for name, _ in model.named_parameters()}
+    assert not any("mlp" in n or "norm" in n for n in names)
+    assert names == {f"blocks.{i}.attn.{p}.{w}" for i in range(2) for p in ("qkv", "proj") for w in ("weight", "bias")}
+    with_norm = TransformerBackbone(d_model=8, n_heads=2, n_layers=2, mlp=False)
+    assert any("norm" in n for n, _ in with_norm.named_parameters())
+    assert not any("mlp" in n for n, _ in with_norm.named_parameters())
+
+
 @pytest.mark.parametrize(
     "kwargs,message",
     [
@@ -82,6 +93,7 @@ def test_d_ff_sets_the_feed_forward_width():
         ({"positional": "rope"}, "positional='rope' is unknown"),
         ({"positional": "learned"}, "max_length=None is invalid for learned positions"),
         ({"max_length": 64}, "max_length=64 is only used by positional='learned'"),
+        ({"mlp": False, "d_ff": 32}, "d_ff=32 is only used with mlp=True"),
     ],
 )
 def test_bad_settings_are_rejected(kwargs, message):

@@ -72,19 +72,27 @@ class CausalSelfAttention(nn.Module):
         return F.dropout(weights, dropout, self.training) @ v  # B h T d_h
 
 
-class Block(nn.Module):
-    """Pre-norm residual block: x + Attn(LN(x)), then x + MLP(LN(x)) with a GELU feed-forward layer."""
+def _norm(d_model: int, layer_norm: bool) -> nn.Module:
+    return nn.LayerNorm(d_model) if layer_norm else nn.Identity()
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float) -> None:
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + Attn(LN(x)), then x + MLP(LN(x)) with a GELU feed-forward layer.
+
+    Without ``mlp`` the block is attention only; without ``layer_norm`` the LayerNorms are identities.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, mlp: bool, layer_norm: bool) -> None:
         super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm1, self.norm2 = _norm(d_model, layer_norm), _norm(d_model, layer_norm)
         self.attn = CausalSelfAttention(d_model, n_heads, dropout)
-        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model), nn.Dropout(dropout))
+        self.mlp = (nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model), nn.Dropout(dropout))
+                    if mlp else None)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.drop(self.attn(self.norm1(x)))
-        return x + self.mlp(self.norm2(x))
+        return x if self.mlp is None else x + self.mlp(self.norm2(x))
 
 
 class TransformerBackbone(Backbone):
@@ -104,6 +112,9 @@ class TransformerBackbone(Backbone):
         positional: ``sinusoidal`` (fixed, any length) or ``learned`` (one vector per position up to
             ``max_length``).
         max_length: longest input for ``learned`` positions; only allowed with them.
+        mlp: feed-forward layers in each block; False gives the attention-only Transformer of the induction-head
+            literature (Elhage et al. 2021), together with ``layer_norm=False``.
+        layer_norm: the pre-norm and final LayerNorms; False makes them identities.
     """
 
     def __init__(
@@ -115,6 +126,8 @@ class TransformerBackbone(Backbone):
         dropout: float = 0.0,
         positional: Positional = "sinusoidal",
         max_length: int | None = None,
+        mlp: bool = True,
+        layer_norm: bool = True,
     ) -> None:
         super().__init__()
         for name, value in (("d_model", d_model), ("n_layers", n_layers), ("n_heads", n_heads)):
@@ -122,6 +135,8 @@ class TransformerBackbone(Backbone):
                 raise UsageError(f"{name}={value} is invalid: it must be at least 1")
         if d_model % n_heads:
             raise UsageError(f"d_model={d_model} is invalid with n_heads={n_heads}: it must be divisible by n_heads")
+        if d_ff is not None and not mlp:
+            raise UsageError(f"d_ff={d_ff} is only used with mlp=True: leave it null for an attention-only model")
         if d_ff is not None and d_ff < 1:
             raise UsageError(f"d_ff={d_ff} is invalid: it must be at least 1 (or null for 4·d_model)")
         if not 0 <= dropout < 1:
@@ -137,8 +152,9 @@ class TransformerBackbone(Backbone):
         if self.position is not None:
             nn.init.normal_(self.position.weight, std=0.02)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(Block(d_model, n_heads, d_ff or 4 * d_model, dropout) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(d_model)
+        width = d_ff or 4 * d_model
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, width, dropout, mlp, layer_norm) for _ in range(n_layers))
+        self.norm = _norm(d_model, layer_norm)
 
     def _positions(self, length: int, device: torch.device) -> torch.Tensor:
         if self.position is None:

@@ -1,0 +1,112 @@
+"""CMR's simulated lag-CRP: the special cases the model implies, and the O(n) update against explicit Mᵀt."""
+
+import pytest
+import torch
+
+from primacy.analysis.cmr import association, cmr_crp, draw
+from primacy.errors import UsageError
+
+SMALL = {"n_items": 40, "n_starts": 5, "n_chains": 300, "max_samples": 30}
+
+
+def naive_crp(beta_enc, beta_rec, gamma_ft, seed, n_items, n_starts, n_chains, max_samples, max_lag=8):
+    """The same simulation written directly: explicit vectors, a = Mᵀ t by a matrix product, one chain at a time
+    in spirit (all chains advance together only so the random draws line up with cmr_crp's)."""
+    generator = torch.Generator().manual_seed(seed)
+    m = association(n_items, beta_enc)
+    starts = torch.arange(n_starts).repeat_interleave(n_chains)
+    t = torch.nn.functional.one_hot(starts, n_items + 1).double()
+    previous, active = starts.clone(), torch.ones(len(starts), dtype=torch.bool)
+    lags = [[] for _ in starts]
+    draws = torch.zeros(len(starts))
+    for _ in range(max_samples):
+        a = t @ m  # R S: (Mᵀ t) per chain
+        j = draw(a, generator)
+        active &= j != n_items
+        for r in torch.nonzero(active)[:, 0].tolist():
+            lags[r].append(int(j[r] - previous[r]))
+        draws += active
+        if not active.any():
+            break
+        e = torch.nn.functional.one_hot(j, n_items + 1).double()
+        t_in = (1 - gamma_ft) * e + gamma_ft * m[:, j].T
+        t_in /= t_in.norm(dim=1, keepdim=True)
+        new = (1 - beta_rec) * t + beta_rec * t_in
+        t = torch.where(active[:, None], new / new.norm(dim=1, keepdim=True), t)
+        previous = torch.where(active, j, previous)
+    curves = torch.zeros(n_starts, 2 * max_lag + 1, dtype=torch.float64)
+    chains = torch.zeros(n_starts)
+    for r, chain in enumerate(lags):
+        if chain:
+            for lag in chain:
+                if abs(lag) <= max_lag:
+                    curves[starts[r], lag + max_lag] += 1 / len(chain)
+            chains[starts[r]] += 1
+    curves /= chains[:, None]
+    return (curves / curves.sum(1, keepdim=True)).mean(0)
+
+
+def test_draw_follows_the_weights_and_never_picks_a_zero_weight():
+    weights = torch.tensor([[0.0, 1.0, 0.0, 3.0]], dtype=torch.float64).expand(40000, 4)
+    picks = draw(weights, torch.Generator().manual_seed(0))
+    freq = torch.bincount(picks, minlength=4) / len(picks)
+    assert freq[0] == 0 and freq[2] == 0
+    assert freq[3].item() == pytest.approx(0.75, abs=0.01)
+
+
+def test_association_is_the_leaky_forward_trace():
+    m = association(3, 0.25)
+    assert m.shape == (4, 4)
+    assert torch.allclose(m[0], torch.tensor([0, 1, 0.75, 0.5625], dtype=torch.float64))
+    assert (m.tril() == 0).all()
+
+
+@pytest.mark.parametrize("params", [(0.3, 0.6, 0.2), (0.8, 0.1, 0.9), (0.05, 1.0, 0.5)])
+def test_the_o_n_update_equals_explicit_context_vectors(params):
+    fast = cmr_crp(*params, seed=3, **SMALL)[1]
+    slow = naive_crp(*params, seed=3, **SMALL)
+    assert torch.allclose(fast, slow, atol=1e-12)
+
+
+def test_crp_is_a_distribution_over_lags_minus_8_to_8():
+    lags, crp = cmr_crp(0.5, 0.5, 0.5, **SMALL)
+    assert lags.tolist() == list(range(-8, 9))
+    assert crp.sum().item() == pytest.approx(1.0) and (crp >= 0).all()
+
+
+def test_full_encoding_and_retrieval_drift_without_feedback_puts_all_mass_at_plus_one():
+    lags, crp = cmr_crp(1.0, 1.0, 0.0, **SMALL)
+    assert crp[lags == 1].item() == pytest.approx(1.0)
+
+
+def test_item_feedback_moves_mass_to_lag_zero_and_backwards():
+    lags, without = cmr_crp(0.5, 0.5, 0.0, **SMALL)
+    _, feedback = cmr_crp(0.5, 0.5, 0.95, **SMALL)
+    assert feedback[lags <= 0].sum() > without[lags <= 0].sum() + 0.2
+    assert feedback[lags == 0] > without[lags == 0]
+
+
+def test_no_retrieval_drift_gives_a_symmetric_curve_peaked_at_zero():
+    lags, crp = cmr_crp(0.3, 0.0, 0.0, n_items=60, n_starts=10, n_chains=1000, max_samples=40)
+    assert lags[crp.argmax()] == 0
+    assert torch.allclose(crp, crp.flip(0), atol=0.01)
+
+
+def test_same_seed_same_curve():
+    assert torch.equal(cmr_crp(0.4, 0.4, 0.4, seed=7, **SMALL)[1], cmr_crp(0.4, 0.4, 0.4, seed=7, **SMALL)[1])
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"beta_enc": 0.0}, "beta_enc=0.0 is invalid"),
+        ({"beta_rec": 1.5}, "beta_rec=1.5 is invalid"),
+        ({"gamma_ft": -0.1}, "gamma_ft=-0.1 is invalid"),
+        ({"variant": "howard"}, "variant='howard' is unknown"),
+        ({"n_starts": 0}, "n_starts=0 is invalid"),
+    ],
+)
+def test_bad_parameters_are_rejected(kwargs, message):
+    args = {"beta_enc": 0.5, "beta_rec": 0.5, "gamma_ft": 0.5, **kwargs}
+    with pytest.raises(UsageError, match=message):
+        cmr_crp(args.pop("beta_enc"), args.pop("beta_rec"), args.pop("gamma_ft"), **args, **{"n_chains": 2})

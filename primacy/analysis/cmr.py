@@ -12,9 +12,11 @@ replacement; records the lag j - previous; and updates
 
     t_IN = normalise((1 - γ_FT) e_j + γ_FT M e_j),    t = normalise((1 - β_rec) t + β_rec t_IN)   (L2 norms).
 
-The simulation never forms Mᵀt by a matrix product: a is updated with the same linear recursion as t,
-a' = ((1 - β_rec) a + β_rec Mᵀ t_IN) / |...|, with Mᵀ t_IN read from row j of M and of MᵀM, and the norms from
-t·t_IN = ((1 - γ_FT) t_j + γ_FT a_j) / |(1 - γ_FT) e_j + γ_FT M e_j|. So each step costs O(n) per chain.
+The simulation keeps only a = Mᵀt, never t or a matrix product with it. a follows t's linear update,
+a' = ((1 - β_rec) a + β_rec Mᵀ t_IN) / |...|, where Mᵀ t_IN is a row of the precomputed (1 - γ_FT) M + γ_FT MᵀM;
+the norm needs t·t_IN = ((1 - γ_FT) t_j + γ_FT a_j) / |(1 - γ_FT) e_j + γ_FT M e_j|, and t_j = a_{j+1} - ρ a_j
+because a_{j+1} = ρ a_j + t_j (M is a first-order recursive filter over item index). Each step costs O(n) per
+chain.
 """
 
 from __future__ import annotations
@@ -79,14 +81,13 @@ def cmr_crp(
         raise UsageError(f"n_starts={n_starts} is invalid: it must lie in [1, n_items={n_items}]")
     generator = torch.Generator().manual_seed(seed)
     m = association(n_items, beta_enc)  # S S, S = n + 1 states
-    rows_g = m.T @ m  # S S: row j of (MᵀM) is Mᵀ(M e_j) since MᵀM is symmetric
-    col_norm2 = (m**2).sum(0)  # S: |M e_j|²
-    g = gamma_ft
+    g, rho = gamma_ft, 1.0 - beta_enc
+    # Row j of H is Mᵀ((1 - γ) e_j + γ M e_j): MᵀM is symmetric, so its row j is Mᵀ(M e_j).
+    h = (1 - g) * m + g * (m.T @ m)  # S S
+    norm_in = torch.sqrt((1 - g) ** 2 + g**2 * (m**2).sum(0))  # S: |(1 - γ) e_j + γ M e_j|, as M[j, j] = 0
 
     starts = torch.arange(n_starts).repeat_interleave(n_chains)  # R: R = starts · chains
     rows = torch.arange(len(starts))
-    t = torch.zeros(len(starts), n_items + 1, dtype=torch.float64)  # R S
-    t[rows, starts] = 1.0
     a = m[starts].clone()  # R S: Mᵀ e_s = row s of M
     previous = starts.clone()
     active = torch.ones(len(starts), dtype=torch.bool)
@@ -103,15 +104,13 @@ def cmr_crp(
         if not active.any():
             break
 
-        norm_in = torch.sqrt((1 - g) ** 2 + g**2 * col_norm2[j])  # R: M[j, j] = 0, so no cross term
-        t_in = (g * m[:, j].T) / norm_in[:, None]  # R S: γ M e_j / |...|
-        t_in[rows, j] += (1 - g) / norm_in
-        a_in = ((1 - g) * m[j] + g * rows_g[j]) / norm_in[:, None]  # R S: Mᵀ t_IN
-        dot = ((1 - g) * t[rows, j] + g * a[rows, j]) / norm_in  # R: t · t_IN (a_j = t · M e_j)
+        j_next = (j + 1).clamp(max=n_items)  # j < n for every active chain
+        t_j = a[rows, j_next] - rho * a[rows, j]  # R: a_{j+1} = ρ a_j + t_j, so t is never stored
+        dot = ((1 - g) * t_j + g * a[rows, j]) / norm_in[j]  # R: t · t_IN, with a_j = t · M e_j
         norm = torch.sqrt((1 - beta_rec) ** 2 + beta_rec**2 + 2 * beta_rec * (1 - beta_rec) * dot)  # R
-        keep = active[:, None]
-        t = torch.where(keep, ((1 - beta_rec) * t + beta_rec * t_in) / norm[:, None], t)
-        a = torch.where(keep, ((1 - beta_rec) * a + beta_rec * a_in) / norm[:, None], a)
+        scale_t = torch.where(active, (1 - beta_rec) / norm, 1.0)[:, None]  # R 1: stopped chains keep a
+        scale_in = torch.where(active, beta_rec / (norm * norm_in[j]), 0.0)[:, None]  # R 1
+        a.mul_(scale_t).addcmul_(h[j], scale_in)  # R S: Mᵀ t for the new t
         previous = torch.where(active, j, previous)
 
     recalled = draws > 0

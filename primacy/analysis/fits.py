@@ -1,0 +1,131 @@
+"""Fitting lag curves (an attention head's lag-CRP) with CMR CRPs from a grid and with a Gaussian bump.
+
+Both fits report the same distance (Ji-An et al. 2024): the mean squared difference between the fitted curve and
+the head's curve, divided by the variance of the head's curve. CMR-like means distance < 0.5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from primacy.analysis.cmr import cmr_crp
+from primacy.errors import UsageError
+
+FIT_LAGS = np.arange(-5, 6)  # the CRP is compared on lags -5..+5
+
+
+@dataclass(frozen=True)
+class CMRGrid:
+    """Simulated CMR CRPs: params (G, 3) as (β_enc, β_rec, γ_FT), crps (G, len(lags)), lags (K,)."""
+
+    params: np.ndarray
+    crps: np.ndarray
+    lags: np.ndarray
+
+    @classmethod
+    def build(cls, beta_enc: np.ndarray, beta_rec: np.ndarray, gamma_ft: np.ndarray, **simulation: int) -> CMRGrid:
+        """Every combination of the given values, each simulated by ``cmr_crp`` (settings in ``simulation``)."""
+        combos = np.array(np.meshgrid(beta_enc, beta_rec, gamma_ft, indexing="ij")).reshape(3, -1).T  # G 3
+        curves = [cmr_crp(*map(float, p), **simulation) for p in combos]
+        return cls(combos, np.stack([c.numpy() for _, c in curves]), curves[0][0].numpy())
+
+    def save(self, path: str | Path) -> None:
+        np.savez_compressed(path, params=self.params, crps=self.crps, lags=self.lags)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CMRGrid:
+        if not Path(path).is_file():
+            raise UsageError(f"CMR grid {str(path)!r} does not exist: build one with CMRGrid.build(...).save(path)")
+        with np.load(path) as f:
+            return cls(f["params"], f["crps"], f["lags"])
+
+
+@dataclass(frozen=True)
+class CMRFit:
+    distance: float
+    beta_enc: float
+    beta_rec: float
+    gamma_ft: float
+    inv_temperature: float  # the scale that maps the (renormalised, min-subtracted) CRP onto the curve
+    fitted: np.ndarray  # the scaled CRP on FIT_LAGS, comparable with the min-subtracted curve
+
+
+@dataclass(frozen=True)
+class GaussianFit:
+    distance: float
+    offset: float
+    height: float
+    mu: float
+    sigma: float
+    fitted: np.ndarray  # a + b exp(-(lag - μ)² / 2σ²) on the curve's lags
+
+
+def _on_fit_lags(curve: np.ndarray, lags: np.ndarray) -> np.ndarray:
+    lags, curve = np.asarray(lags), np.asarray(curve, dtype=np.float64)
+    if curve.shape[-1] != len(lags):
+        raise UsageError(f"curve has {curve.shape[-1]} values for {len(lags)} lags: they must match")
+    missing = set(FIT_LAGS.tolist()) - set(lags.tolist())
+    if missing:
+        raise UsageError(f"lags {sorted(lags.tolist())} miss {sorted(missing)}: the fit needs every lag in -5..+5")
+    return curve[..., [lags.tolist().index(k) for k in FIT_LAGS]]
+
+
+def _distance(fitted: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Mean squared difference / variance of the target, along the last axis."""
+    var = target.var()
+    if var == 0:
+        raise UsageError("the curve is flat (zero variance): no fit distance is defined")
+    return ((fitted - target) ** 2).mean(-1) / var
+
+
+def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid) -> CMRFit:
+    """The grid CRP closest to ``curve``: both restricted to -5..+5, the CRP renormalised to sum 1, each minus its
+    minimum, the CRP scaled so its maximum equals the curve's (the inverse temperature)."""
+    target = _on_fit_lags(curve, lags)
+    target = target - target.min()
+    crps = _on_fit_lags(grid.crps, grid.lags)  # G 11
+    crps = crps / crps.sum(-1, keepdims=True)
+    crps = crps - crps.min(-1, keepdims=True)
+    peak = crps.max(-1, keepdims=True)  # G 1
+    scale = np.divide(target.max(), peak, out=np.zeros_like(peak), where=peak > 0)  # G 1
+    fitted = crps * scale  # G 11
+    distance = _distance(fitted, target)  # G
+    best = int(distance.argmin())
+    b_enc, b_rec, g_ft = grid.params[best]
+    return CMRFit(float(distance[best]), float(b_enc), float(b_rec), float(g_ft), float(scale[best, 0]), fitted[best])
+
+
+def fit_gaussian(curve: np.ndarray, lags: np.ndarray) -> GaussianFit:
+    """a + b·exp(-(lag - μ)² / 2σ²) by least squares on the raw curve, b >= 0, μ in [min lag, max lag],
+    σ in [0.1, 2·lag range]: (a, b) are solved exactly for every (μ, σ) on a dense grid, then the best cell is
+    refined on a finer grid around it (no dependence on a starting point such as the maximum's value)."""
+    lags = np.asarray(lags, dtype=np.float64)
+    target = np.asarray(curve, dtype=np.float64)
+    if target.shape != lags.shape:
+        raise UsageError(f"curve has {target.shape[-1]} values for {len(lags)} lags: they must match")
+    span = lags.max() - lags.min()
+
+    def solve(mu: np.ndarray, sigma: np.ndarray):
+        bump = np.exp(-((lags - mu[:, None]) ** 2) / (2 * sigma[:, None] ** 2))  # P K
+        centred_bump = bump - bump.mean(-1, keepdims=True)
+        centred = target - target.mean()
+        denom = (centred_bump**2).sum(-1)
+        b = np.clip(np.divide(centred_bump @ centred, denom, out=np.zeros_like(denom), where=denom > 1e-12), 0, None)
+        a = target.mean() - b * bump.mean(-1)
+        fitted = a[:, None] + b[:, None] * bump
+        return ((fitted - target) ** 2).sum(-1), a, b, fitted
+
+    mu, sigma = np.linspace(lags.min(), lags.max(), 201), np.geomspace(0.1, 2 * span, 120)
+    for _ in range(2):  # coarse, then fine around the best cell
+        grid_mu, grid_sigma = (g.ravel() for g in np.meshgrid(mu, sigma, indexing="ij"))
+        sse, a, b, fitted = solve(grid_mu, grid_sigma)
+        best = int(sse.argmin())
+        step_mu, ratio = mu[1] - mu[0], sigma[1] / sigma[0]
+        mu = np.clip(np.linspace(grid_mu[best] - step_mu, grid_mu[best] + step_mu, 41), lags.min(), lags.max())
+        sigma = np.clip(np.geomspace(grid_sigma[best] / ratio, grid_sigma[best] * ratio, 41), 0.1, 2 * span)
+    return GaussianFit(float(_distance(fitted[best], target)), float(a[best]), float(b[best]), float(grid_mu[best]),
+                       float(grid_sigma[best]), fitted[best])

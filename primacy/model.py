@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import lightning as L
 import torch
 import torch.nn.functional as F
@@ -12,7 +10,7 @@ from torch import nn
 from primacy.backbones.base import Backbone
 from primacy.errors import UsageError
 from primacy.metrics import StudyQueryAccuracy
-from primacy.optim import param_groups, warmup_cosine
+from primacy.optim import adamw_warmup_cosine
 
 Batch = dict[str, torch.Tensor]
 
@@ -99,13 +97,4 @@ class SequenceModel(L.LightningModule):
         self._log_summary("test", self.test_accuracy)
 
     def configure_optimizers(self):
-        hp = self.hparams
-        optimizer = torch.optim.AdamW(
-            param_groups(self, hp.lr, hp.weight_decay), lr=hp.lr, betas=hp.betas, eps=hp.eps
-        )
-        total = self.trainer.estimated_stepping_batches
-        if total == float("inf"):
-            raise UsageError("trainer.max_steps=-1 is not allowed: the training stream is endless, set max_steps")
-        schedule = partial(warmup_cosine, warmup_steps=hp.warmup_steps, total_steps=int(total))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return adamw_warmup_cosine(self)

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
+import lightning as L
+import torch
 from torch import nn
+
+from primacy.errors import UsageError
 
 
 def param_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict]:
@@ -28,3 +33,16 @@ def warmup_cosine(step: int, warmup_steps: int, total_steps: int) -> float:
         return (step + 1) / warmup_steps
     progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
     return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def adamw_warmup_cosine(module: L.LightningModule) -> dict:
+    """AdamW over ``param_groups`` with the module's hparams (lr, betas, eps, weight_decay, warmup_steps) and a
+    per-step warm-up + cosine schedule to the trainer's last step: what ``configure_optimizers`` returns."""
+    hp = module.hparams
+    optimizer = torch.optim.AdamW(param_groups(module, hp.lr, hp.weight_decay), lr=hp.lr, betas=hp.betas, eps=hp.eps)
+    total = module.trainer.estimated_stepping_batches
+    if total == float("inf"):
+        raise UsageError("trainer.max_steps=-1 is not allowed: the training stream is endless, set max_steps")
+    schedule = partial(warmup_cosine, warmup_steps=hp.warmup_steps, total_steps=int(total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

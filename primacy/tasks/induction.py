@@ -1,0 +1,103 @@
+"""Repeated random tokens (induction): next-token prediction on sequences that contain a repeated segment.
+
+Training sequences are [BOS] followed by random tokens in which a segment of random length, starting at a random
+offset, occurs a second time later on: only by copying what followed the earlier occurrence can a model predict
+the second one. Varying the period and offsets keeps a model from solving it by position. Evaluation uses the
+[BOS] r r prompt (``primacy.analysis.heads.repeated_prompt``) with its own length. Token 0 is BOS.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from primacy.analysis.heads import repeated_prompt
+from primacy.errors import UsageError
+from primacy.tasks.verification import stream_generator
+
+BOS = 0
+TRAIN, VAL = 0, 1  # stream ids for stream_generator
+
+
+def repeated_segment_batch(batch_size: int, length: int, vocab_size: int, min_period: int,
+                           generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """tokens (B, length) int64: BOS, then random tokens 1..V-1 with a segment of period P in
+    [min_period, (length - 1) // 2] copied from offset a to offset b >= a + P. Also returns ``repeat`` (B, length)
+    bool, True where a token is a copy (predictable from context) — the second occurrence, first token excluded."""
+    body = length - 1
+    tokens = torch.randint(1, vocab_size, (batch_size, length), generator=generator)  # B T
+    tokens[:, 0] = BOS
+    period = torch.randint(min_period, body // 2 + 1, (batch_size,), generator=generator)  # B
+    # first start a in [1, body - 2P + 1], second start b in [a + P, body - P + 1]; uniform via scaled rand
+    a = 1 + (torch.rand(batch_size, generator=generator) * (body - 2 * period + 1)).long()  # B
+    b = a + period + (torch.rand(batch_size, generator=generator) * (body - period + 1 - (a + period) + 1)).long()
+    position = torch.arange(length)[None, :]  # 1 T
+    in_copy = (position >= b[:, None]) & (position < (b + period)[:, None])  # B T
+    source = torch.where(in_copy, position - (b - a)[:, None], position)  # B T
+    tokens = tokens.gather(1, source)
+    repeat = in_copy & (position > b[:, None])  # the first copied token is not predictable
+    return {"tokens": tokens, "repeat": repeat}
+
+
+class _Stream(IterableDataset):
+    def __init__(self, task: InductionTask) -> None:
+        self.task = task
+
+    def __iter__(self):
+        t, index = self.task, 0
+        while True:
+            yield repeated_segment_batch(t.batch_size, t.length, t.vocab_size, t.min_period,
+                                         stream_generator(t.seed, TRAIN, index))
+            index += 1
+
+
+class InductionTask(L.LightningDataModule):
+    """Next-token prediction with repeated segments; validation on the [BOS] r r prompt.
+
+    Args:
+        vocab_size: tokens, BOS (0) included.
+        length: training sequence length, BOS included.
+        min_period: shortest repeated segment (the longest is (length - 1) // 2).
+        prompt_items: n in the [BOS] r r validation prompt (length 2n + 1); choose it unlike the training periods.
+        batch_size: sequences per batch.
+        num_val_prompts: validation prompts.
+        seed: the data seed.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 128,
+        length: int = 64,
+        min_period: int = 4,
+        prompt_items: int = 25,
+        batch_size: int = 64,
+        num_val_prompts: int = 256,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if vocab_size < 3:
+            raise UsageError(f"vocab_size={vocab_size} is invalid: it must be at least 3 (BOS and two tokens)")
+        if not 1 <= min_period <= (length - 1) // 2:
+            raise UsageError(f"min_period={min_period} is invalid for length={length}: it must lie in "
+                             f"[1, (length - 1) // 2 = {(length - 1) // 2}]")
+        if not 1 <= prompt_items < vocab_size:
+            raise UsageError(f"prompt_items={prompt_items} is invalid: it must lie in [1, vocab_size - 1]")
+        for name, value in (("batch_size", batch_size), ("num_val_prompts", num_val_prompts)):
+            if value < 1:
+                raise UsageError(f"{name}={value} is invalid: it must be at least 1")
+        self.vocab_size, self.length, self.min_period, self.prompt_items = vocab_size, length, min_period, prompt_items
+        self.batch_size, self.num_val_prompts, self.seed = batch_size, num_val_prompts, seed
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(_Stream(self), batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        prompts = repeated_prompt(self.prompt_items, self.vocab_size, BOS, self.num_val_prompts,
+                                  stream_generator(self.seed, VAL))  # P 2n+1
+        n = self.prompt_items
+        repeat = torch.zeros_like(prompts, dtype=torch.bool)
+        repeat[:, n + 2 :] = True  # second-repeat tokens after its first: predictable by induction
+        batches = [{"tokens": prompts[i : i + self.batch_size], "repeat": repeat[i : i + self.batch_size]}
+                   for i in range(0, len(prompts), self.batch_size)]
+        return DataLoader(batches, batch_size=None)

@@ -1,5 +1,6 @@
-"""Aggregate runs that differ only by seed: mean and standard error of the accuracy matrix and summary,
-the mean heatmap, and every run's initial and final Δt distribution on one figure (Fig. 5)."""
+"""Aggregate runs that differ only by seed: mean and standard error of the accuracy matrix, summary and
+recognition-contiguity curve, the mean heatmap, and every run's initial and final Δt distribution on one
+figure (Fig. 5)."""
 
 from __future__ import annotations
 
@@ -53,14 +54,25 @@ def load_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
 
 
 def _mean_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error over the first axis (SE is NaN for a single run)."""
-    n = values.shape[0]
-    se = values.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.full(values.shape[1:], np.nan)
-    return values.mean(axis=0), se
+    """Mean and standard error over the first axis, over the runs that have a value (not NaN) there: a
+    contiguity lag that one seed never tested is averaged over the others. SE is NaN with fewer than two
+    values, the mean NaN with none."""
+    values = np.asarray(values, dtype=float)
+    seen = ~np.isnan(values)
+    n = seen.sum(axis=0)
+    mean = np.where(seen, values, 0.0).sum(axis=0) / np.where(n > 0, n, np.nan)
+    squares = np.where(seen, (values - mean) ** 2, 0.0).sum(axis=0)
+    se = np.sqrt(squares / np.where(n > 1, n - 1, np.nan)) / np.sqrt(np.where(n > 1, n, np.nan))
+    return mean, se
 
 
 def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -> dict[str, Any]:
-    """Write summary.json, accuracy.npz, heatmap.png/.pdf and (if the runs recorded Δt) dt_histograms.png."""
+    """Write summary.json, accuracy.npz, heatmap.png/.pdf and (if the runs recorded Δt) dt_histograms.png.
+
+    The recognition-contiguity curve is aggregated (``contiguity_curve`` and ``contiguity_lags`` in the summary,
+    ``contiguity_curves``, ``contiguity_mean``, ``contiguity_se`` in accuracy.npz) when every run has it; runs
+    written before it existed leave it out.
+    """
     run_dirs = [Path(r) for r in run_dirs]
     runs = load_runs(run_dirs)
     out = Path(out_dir)
@@ -69,17 +81,26 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     distractors = np.stack([np.asarray(r["distractor_accuracy_by_query"]) for r in runs])  # R L
     matrix_mean, matrix_se = _mean_se(matrices)
     distractor_mean, distractor_se = _mean_se(distractors)
-    np.savez(out / "accuracy.npz", matrices=matrices, matrix_mean=matrix_mean, matrix_se=matrix_se,
-             distractor_accuracy=distractors, distractor_mean=distractor_mean, distractor_se=distractor_se)
+    arrays = {"matrices": matrices, "matrix_mean": matrix_mean, "matrix_se": matrix_se,
+              "distractor_accuracy": distractors, "distractor_mean": distractor_mean, "distractor_se": distractor_se}
+    curve_keys = results.CURVE_KEYS
+    if all("contiguity_curve" in r for r in runs):
+        curve_keys += ("contiguity_curve",)
+        curves = np.stack([np.asarray(r["contiguity_curve"], dtype=float) for r in runs])  # R 2L-1
+        arrays["contiguity_curves"] = curves
+        arrays["contiguity_mean"], arrays["contiguity_se"] = _mean_se(curves)
+    np.savez(out / "accuracy.npz", **arrays)
 
     summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs]}
     for key in results.SCALAR_KEYS:
         values = np.array([r[key] for r in runs], dtype=float)
         mean, se = _mean_se(values)
-        summary[key] = {"mean": float(mean), "se": _num(se), "values": values.tolist()}
-    for key in results.CURVE_KEYS:
+        summary[key] = {"mean": _num(mean), "se": _num(se), "values": [_num(v) for v in values]}
+    for key in curve_keys:
         mean, se = _mean_se(np.stack([np.asarray(r[key], dtype=float) for r in runs]))
-        summary[key] = {"mean": mean.tolist(), "se": [_num(v) for v in se]}
+        summary[key] = {"mean": [_num(v) for v in mean], "se": [_num(v) for v in se]}
+    if "contiguity_curve" in curve_keys:
+        summary["contiguity_lags"] = [int(d) for d in runs[0]["contiguity_lags"]]
     summary["settings"] = _comparable(runs[0]["summary"])
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 

@@ -8,12 +8,43 @@ from torchmetrics import Metric
 from primacy.analysis.serial_position import summarize
 
 
+def contiguity_pairs(study_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pair each old query with the most recent earlier old query of its trial.
+
+    study_pos: (B, L), the study position each query asks for, -1 for a distractor. Returns ``eligible``
+    (B, L) bool, true for an old query k that has an old query k' < k before it, and ``lag`` (B, L) int64,
+    d = study_pos[k] - study_pos[k'] with k' the latest such query (0 where not eligible). Distractors in
+    between are skipped: they ask for no studied item.
+
+    Example: study_pos = [2, -1, 3, 0] gives eligible = [F, F, T, T] and lag = [0, 0, +1, -3].
+    """
+    n = study_pos.shape[-1]
+    old = study_pos >= 0  # B L
+    index = torch.arange(n, device=study_pos.device).expand_as(study_pos)  # B L
+    latest_old = torch.where(old, index, -1).cummax(dim=-1).values  # B L: last old query at or before k
+    previous = torch.cat([torch.full_like(latest_old[..., :1], -1), latest_old[..., :-1]], dim=-1)  # B L: before k
+    eligible = old & (previous >= 0)  # B L
+    previous_pos = study_pos.gather(-1, previous.clamp(min=0))  # B L
+    return eligible, torch.where(eligible, study_pos - previous_pos, 0)
+
+
 class StudyQueryAccuracy(Metric):
-    """Accumulates correct answers by (study position, query position) for old items and by query position
-    for distractors. States are sums, so results are exact across batches and processes.
+    """Accumulates correct answers by (study position, query position) for old items, by query position
+    for distractors, and by recognition-contiguity lag. States are sums, so results are exact across
+    batches and processes.
 
     update(logits (B, L), targets (B, L) in {0, 1}, study_pos (B, L) with -1 for distractors); a logit > 0
     answers "old".
+
+    Recognition contiguity (the recognition analogue of free recall's lag-CRP): every old query k that has
+    an earlier old query in its trial is paired with the most recent one, k'; its lag is
+    d = study_pos[k] - study_pos[k'] in [-(L - 1), L - 1]. ``contiguity_hits[d + L - 1]`` counts correct
+    "old" answers to such queries k and ``contiguity_counts[d + L - 1]`` the queries. Distractors between
+    k' and k are skipped, because a lure retrieves no study context: in the ``uniform`` test condition the
+    pairs are adjacent queries (k' = k - 1); in ``half``, where every other query is a distractor, they are
+    k' = k - 2 with one lure between. The accuracy on k' does not matter. Lags near ±(L - 1) are only
+    possible for items studied near the ends of the list, so the curve there also reflects the
+    serial-position curve.
     """
 
     full_state_update = False
@@ -27,6 +58,8 @@ class StudyQueryAccuracy(Metric):
         self.add_state("counts", torch.zeros(n_items, n_items, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("distractor_hits", torch.zeros(n_items, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("distractor_counts", torch.zeros(n_items, dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("contiguity_hits", torch.zeros(2 * n_items - 1, dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("contiguity_counts", torch.zeros(2 * n_items - 1, dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor, study_pos: torch.Tensor) -> None:
         if logits.shape[-1] != self.n_items:
@@ -40,9 +73,15 @@ class StudyQueryAccuracy(Metric):
         self.counts += torch.bincount(cell, minlength=n * n).view(n, n)
         self.distractor_hits += torch.bincount(query_pos[~old], weights=correct[~old], minlength=n).long()
         self.distractor_counts += torch.bincount(query_pos[~old], minlength=n)
+        eligible, lag = contiguity_pairs(study_pos)  # B L
+        lag_index = (lag + n - 1)[eligible]  # lag d -> index d + L - 1
+        self.contiguity_hits += torch.bincount(lag_index, weights=correct[eligible], minlength=2 * n - 1).long()
+        self.contiguity_counts += torch.bincount(lag_index, minlength=2 * n - 1)
 
     def compute(self) -> dict[str, torch.Tensor | float]:
-        """``summarize``'s dict plus the summed states (hits, counts, distractor_hits, distractor_counts)."""
+        """``summarize``'s dict plus the summed states (hits, counts, distractor_hits, distractor_counts,
+        contiguity_hits, contiguity_counts)."""
         states = {"hits": self.hits, "counts": self.counts,
-                  "distractor_hits": self.distractor_hits, "distractor_counts": self.distractor_counts}
+                  "distractor_hits": self.distractor_hits, "distractor_counts": self.distractor_counts,
+                  "contiguity_hits": self.contiguity_hits, "contiguity_counts": self.contiguity_counts}
         return {**summarize(**states), **states}

@@ -17,11 +17,20 @@ SETTINGS = {"condition": "half", "n_items": 3, "vocab_size": 16, "backbone": "S4
             "backbone_args": {"d_model": 8}, "data_args": {"n_items": 3, "seed": 0}, "model_args": {"lr": 0.001}}
 
 
-def fake_run(root, name, seed, hits_scale, settings=SETTINGS):
+CONTIGUITY_COUNTS = (4, 8, 0, 8, 4)  # lags -2 .. 2; d = 0 never occurs (no item is queried twice)
+
+
+def fake_run(root, name, seed, hits_scale, settings=SETTINGS, contiguity_counts=CONTIGUITY_COUNTS):
+    """A results directory as a test writes it; ``contiguity_counts=None`` gives one written before the
+    recognition-contiguity curve existed."""
     counts = torch.full((3, 3), 10)
     hits = (counts * torch.tensor([[0.9, 0.8, 0.7], [0.6, 0.5, 0.4], [0.3, 0.2, 0.1]]) * hits_scale).round().long()
     states = {"hits": hits, "counts": counts, "distractor_hits": torch.tensor([25, 20, 15]),
               "distractor_counts": torch.tensor([30, 30, 30])}
+    if contiguity_counts is not None:
+        c = torch.tensor(contiguity_counts)
+        states["contiguity_counts"] = c
+        states["contiguity_hits"] = (c * torch.tensor([0.5, 0.75, 0.0, 0.25, 1.0]) * hits_scale).round().long()
     from primacy.analysis.serial_position import summarize
 
     run = root / name
@@ -44,6 +53,52 @@ def test_mean_and_standard_error_over_seeds(tmp_path):
     assert summary == json.loads((tmp_path / "agg" / "summary.json").read_text())
     for name in ("heatmap.png", "heatmap.pdf", "dt_histograms.png"):
         assert (tmp_path / "agg" / name).is_file()
+
+
+def test_contiguity_curve_is_averaged_over_seeds(tmp_path):
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 0.5)]
+    summary = aggregate(runs, tmp_path / "agg")
+    assert summary["contiguity_lags"] == [-2, -1, 0, 1, 2]
+    # run a: [0.5, 0.75, -, 0.25, 1.0], run b: [0.25, 0.375, -, 0.125, 0.5]; lag 0 has no pairs (null)
+    assert summary["contiguity_curve"]["mean"] == pytest.approx([0.375, 0.5625, None, 0.1875, 0.75])
+    assert summary["contiguity_curve"]["se"][1] == pytest.approx(0.1875)  # |0.75 - 0.375| / 2
+    data = np.load(tmp_path / "agg" / "accuracy.npz")
+    assert data["contiguity_curves"].shape == (2, 5)
+    np.testing.assert_allclose(data["contiguity_mean"], [0.375, 0.5625, np.nan, 0.1875, 0.75])
+    per_run = [json.loads((r / "results" / "summary.json").read_text()) for r in runs]
+    assert per_run[0]["contiguity_curve"] == [0.5, 0.75, None, 0.25, 1.0]
+    assert per_run[0]["contiguity_lags"] == [-2, -1, 0, 1, 2]
+    rows = (runs[0] / "results" / "contiguity.csv").read_text().splitlines()
+    assert rows[0] == "condition,lag,accuracy,n" and rows[1] == "half,-2,0.5,4" and rows[3] == "half,0,,0"
+
+
+def test_a_lag_one_seed_never_tested_is_averaged_over_the_others(tmp_path):
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 0.5, contiguity_counts=(0, 8, 0, 8, 4))]
+    summary = aggregate(runs, tmp_path / "agg")
+    assert summary["contiguity_curve"]["mean"][0] == 0.5 and summary["contiguity_curve"]["se"][0] is None
+
+
+def test_runs_written_before_the_contiguity_curve_still_read_and_aggregate(tmp_path):
+    old = fake_run(tmp_path, "old", 0, 1.0, contiguity_counts=None)
+    assert not (old / "results" / "contiguity.csv").exists()
+    loaded = results.read(old / "results")
+    for key in ("contiguity_hits", "contiguity_counts", "contiguity_curve", "contiguity_lags"):
+        assert key not in loaded and key not in loaded["summary"]
+    assert loaded["lag_curve"].shape == (5,)
+    new = fake_run(tmp_path, "new", 1, 0.5)
+    summary = aggregate([old, new], tmp_path / "agg")  # mixed: the curve is left out, the rest aggregates
+    assert "contiguity_curve" not in summary and summary["n_runs"] == 2
+    assert "contiguity_mean" not in np.load(tmp_path / "agg" / "accuracy.npz").files
+
+
+def test_half_written_contiguity_states_are_refused(tmp_path):
+    run = fake_run(tmp_path, "a", 0, 1.0)
+    path = run / "results" / "accuracy.npz"
+    arrays = dict(np.load(path))
+    del arrays["contiguity_hits"]
+    np.savez(path, **arrays)
+    with pytest.raises(UsageError, match="contiguity_counts without its partner"):
+        results.read(run / "results")
 
 
 def test_runs_with_different_settings_are_refused(tmp_path):

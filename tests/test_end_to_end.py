@@ -55,6 +55,21 @@ def test_result_files_agree_with_each_other(trained):
     assert (run / "config.yaml").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
 
 
+def test_run_writes_the_recognition_contiguity_curve(trained):
+    run, _ = trained
+    out = run / "results"
+    summary = json.loads((out / "summary.json").read_text())
+    data = np.load(out / "accuracy.npz")
+    hits, counts = data["contiguity_hits"], data["contiguity_counts"]
+    assert summary["contiguity_lags"] == list(range(-7, 8)) and hits.shape == counts.shape == (15,)
+    # half: 64 sets x 8 shifts x 2 variants, 4 old queries a trial -> 3 pairs (each with the old query 2 back)
+    assert counts.sum() == 64 * 16 * 3 and counts[7] == 0, "no item is queried twice, so d = 0 never occurs"
+    expected = [h / c if c else None for h, c in zip(hits, counts)]
+    assert summary["contiguity_curve"] == pytest.approx(expected)
+    rows = list(csv.DictReader((out / "contiguity.csv").open()))
+    assert [int(r["lag"]) for r in rows] == list(range(-7, 8)) and [int(r["n"]) for r in rows] == counts.tolist()
+
+
 def test_test_from_checkpoint_reproduces_the_results(trained):
     run, _ = trained
     before = dict(np.load(run / "results" / "accuracy.npz"))

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from primacy.analysis.serial_position import lag_curve, position_indices
-from primacy.metrics import StudyQueryAccuracy
+from primacy.analysis.serial_position import lag_curve, position_indices, summarize
+from primacy.metrics import StudyQueryAccuracy, contiguity_pairs
+from primacy.tasks.verification import CyclicDesign, held_out_sets
 
 
 def test_hand_computed_example():
@@ -42,7 +43,7 @@ def test_two_updates_sum_like_one():
     parts.update(logits[:15], targets[:15], study_pos[:15])
     parts.update(logits[15:], targets[15:], study_pos[15:])
     a, b = whole.compute(), parts.compute()
-    for key in ("hits", "counts", "distractor_hits", "distractor_counts"):
+    for key in ("hits", "counts", "distractor_hits", "distractor_counts", "contiguity_hits", "contiguity_counts"):
         assert torch.equal(a[key], b[key])
     assert a["overall_accuracy"] == b["overall_accuracy"]
 
@@ -65,3 +66,113 @@ def test_lag_curve_averages_cells_by_delay():
 def test_rejects_trials_of_the_wrong_length():
     with pytest.raises(ValueError, match="n_items=4"):
         StudyQueryAccuracy(4).update(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))
+
+
+def random_trials(n_trials: int, n_items: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Logits, targets and study_pos (each query a distinct study item or, with probability 1/2, a distractor)."""
+    gen = torch.Generator().manual_seed(seed)
+    order = torch.rand(n_trials, n_items, generator=gen).argsort(dim=1)
+    study_pos = torch.where(torch.rand(n_trials, n_items, generator=gen) < 0.5, -1, order)
+    return torch.randn(n_trials, n_items, generator=gen), (study_pos >= 0).float(), study_pos
+
+
+def reference_contiguity(logits, targets, study_pos):
+    """Slow, obvious version: walk each trial, remembering the last old query's study position."""
+    n = study_pos.shape[1]
+    hits, counts = [0] * (2 * n - 1), [0] * (2 * n - 1)
+    for row_logits, row_targets, row_pos in zip(logits.tolist(), targets.tolist(), study_pos.tolist()):
+        previous = None
+        for logit, target, pos in zip(row_logits, row_targets, row_pos):
+            if pos < 0:
+                continue  # a distractor: the pair skips it
+            if previous is not None:
+                counts[pos - previous + n - 1] += 1
+                hits[pos - previous + n - 1] += int((logit > 0) == bool(target))
+            previous = pos
+    return torch.tensor(hits), torch.tensor(counts)
+
+
+def test_contiguity_pairs_docstring_example():
+    eligible, lag = contiguity_pairs(torch.tensor([[2, -1, 3, 0]]))
+    assert eligible.tolist() == [[False, False, True, True]]
+    assert lag.tolist() == [[0, 0, 1, -3]]
+
+
+@pytest.mark.parametrize("n_items", [2, 5, 8])
+def test_contiguity_matches_the_slow_reference(n_items):
+    logits, targets, study_pos = random_trials(50, n_items, seed=n_items)
+    metric = StudyQueryAccuracy(n_items)
+    metric.update(logits, targets, study_pos)
+    out = metric.compute()
+    hits, counts = reference_contiguity(logits, targets, study_pos)
+    assert torch.equal(out["contiguity_hits"], hits) and torch.equal(out["contiguity_counts"], counts)
+    old = (study_pos >= 0).sum(dim=1)
+    pairs = int((old - 1).clamp(min=0).sum())  # every old query but a trial's first has a partner
+    assert int(out["contiguity_counts"].sum()) == pairs
+    assert out["contiguity_lags"].tolist() == list(range(-(n_items - 1), n_items))
+
+
+def test_contiguity_curve_of_a_model_right_only_at_lag_plus_one():
+    # all-old trials, L = 4; lags of queries 1..3: (+1, +1, +1), (-1, -1, -1), (+2, -3, +2)
+    study_pos = torch.tensor([[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]])
+    eligible, lag = contiguity_pairs(study_pos)
+    logits = torch.where(lag == 1, 1.0, -1.0)  # answers "old" exactly when d = +1
+    metric = StudyQueryAccuracy(4)
+    metric.update(logits, torch.ones(3, 4), study_pos)
+    out = metric.compute()
+    #                                              d = -3 -2 -1  0  1  2  3
+    assert out["contiguity_counts"].tolist() == [1, 0, 3, 0, 3, 2, 0]
+    assert out["contiguity_hits"].tolist() == [0, 0, 0, 0, 3, 0, 0]
+    curve = out["contiguity_curve"]
+    assert curve[4] == 1.0 and curve[[0, 2, 5]].tolist() == [0.0, 0.0, 0.0]
+    assert curve[[1, 3, 6]].isnan().all(), "lags without pairs are NaN"
+    assert int(out["contiguity_counts"].sum()) == int(eligible.sum()) == 9
+
+
+def test_contiguity_pairs_skip_distractors_in_the_half_test_design():
+    """In ``half`` every other query is a distractor, so no two adjacent queries are old: each old query is
+    paired with the old query two positions earlier; in ``uniform`` with the one right before it."""
+    n_items, n_sets = 8, 4
+    study = held_out_sets(n_sets, n_items, 64, seed=0)
+    for condition, gap, pairs_per_set in (("half", 2, 2 * n_items * (n_items // 2 - 1)),
+                                          ("uniform", 1, n_items * (n_items - 1))):
+        design = CyclicDesign.build(study, 64, seed=0, condition=condition)
+        batch = design.batch(torch.arange(len(design)))
+        study_pos = batch["study_pos"]  # B L
+        old = study_pos >= 0
+        assert bool((old[:, 1:] & old[:, :-1]).any()) == (condition == "uniform")
+        eligible, lag = contiguity_pairs(study_pos)
+        assert int(eligible.sum()) == n_sets * pairs_per_set
+        expected = study_pos[:, gap:] - study_pos[:, :-gap]  # B L-gap
+        assert torch.equal(lag[:, gap:][eligible[:, gap:]], expected[eligible[:, gap:]])
+        assert not eligible[:, :gap].any() if condition == "half" else not eligible[:, 0].any()
+        metric = StudyQueryAccuracy(n_items)
+        metric.update(torch.randn(study_pos.shape), batch["targets"], study_pos)
+        assert int(metric.compute()["contiguity_counts"].sum()) == n_sets * pairs_per_set
+
+
+def test_states_merge_across_processes_and_reset():
+    """Every state is a sum: merging two processes' metrics equals one metric that saw all the trials."""
+    logits, targets, study_pos = random_trials(30, 6, seed=1)
+    whole, first, second = StudyQueryAccuracy(6), StudyQueryAccuracy(6), StudyQueryAccuracy(6)
+    whole.update(logits, targets, study_pos)
+    first.update(logits[:10], targets[:10], study_pos[:10])
+    second.update(logits[10:], targets[10:], study_pos[10:])
+    first.merge_state(second)
+    merged, expected = first.compute(), whole.compute()
+    for key in ("hits", "counts", "distractor_hits", "distractor_counts", "contiguity_hits", "contiguity_counts"):
+        assert torch.equal(merged[key], expected[key]), key
+    torch.testing.assert_close(merged["contiguity_curve"], expected["contiguity_curve"], equal_nan=True)
+    whole.reset()
+    assert int(whole.contiguity_hits.sum()) == int(whole.contiguity_counts.sum()) == 0
+    assert whole.contiguity_counts.shape == (11,)
+
+
+def test_summarize_without_contiguity_states_has_no_curve():
+    states = {"hits": torch.ones(3, 3), "counts": torch.ones(3, 3), "distractor_hits": torch.ones(3),
+              "distractor_counts": torch.ones(3)}
+    assert "contiguity_curve" not in summarize(**states)
+    with pytest.raises(ValueError, match=r"L=3 study positions need \(5,\)"):
+        summarize(**states, contiguity_hits=torch.zeros(3), contiguity_counts=torch.zeros(3))
+    with pytest.raises(ValueError, match="both or neither"):
+        summarize(**states, contiguity_hits=torch.zeros(5))

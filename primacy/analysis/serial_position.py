@@ -1,4 +1,5 @@
-"""Serial-position summaries of a study x query accuracy matrix (definitions in DESIGN.md)."""
+"""Serial-position summaries of a study x query accuracy matrix (definitions in DESIGN.md) and the
+recognition-contiguity curve (defined in primacy.metrics.StudyQueryAccuracy)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,20 @@ def lag_curve(matrix: torch.Tensor) -> torch.Tensor:
     return sums / torch.bincount(lag[seen], minlength=2 * n - 1).to(matrix.dtype)
 
 
+def contiguity_curve(hits: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Recognition-contiguity curve from summed trials: accuracy by lag d (StudyQueryAccuracy defines it).
+
+    hits, counts: (2L - 1,) correct answers and queries at index d + L - 1. Returns (lags (2L - 1,) int64 from
+    -(L - 1) to L - 1, accuracy (2L - 1,) float64, NaN where a lag has no queries).
+    """
+    if hits.ndim != 1 or hits.shape != counts.shape or hits.shape[0] % 2 == 0:
+        raise ValueError(
+            f"contiguity hits {tuple(hits.shape)} and counts {tuple(counts.shape)} must both have shape (2L - 1,)"
+        )
+    n = (hits.shape[0] + 1) // 2
+    return torch.arange(-(n - 1), n), hits.double() / counts.double()
+
+
 def position_indices(curve: torch.Tensor) -> dict[str, float]:
     """primacy_index, recency_index and early_minus_late of a serial-position curve (L,).
 
@@ -37,13 +52,33 @@ def position_indices(curve: torch.Tensor) -> dict[str, float]:
     }
 
 
+def _contiguity(hits: torch.Tensor | None, counts: torch.Tensor | None, n_items: int) -> dict[str, torch.Tensor]:
+    if (hits is None) != (counts is None):
+        raise ValueError("contiguity_hits and contiguity_counts go together: pass both or neither")
+    if hits is None:
+        return {}
+    if hits.shape != (2 * n_items - 1,):
+        raise ValueError(
+            f"contiguity_hits has shape {tuple(hits.shape)}: L={n_items} study positions need ({2 * n_items - 1},)"
+        )
+    lags, accuracy = contiguity_curve(hits, counts)
+    return {"contiguity_curve": accuracy, "contiguity_lags": lags}
+
+
 def summarize(
-    hits: torch.Tensor, counts: torch.Tensor, distractor_hits: torch.Tensor, distractor_counts: torch.Tensor
+    hits: torch.Tensor,
+    counts: torch.Tensor,
+    distractor_hits: torch.Tensor,
+    distractor_counts: torch.Tensor,
+    contiguity_hits: torch.Tensor | None = None,
+    contiguity_counts: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor | float]:
     """Accuracy matrix, curves and indices from summed trial counts.
 
     hits, counts: (L, L) correct "old" answers and trials by study x query position; distractor_hits,
     distractor_counts: (L,) correct "new" answers and trials by query position. Cells without trials are NaN.
+    contiguity_hits, contiguity_counts: (2L - 1,) by recognition-contiguity lag; with them the dict also has
+    ``contiguity_curve`` and ``contiguity_lags``; without them (results written before they existed) it has not.
     """
     hits, counts = hits.double(), counts.double()
     distractor_hits, distractor_counts = distractor_hits.double(), distractor_counts.double()
@@ -60,4 +95,5 @@ def summarize(
         "target_accuracy": float(hits.sum() / counts.sum()),
         "distractor_accuracy": float(distractor_hits.sum() / distractor_counts.sum()),
         **position_indices(curve),
+        **_contiguity(contiguity_hits, contiguity_counts, hits.shape[0]),
     }

@@ -1,9 +1,11 @@
-"""The paper's attention baseline: a causal pre-norm Transformer encoder, with opt-in attention capture."""
+"""The paper's attention baseline: a causal pre-norm Transformer encoder, with opt-in attention capture and head
+ablation."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import operator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -43,7 +45,11 @@ def sinusoidal_positions(length: int, d_model: int, device: torch.device | None 
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention through the fused kernel; the explicit path only while capturing."""
+    """Multi-head causal self-attention through the fused kernel; the explicit path only while capturing.
+
+    Heads in ``ablated`` (set by TransformerBackbone.ablate_heads) have their value vectors zeroed on both paths,
+    so they add nothing to the output projection; their attention is still computed (and captured).
+    """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
         super().__init__()
@@ -51,10 +57,15 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.captured: list[Attention] | None = None  # set by TransformerBackbone.capture_attention
+        self.ablated: frozenset[int] = frozenset()  # set by TransformerBackbone.ablate_heads
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # B h T d_h each
+        if self.ablated:
+            off = torch.zeros(self.n_heads, dtype=torch.bool, device=v.device)  # h
+            off[sorted(self.ablated)] = True
+            v = v.masked_fill(off[:, None, None], 0.0)  # B h T d_h; exact zeros, as if W_V and b_V were zero
         dropout = self.dropout if self.training else 0.0
         if self.captured is None:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)  # B h T d_h
@@ -101,7 +112,8 @@ class TransformerBackbone(Backbone):
     Attention runs through ``F.scaled_dot_product_attention(is_causal=True)`` (no materialised mask). Inside
     ``with backbone.capture_attention() as layers:`` it runs explicitly instead and appends every layer's
     pre- and post-softmax attention to ``layers`` (an ``Attention`` per layer and forward pass); outside, no
-    attention matrix is kept.
+    attention matrix is kept. Inside ``with backbone.ablate_heads([(layer, head), ...]):`` those heads' value
+    vectors are zero, so they contribute nothing but the (shared) output-projection bias.
 
     Args:
         d_model: width D; must be divisible by ``n_heads``.
@@ -180,3 +192,37 @@ class TransformerBackbone(Backbone):
         finally:
             for block in self.blocks:
                 block.attn.captured = None
+
+    def heads(self) -> list[tuple[int, int]]:
+        """Every attention head as a (layer, head) pair, 0-based, layer by layer."""
+        return [(layer, head) for layer in range(len(self.blocks)) for head in range(self.n_heads)]
+
+    @contextmanager
+    def ablate_heads(self, heads: Iterable[tuple[int, int]]) -> Iterator[None]:
+        """Zero the value vectors of the given (layer, head) pairs (0-based) while the block is open.
+
+        Blocks nest: an inner block adds its heads to those already ablated, and each block restores what was
+        ablated before it on exit, exceptions included. Raises UsageError, ablating nothing, on a pair out of range.
+        """
+        chosen = [_head_pair(item, len(self.blocks), self.n_heads) for item in heads]
+        before = [block.attn.ablated for block in self.blocks]
+        for layer, block in enumerate(self.blocks):
+            block.attn.ablated = before[layer] | {h for at, h in chosen if at == layer}
+        try:
+            yield
+        finally:
+            for block, ablated in zip(self.blocks, before):
+                block.attn.ablated = ablated
+
+
+def _head_pair(item: object, n_layers: int, n_heads: int) -> tuple[int, int]:
+    """``item`` as a valid (layer, head) pair of int, or a UsageError naming it and the allowed ranges."""
+    allowed = f"layer must lie in [0, {n_layers - 1}] and head in [0, {n_heads - 1}]"
+    try:
+        layer, head = item  # type: ignore[misc]
+        pair = operator.index(layer), operator.index(head)
+    except (TypeError, ValueError):
+        raise UsageError(f"head {item!r} is invalid: it must be a (layer, head) pair of integers; {allowed}") from None
+    if not (0 <= pair[0] < n_layers and 0 <= pair[1] < n_heads):
+        raise UsageError(f"head (layer, head)={pair} is invalid: {allowed}")
+    return pair

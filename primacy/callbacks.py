@@ -14,6 +14,7 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 
 from primacy import plots, results
 from primacy.errors import UsageError
+from primacy.metrics import StudyQueryAccuracy
 
 
 def run_dir(trainer: L.Trainer) -> Path:
@@ -57,7 +58,8 @@ class RunConfig(SaveConfigCallback):
 class ResultsWriter(Callback):
     """At the end of ``test``, writes <run>/results/: summary.json, accuracy.npz, verification.csv and
     heatmap.png/.pdf, from the model's ``test_accuracy`` metric. After each validation it redraws
-    results/val_heatmap.png (and logs it to wandb), so the matrix can be watched while training.
+    results/val_heatmap.png (and logs it to wandb), so the matrix can be watched while training. Models without
+    a study x query matrix (the induction task's LanguageModel) are left alone.
 
     Args:
         formats: figure file formats of the test heatmap.
@@ -70,6 +72,8 @@ class ResultsWriter(Callback):
         self.formats, self.dpi, self.val_heatmap = list(formats), dpi, val_heatmap
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not isinstance(getattr(pl_module, "test_accuracy", None), StudyQueryAccuracy):
+            return
         result = pl_module.test_accuracy.compute()  # syncs across processes
         if not trainer.is_global_zero:
             return
@@ -80,6 +84,8 @@ class ResultsWriter(Callback):
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.val_heatmap or trainer.sanity_checking:
+            return
+        if not isinstance(getattr(pl_module, "val_accuracy", None), StudyQueryAccuracy):
             return
         result = pl_module.val_accuracy.compute()
         if not trainer.is_global_zero:

@@ -65,14 +65,19 @@ class LanguageModel(L.LightningModule):
                       prog_bar=True)
         return loss.mean()
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+    def _log_prompt_metrics(self, stage: str, batch: Batch) -> None:
         loss, correct = self.token_losses(batch)
         repeat = batch["repeat"][:, 1:]
-        size = len(batch["tokens"])
         self.log_dict({
-            "val/repeat_loss": loss[repeat].mean(), "val/repeat_accuracy": correct[repeat].float().mean(),
-            "val/other_loss": loss[~repeat].mean(), "val/other_accuracy": correct[~repeat].float().mean(),
-        }, prog_bar=True, batch_size=size)
+            f"{stage}/repeat_loss": loss[repeat].mean(), f"{stage}/repeat_accuracy": correct[repeat].float().mean(),
+            f"{stage}/other_loss": loss[~repeat].mean(), f"{stage}/other_accuracy": correct[~repeat].float().mean(),
+        }, prog_bar=stage == "val", batch_size=len(batch["tokens"]))
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._log_prompt_metrics("val", batch)
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._log_prompt_metrics("test", batch)
 
     def configure_optimizers(self):
         return adamw_warmup_cosine(self)

@@ -6,6 +6,7 @@ import torch
 from torchmetrics import Metric
 
 from primacy.analysis.serial_position import summarize
+from primacy.errors import UsageError
 
 
 def contiguity_pairs(study_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,6 +54,8 @@ class StudyQueryAccuracy(Metric):
 
     def __init__(self, n_items: int) -> None:
         super().__init__()
+        if n_items < 1:
+            raise UsageError(f"n_items={n_items} is invalid: it must be at least 1")
         self.n_items = n_items
         self.add_state("hits", torch.zeros(n_items, n_items, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("counts", torch.zeros(n_items, n_items, dtype=torch.long), dist_reduce_fx="sum")

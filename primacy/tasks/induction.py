@@ -17,7 +17,7 @@ from primacy.errors import UsageError
 from primacy.tasks.verification import stream_generator
 
 BOS = 0
-TRAIN, VAL = 0, 1  # stream ids for stream_generator
+TRAIN, VAL, TEST = 0, 1, 2  # stream ids for stream_generator
 
 
 def repeated_segment_batch(batch_size: int, length: int, vocab_size: int, min_period: int,
@@ -62,6 +62,7 @@ class InductionTask(L.LightningDataModule):
         prompt_items: n in the [BOS] r r validation prompt (length 2n + 1); choose it unlike the training periods.
         batch_size: sequences per batch.
         num_val_prompts: validation prompts.
+        num_test_prompts: test prompts (a stream disjoint from validation).
         seed: the data seed.
     """
 
@@ -73,6 +74,7 @@ class InductionTask(L.LightningDataModule):
         prompt_items: int = 25,
         batch_size: int = 64,
         num_val_prompts: int = 256,
+        num_test_prompts: int = 256,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -83,21 +85,31 @@ class InductionTask(L.LightningDataModule):
                              f"[1, (length - 1) // 2 = {(length - 1) // 2}]")
         if not 1 <= prompt_items < vocab_size:
             raise UsageError(f"prompt_items={prompt_items} is invalid: it must lie in [1, vocab_size - 1]")
-        for name, value in (("batch_size", batch_size), ("num_val_prompts", num_val_prompts)):
+        for name, value in (("batch_size", batch_size), ("num_val_prompts", num_val_prompts),
+                            ("num_test_prompts", num_test_prompts)):
             if value < 1:
                 raise UsageError(f"{name}={value} is invalid: it must be at least 1")
         self.vocab_size, self.length, self.min_period, self.prompt_items = vocab_size, length, min_period, prompt_items
-        self.batch_size, self.num_val_prompts, self.seed = batch_size, num_val_prompts, seed
+        self.batch_size, self.num_val_prompts, self.num_test_prompts = batch_size, num_val_prompts, num_test_prompts
+        self.seed = seed
+        self.save_hyperparameters()
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(_Stream(self), batch_size=None)
 
     def val_dataloader(self) -> DataLoader:
-        prompts = repeated_prompt(self.prompt_items, self.vocab_size, BOS, self.num_val_prompts,
-                                  stream_generator(self.seed, VAL))  # P 2n+1
+        return self._prompts(VAL, self.num_val_prompts)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._prompts(TEST, self.num_test_prompts)
+
+    def _prompts(self, stream: int, count: int) -> DataLoader:
+        """[BOS] r r prompts in batches; ``repeat`` marks the second-repeat tokens after its first (predictable
+        by induction)."""
         n = self.prompt_items
+        prompts = repeated_prompt(n, self.vocab_size, BOS, count, stream_generator(self.seed, stream))  # P 2n+1
         repeat = torch.zeros_like(prompts, dtype=torch.bool)
-        repeat[:, n + 2 :] = True  # second-repeat tokens after its first: predictable by induction
+        repeat[:, n + 2 :] = True
         batches = [{"tokens": prompts[i : i + self.batch_size], "repeat": repeat[i : i + self.batch_size]}
                    for i in range(0, len(prompts), self.batch_size)]
         return DataLoader(batches, batch_size=None)

@@ -1,12 +1,15 @@
-"""CMR's simulated lag-CRP: the special cases the model implies, and the O(n) update against explicit Mᵀt."""
+"""CMR's simulated lag-CRP: the special cases the model implies, the batched O(n) path against the plain reference
+(draw for draw) and against explicit context vectors, float32 against float64."""
 
 import pytest
 import torch
 
-from primacy.analysis.cmr import association, cmr_crp, draw
+import primacy.analysis.cmr as cmr
+from primacy.analysis.cmr import association, cmr_crp, cmr_crps, draw, drift, reference_crp, study_contexts
 from primacy.errors import UsageError
 
 SMALL = {"n_items": 40, "n_starts": 5, "n_chains": 300, "max_samples": 30}
+PARAMS = [(0.3, 0.6, 0.2), (0.8, 0.1, 0.9), (0.05, 1.0, 0.5), (1.0, 1.0, 0.0), (0.5, 0.0, 0.0), (0.05, 0.05, 1.0)]
 
 
 def naive_crp(beta_enc, beta_rec, gamma_ft, seed, n_items, n_starts, n_chains, max_samples, max_lag=8):
@@ -54,6 +57,14 @@ def test_draw_follows_the_weights_and_never_picks_a_zero_weight():
     assert freq[3].item() == pytest.approx(0.75, abs=0.01)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_uniform_just_below_one_never_reaches_a_trailing_zero_weight(dtype):
+    totals = torch.rand(10000, generator=torch.Generator().manual_seed(0), dtype=dtype) * 1000
+    cdf = torch.stack([totals / 3, totals, totals], 1)  # the last entry has zero weight
+    u = torch.nextafter(torch.ones(10000, dtype=dtype), torch.zeros((), dtype=dtype))
+    assert (cmr._search(cdf, u) == 1).all()
+
+
 def test_association_is_the_leaky_forward_trace():
     m = association(3, 0.25)
     assert m.shape == (4, 4)
@@ -63,9 +74,46 @@ def test_association_is_the_leaky_forward_trace():
 
 @pytest.mark.parametrize("params", [(0.3, 0.6, 0.2), (0.8, 0.1, 0.9), (0.05, 1.0, 0.5)])
 def test_the_o_n_update_equals_explicit_context_vectors(params):
-    fast = cmr_crp(*params, seed=3, **SMALL)[1]
     slow = naive_crp(*params, seed=3, **SMALL)
-    assert torch.allclose(fast, slow, atol=1e-12)
+    assert torch.allclose(cmr_crp(*params, seed=3, **SMALL)[1], slow, atol=1e-12)
+    assert torch.allclose(reference_crp(*params, seed=3, **SMALL)[1], slow, atol=1e-12)
+
+
+@pytest.mark.parametrize("variant", ["paper", "canonical"])
+@pytest.mark.parametrize("params", PARAMS)
+def test_the_batched_path_matches_the_reference_draw_for_draw(variant, params):
+    fast = cmr_crp(*params, variant=variant, seed=5, **SMALL)[1]
+    assert torch.allclose(fast, reference_crp(*params, variant=variant, seed=5, **SMALL)[1], atol=1e-12)
+
+
+def test_chains_that_end_at_once_or_all_together_match_the_reference(monkeypatch):
+    monkeypatch.setattr(cmr, "_CHUNK_ROWS", 100)  # so that some chunks stop entirely
+    sim = {"n_items": 10, "n_starts": 10, "n_chains": 50, "max_samples": 20}  # start 9 can only reach the end
+    for params in [(1.0, 0.5, 0.0), (0.05, 0.3, 0.5)]:
+        lags, fast = cmr_crp(*params, **sim)
+        assert torch.allclose(fast, reference_crp(*params, **sim)[1], atol=1e-12) and not fast.isnan().any()
+
+
+@pytest.mark.parametrize("variant", ["paper", "canonical"])
+@pytest.mark.parametrize("chunk_rows", [512, 4096])  # a set (5 · 300 chains) over several chunks; sets sharing one
+def test_a_batch_of_sets_equals_the_sets_one_by_one(variant, chunk_rows, monkeypatch):
+    monkeypatch.setattr(cmr, "_CHUNK_ROWS", chunk_rows)
+    lags, batch = cmr_crps(torch.tensor(PARAMS), variant=variant, seed=2, **SMALL)
+    assert batch.shape == (len(PARAMS), len(lags))
+    for params, row in zip(PARAMS, batch):
+        assert torch.allclose(row, reference_crp(*params, variant=variant, seed=2, **SMALL)[1], atol=1e-12)
+
+
+@pytest.mark.parametrize("variant", ["paper", "canonical"])
+def test_float32_agrees_with_float64_far_within_monte_carlo_noise(variant):
+    sim = {"n_items": 60, "n_starts": 10, "n_chains": 200, "max_samples": 40, "variant": variant}
+    params = torch.tensor(PARAMS)
+    double = [cmr_crps(params, seed=seed, **sim)[1] for seed in (0, 1)]
+    single = [cmr_crps(params, seed=seed, dtype=torch.float32, **sim)[1] for seed in (0, 1)]
+    noise = (double[0] - double[1]).abs().amax(1).median()  # what another seed changes: about 3e-3 here
+    assert noise > 1e-3
+    for d, s in zip(double, single):
+        assert (d - s).abs().max() < 0.1 * noise  # same seed: the same draws but for rare roundings
 
 
 def test_crp_is_a_distribution_over_lags_minus_8_to_8():
@@ -92,6 +140,49 @@ def test_no_retrieval_drift_gives_a_symmetric_curve_peaked_at_zero():
     assert torch.allclose(crp, crp.flip(0), atol=0.01)
 
 
+@pytest.mark.parametrize("beta", [0.0, 0.3, 0.9, 1.0])
+def test_canonical_drift_keeps_the_context_on_the_unit_sphere(beta):
+    generator = torch.Generator().manual_seed(0)
+    vectors = torch.randn(2, 500, 12, generator=generator, dtype=torch.float64)  # dot products of both signs
+    context, c_in = torch.nn.functional.normalize(vectors, dim=-1)
+    assert torch.allclose(drift(context, c_in, beta).norm(dim=-1), torch.ones(500, dtype=torch.float64), atol=1e-12)
+
+
+def test_study_contexts_are_the_drift_recursion_over_orthonormal_items():
+    contexts = study_contexts(6, 0.4)
+    context = torch.eye(7, dtype=torch.float64)[0]  # the start context
+    for k in range(7):
+        assert torch.allclose(contexts[k], context, atol=1e-12)
+        if k < 6:
+            context = drift(context, torch.eye(7, dtype=torch.float64)[k + 1], 0.4)
+    gap = (torch.arange(7.0)[:, None] - torch.arange(7.0)).abs().double()
+    assert torch.allclose(contexts @ contexts.T, 0.84 ** (gap / 2), atol=1e-12)  # c_i · c_k = sqrt(1 - β²)^|i - k|
+
+
+def test_canonical_full_drift_and_a_low_temperature_put_all_mass_at_plus_one():
+    lags, crp = cmr_crp(1.0, 1.0, 0.0, variant="canonical", temperature=0.01, **SMALL)
+    assert crp[lags == 1].item() == pytest.approx(1.0)
+
+
+def test_canonical_item_feedback_moves_mass_to_lag_zero_and_backwards():
+    lags, without = cmr_crp(0.5, 0.5, 0.0, variant="canonical", **SMALL)
+    _, feedback = cmr_crp(0.5, 0.5, 0.95, variant="canonical", **SMALL)
+    assert feedback[lags <= 0].sum() > without[lags <= 0].sum() + 0.2
+    assert feedback[lags == 0] > without[lags == 0]
+
+
+def test_canonical_without_retrieval_drift_gives_a_symmetric_curve_peaked_at_zero():
+    lags, crp = cmr_crp(0.3, 0.0, 0.0, variant="canonical", n_items=60, n_starts=10, n_chains=1000, max_samples=40)
+    assert lags[crp.argmax()] == 0
+    assert torch.allclose(crp, crp.flip(0), atol=0.01)
+
+
+def test_canonical_temperature_sharpens_the_curve():
+    lags, cold = cmr_crp(0.5, 0.5, 0.5, variant="canonical", temperature=0.05, **SMALL)
+    _, hot = cmr_crp(0.5, 0.5, 0.5, variant="canonical", temperature=1.0, **SMALL)
+    assert cold[lags == 1] > 2 * hot[lags == 1] and hot.max() < 0.15
+
+
 def test_same_seed_same_curve():
     assert torch.equal(cmr_crp(0.4, 0.4, 0.4, seed=7, **SMALL)[1], cmr_crp(0.4, 0.4, 0.4, seed=7, **SMALL)[1])
 
@@ -104,6 +195,9 @@ def test_same_seed_same_curve():
         ({"gamma_ft": -0.1}, "gamma_ft=-0.1 is invalid"),
         ({"variant": "howard"}, "variant='howard' is unknown"),
         ({"n_starts": 0}, "n_starts=0 is invalid"),
+        ({"variant": "canonical", "temperature": 0.0}, "temperature=0.0 is invalid"),
+        ({"max_samples": 0}, "max_samples=0 is invalid"),
+        ({"dtype": torch.float16}, "dtype=torch.float16 is invalid"),
     ],
 )
 def test_bad_parameters_are_rejected(kwargs, message):

@@ -1,9 +1,12 @@
-"""CMR and Gaussian fits recover the curves they are built from; the distance is MSE / variance of the curve."""
+"""CMR and Gaussian fits recover the curves they are built from; the distance is MSE / variance of the curve; a CMR
+grid is its simulation, recorded in its file, and the shipped grid is the paper's."""
 
 import numpy as np
 import pytest
+import torch
 
-from primacy.analysis.fits import CMRGrid, fit_cmr, fit_gaussian
+from primacy.analysis.cmr import cmr_crp
+from primacy.analysis.fits import PAPER_VALUES, CMRGrid, fit_cmr, fit_gaussian, main
 from primacy.errors import UsageError
 
 SIM = {"n_items": 30, "n_starts": 4, "n_chains": 100, "max_samples": 20}
@@ -42,6 +45,85 @@ def test_grid_round_trips_through_a_file(grid, tmp_path):
         CMRGrid.load(tmp_path / "missing.npz")
 
 
+def test_grid_records_its_simulation_and_keeps_it_through_a_file(grid, tmp_path):
+    assert grid.settings == {"variant": "paper", "temperature": 0.1, "seed": 0, "n_items": 30, "n_starts": 4,
+                             "n_chains": 100, "max_samples": 20, "max_lag": 8, "dtype": "float32"}
+    grid.save(tmp_path / "grid.npz")
+    assert CMRGrid.load(tmp_path / "grid.npz").settings == grid.settings
+    assert grid.variant == "paper"
+
+
+def test_grid_rows_are_the_batched_simulation_of_each_set(grid):
+    for index in (0, 7, 17):
+        _, crp = cmr_crp(*grid.params[index], dtype=torch.float32, **SIM)
+        np.testing.assert_allclose(grid.crps[index], crp.numpy(), atol=1e-7)  # stored at float32 precision
+
+
+def test_grid_build_over_worker_processes_gives_the_same_grid(grid):
+    parallel = CMRGrid.build(np.array([0.2, 0.6, 1.0]), np.array([0.0, 0.5, 1.0]), np.array([0.0, 0.5]), workers=2,
+                             **SIM)
+    np.testing.assert_allclose(parallel.crps, grid.crps, atol=1e-12)
+
+
+def test_canonical_grid_records_variant_and_temperature():
+    canonical = CMRGrid.build(np.array([0.5]), np.array([0.5]), np.array([0.0, 0.5]), variant="canonical",
+                              temperature=0.2, **SIM)
+    assert canonical.variant == "canonical" and canonical.settings["temperature"] == 0.2
+    _, crp = cmr_crp(0.5, 0.5, 0.5, variant="canonical", temperature=0.2, dtype=torch.float32, **SIM)
+    np.testing.assert_allclose(canonical.crps[1], crp.numpy(), atol=1e-7)
+
+
+def test_grid_build_rejects_a_bad_value_before_simulating():
+    with pytest.raises(UsageError, match="beta_enc=0.0 is invalid"):
+        CMRGrid.build(np.array([0.0, 0.5]), np.array([0.5]), np.array([0.5]), **SIM)
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"not a zip file", "is not a readable grid file"),
+        ("an .npy array", "is not a readable grid file"),
+        ("missing crps", "is not a readable grid file"),
+        ("wrong shapes", "is inconsistent"),
+    ],
+)
+def test_a_broken_grid_file_is_rejected_in_one_line_naming_it(tmp_path, content, message):
+    path = tmp_path / "broken.npz"
+    if content == "an .npy array":
+        with open(path, "wb") as f:
+            np.save(f, np.zeros(3))
+    elif content == "missing crps":
+        np.savez(path, params=np.zeros((2, 3)), lags=np.arange(-8, 9))
+    elif content == "wrong shapes":
+        np.savez(path, params=np.zeros((2, 3)), crps=np.zeros((3, 17)), lags=np.arange(-8, 9))
+    else:
+        path.write_bytes(content)
+    with pytest.raises(UsageError, match=message) as error:
+        CMRGrid.load(path)
+    assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_shipped_paper_grid_is_the_papers_grid_as_simulated_here():
+    paper = CMRGrid.paper()
+    assert paper.params.shape == (4620, 3) and paper.crps.shape == (4620, 17)
+    assert paper.settings == {"variant": "paper", "temperature": 0.1, "seed": 0, "n_items": 100, "n_starts": 20,
+                              "n_chains": 1000, "max_samples": 50, "max_lag": 8, "dtype": "float32"}
+    for name, column in zip(("beta_enc", "beta_rec", "gamma_ft"), paper.params.T):
+        np.testing.assert_allclose(np.unique(column), PAPER_VALUES[name])
+    np.testing.assert_allclose(paper.crps.sum(-1), 1.0, atol=1e-6)
+    # What the code simulates today (one set at the paper's size: about 0.2 s). A float32 change that only reorders
+    # roundings moves a few draws (up to 3e-5 over the grid); another seed moves curves by about 1e-3.
+    for index in (1234, 4000):
+        _, crp = cmr_crp(*paper.params[index], dtype=torch.float32)
+        np.testing.assert_allclose(paper.crps[index], crp.numpy(), atol=1e-4)
+
+
+def test_the_module_entry_point_reports_bad_arguments(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--out", str(tmp_path / "grid.npz"), "--workers", "0"])
+    assert stop.value.code == 2 and "workers=0 is invalid" in capsys.readouterr().err
+
+
 def test_gaussian_fit_recovers_its_parameters():
     lags = np.arange(-5, 6)
     curve = 0.3 + 2.0 * np.exp(-((lags - 1.3) ** 2) / (2 * 0.8**2))
@@ -70,3 +152,14 @@ def test_gaussian_distance_is_mse_over_variance():
 def test_bad_curves_are_rejected(grid, curve, lags, message):
     with pytest.raises(UsageError, match=message):
         fit_cmr(curve, lags, grid)
+
+
+def test_fit_cmr_under_its_public_name_uses_the_shipped_grid_and_recovers_a_simulated_crp():
+    from primacy.analysis.cmr import fit_cmr as public_fit_cmr
+    from primacy.analysis.cmr import fit_gaussian as public_fit_gaussian
+
+    lags, crp = cmr_crp(0.6, 0.5, 0.2, seed=5)  # another seed than the grid's: fresh Monte-Carlo noise
+    fit = public_fit_cmr(crp.numpy(), lags.numpy())
+    assert fit.distance < 1e-3
+    assert (fit.beta_enc, fit.beta_rec, fit.gamma_ft) == pytest.approx((0.6, 0.5, 0.2))
+    assert public_fit_gaussian(crp.numpy(), lags.numpy()).distance > fit.distance

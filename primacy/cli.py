@@ -12,8 +12,10 @@ import lightning as L
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from primacy import aggregate, plots, registry
+from primacy.analyze import analyze_command
 from primacy.callbacks import ResultsWriter, RunCheckpoint, RunConfig
 from primacy.errors import UsageError, find_usage_error
+from primacy.runs import link_task_to_model
 from primacy.ssm.dense import impulse_responses
 from primacy.ssm.hippo import MEASURES, hippo
 
@@ -60,8 +62,7 @@ class PrimacyCLI(LightningCLI):
         )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.link_arguments("data.init_args.vocab_size", "model.init_args.vocab_size", apply_on="parse")
-        parser.link_arguments("data.init_args.n_items", "model.init_args.n_items", apply_on="parse")
+        link_task_to_model(parser)
         parser.add_lightning_class_args(RunCheckpoint, "checkpoint")
         parser.add_lightning_class_args(ResultsWriter, "results")
 
@@ -135,7 +136,8 @@ def models_command(args: list[str]) -> None:
         print(f"{row['name']:<{width}}  {row['distribution']:<{dist_width}}  {row['description']}")
 
 
-COMMANDS = {"aggregate": aggregate_command, "kernels": kernels_command, "models": models_command}
+COMMANDS = {"aggregate": aggregate_command, "analyze": analyze_command, "kernels": kernels_command,
+            "models": models_command}
 
 
 def main(args: list[str] | None = None) -> None:

@@ -28,7 +28,7 @@ def test_training_sequences_copy_one_segment_and_mark_the_predictable_tokens():
 
 
 def test_validation_prompts_are_bos_r_r_and_mark_the_second_repeat():
-    task = InductionTask(vocab_size=50, prompt_items=10, batch_size=8, num_val_prompts=20)
+    task = InductionTask(vocab_size=50, length=32, prompt_items=10, batch_size=8, num_val_prompts=20)
     batches = list(task.val_dataloader())
     assert [len(b["tokens"]) for b in batches] == [8, 8, 4]
     tokens, repeat = batches[0]["tokens"], batches[0]["repeat"]
@@ -66,3 +66,13 @@ def test_a_few_steps_reduce_the_loss(tmp_path):
     trainer.fit(model, datamodule=task)
     assert model.token_losses(batch)[0].mean().item() < before - 0.1
     assert {"val/repeat_accuracy", "val/other_accuracy"} <= set(trainer.callback_metrics)
+
+
+def test_distinct_sequences_repeat_only_the_copied_segment():
+    batch = repeated_segment_batch(200, 30, 40, 2, torch.Generator().manual_seed(1), distinct=True)
+    for row, mask in zip(batch["tokens"], batch["repeat"]):
+        period = int(mask.sum()) + 1
+        assert len(set(row.tolist())) == len(row) - period, "every token but the copy's occurs once"
+    with pytest.raises(UsageError, match="length=64 is too long for vocab_size=50"):
+        InductionTask(vocab_size=50, length=64, distinct=True)
+    InductionTask(vocab_size=50, length=64, prompt_items=10)  # distinct=False is the default

@@ -21,13 +21,22 @@ TRAIN, VAL, TEST = 0, 1, 2  # stream ids for stream_generator
 
 
 def repeated_segment_batch(batch_size: int, length: int, vocab_size: int, min_period: int,
-                           generator: torch.Generator) -> dict[str, torch.Tensor]:
+                           generator: torch.Generator, distinct: bool = False) -> dict[str, torch.Tensor]:
     """tokens (B, length) int64: BOS, then random tokens 1..V-1 with a segment of period P in
     [min_period, (length - 1) // 2] copied from offset a to offset b >= a + P. Also returns ``repeat`` (B, length)
-    bool, True where a token is a copy (predictable from context) — the second occurrence, first token excluded."""
+    bool, True where a token is a copy (predictable from context) — the second occurrence, first token excluded.
+
+    With ``distinct`` the random tokens of a row are all different (it needs length <= vocab_size), so the copy is
+    the only repetition, as in the [BOS] r r prompt; otherwise they are drawn independently and may repeat by
+    chance (a token's earlier occurrence then often predicts nothing).
+    """
     body = length - 1
-    tokens = torch.randint(1, vocab_size, (batch_size, length), generator=generator)  # B T
-    tokens[:, 0] = BOS
+    if distinct:
+        keys = torch.rand(batch_size, vocab_size - 1, generator=generator)  # B V-1
+        tokens = torch.cat([torch.full((batch_size, 1), BOS), keys.topk(body, dim=1).indices + 1], dim=1)  # B T
+    else:
+        tokens = torch.randint(1, vocab_size, (batch_size, length), generator=generator)  # B T
+        tokens[:, 0] = BOS
     period = torch.randint(min_period, body // 2 + 1, (batch_size,), generator=generator)  # B
     # first start a in [1, body - 2P + 1], second start b in [a + P, body - P + 1]; uniform via scaled rand
     a = 1 + (torch.rand(batch_size, generator=generator) * (body - 2 * period + 1)).long()  # B
@@ -48,7 +57,7 @@ class _Stream(IterableDataset):
         t, index = self.task, 0
         while True:
             yield repeated_segment_batch(t.batch_size, t.length, t.vocab_size, t.min_period,
-                                         stream_generator(t.seed, TRAIN, index))
+                                         stream_generator(t.seed, TRAIN, index), t.distinct)
             index += 1
 
 
@@ -60,6 +69,8 @@ class InductionTask(L.LightningDataModule):
         length: training sequence length, BOS included.
         min_period: shortest repeated segment (the longest is (length - 1) // 2).
         prompt_items: n in the [BOS] r r validation prompt (length 2n + 1); choose it unlike the training periods.
+        distinct: random tokens of a training sequence are all different, so only the copy repeats (needs
+            length <= vocab_size); false draws them independently.
         batch_size: sequences per batch.
         num_val_prompts: validation prompts.
         num_test_prompts: test prompts (a stream disjoint from validation).
@@ -72,6 +83,7 @@ class InductionTask(L.LightningDataModule):
         length: int = 64,
         min_period: int = 4,
         prompt_items: int = 25,
+        distinct: bool = False,
         batch_size: int = 64,
         num_val_prompts: int = 256,
         num_test_prompts: int = 256,
@@ -83,6 +95,9 @@ class InductionTask(L.LightningDataModule):
         if not 1 <= min_period <= (length - 1) // 2:
             raise UsageError(f"min_period={min_period} is invalid for length={length}: it must lie in "
                              f"[1, (length - 1) // 2 = {(length - 1) // 2}]")
+        if distinct and length > vocab_size:
+            raise UsageError(f"length={length} is too long for vocab_size={vocab_size} with distinct=true: "
+                             f"{length - 1} different tokens besides BOS need length <= vocab_size")
         if not 1 <= prompt_items < vocab_size:
             raise UsageError(f"prompt_items={prompt_items} is invalid: it must lie in [1, vocab_size - 1]")
         for name, value in (("batch_size", batch_size), ("num_val_prompts", num_val_prompts),
@@ -90,6 +105,7 @@ class InductionTask(L.LightningDataModule):
             if value < 1:
                 raise UsageError(f"{name}={value} is invalid: it must be at least 1")
         self.vocab_size, self.length, self.min_period, self.prompt_items = vocab_size, length, min_period, prompt_items
+        self.distinct = distinct
         self.batch_size, self.num_val_prompts, self.num_test_prompts = batch_size, num_val_prompts, num_test_prompts
         self.seed = seed
         self.save_hyperparameters()

@@ -1,0 +1,171 @@
+"""``primacy analyze icl|ablation``: post-hoc analyses of a trained run's attention heads (Ji-An et al. 2024)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from primacy import icl_plots
+from primacy.analysis.ablation import ablation_study, repeated_tokens
+from primacy.analysis.fits import CMRGrid
+from primacy.analysis.heads import repeated_prompt
+from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
+from primacy.errors import UsageError
+from primacy.runs import load_run
+from primacy.tasks.induction import BOS
+
+ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="the run's config.yaml")
+    parser.add_argument("--ckpt_path", required=True, help="the checkpoint to analyse, e.g. <run>/checkpoints/last.ckpt")
+    parser.add_argument("--out", required=True, help="directory for the tables and figures")
+    parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
+
+
+def _out_dir(out: str, files: tuple[str, ...], overwrite: bool) -> Path:
+    """The output directory, refusing to replace earlier results unless asked to."""
+    path = Path(out)
+    existing = [f for f in files if (path / f).exists()]
+    if existing and not overwrite:
+        raise UsageError(f"out={path} already holds {existing[0]}: choose another directory or pass --overwrite")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
+    for fmt in formats:
+        fig.savefig(out / f"{name}.{fmt}", dpi=150)
+    plt.close(fig)
+
+
+def write_icl(analysis: HeadAnalysis, grid: CMRGrid, out: Path, top: int, formats: list[str]) -> dict:
+    """heads.csv, summary.json, lag_crps.npz and the figures of one analysis."""
+    rows = [h.row() for h in analysis.heads]
+    with (out / "heads.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    content = {**summary(analysis, top), "cmr_variant": grid.variant}
+    (out / "summary.json").write_text(json.dumps(_finite(content), indent=2) + "\n")
+    np.savez(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
+             gaussian_fits=analysis.gaussian_fits)
+    ranked = analysis.ranked("induction")
+    _save(icl_plots.attention_pattern(analysis, ranked[0]), out, "attention_pattern", formats)
+    _save(icl_plots.lag_crp_fits(analysis, ranked[:top], grid.variant), out, "lag_crp_fits", formats)
+    _save(icl_plots.distance_vs_induction(analysis.heads), out, "cmr_distance_vs_induction", formats)
+    _save(icl_plots.cmr_like_share(content["cmr_like_share_by_layer"]), out, "cmr_like_share", formats)
+    best = ranked[0]
+    base = (0.5, 0.5, 0.3) if np.isnan(best.cmr_distance) else (best.beta_enc, best.beta_rec, best.gamma_ft)
+    _save(icl_plots.cmr_families(grid.params, grid.crps, grid.lags, base, grid.variant), out, "cmr_families", formats)
+    return content
+
+
+def _finite(value):
+    """JSON has no NaN: undefined numbers (a flat head's fit) become null."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return None if isinstance(value, float) and np.isnan(value) else value
+
+
+def icl_command(args: list[str]) -> None:
+    """Score every attention head on [BOS] r r prompts, fit CMR and a Gaussian to its lag-CRP, write tables
+    and figures (docs/icl.md says what each one is)."""
+    parser = argparse.ArgumentParser(prog="primacy analyze icl", description=icl_command.__doc__)
+    _run_arguments(parser)
+    parser.add_argument("--n_items", type=int, default=None,
+                        help="n, the length of r (default: the task's prompt_items, else 25)")
+    parser.add_argument("--prompts", type=int, default=64, help="number of random prompts averaged")
+    parser.add_argument("--grid", default=None, help="a CMR grid file (default: the paper grid shipped with primacy)")
+    parser.add_argument("--top", type=int, default=4, help="heads shown in the lag-CRP figure")
+    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    options = parser.parse_args(args)
+    if options.prompts < 1 or options.top < 1:
+        raise UsageError(f"prompts={options.prompts}, top={options.top} are invalid: both must be at least 1")
+    grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
+    out = _out_dir(options.out, ICL_FILES, options.overwrite)
+    model, task = load_run(options.config, options.ckpt_path)
+    vocab = model.hparams.vocab_size
+    n = options.n_items or getattr(task, "prompt_items", 25)
+    prompts = repeated_prompt(n, vocab, BOS, options.prompts, torch.Generator().manual_seed(options.seed))
+    analysis = analyze_heads(model, prompts, n, grid)
+    content = write_icl(analysis, grid, out, min(options.top, len(analysis.heads)), options.formats)
+    best = content["top_induction_heads"][0]
+    print(f"{len(analysis.heads)} heads -> {out}: top induction head L{best['layer']}H{best['head']} "
+          f"score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "
+          f"CMR distance {best['cmr_distance']:.3f}")
+
+
+def ranked_heads(path: str | Path, key: str) -> list[tuple[int, int]]:
+    """(layer, head) pairs of an ``analyze icl`` heads.csv, best first: lowest ``cmr_distance`` (flat heads last)
+    or highest ``induction`` score."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"heads={path} does not exist: run `primacy analyze icl` first and give its heads.csv")
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not {"layer", "head", key} <= set(rows[0]):
+        raise UsageError(f"heads={path} is not an `analyze icl` heads.csv: it needs layer, head and {key} columns")
+
+    def order(row: dict) -> tuple[bool, float]:
+        value = float(row[key]) if row[key] else float("nan")
+        return np.isnan(value), (value if key == "cmr_distance" else -value)
+
+    return [(int(r["layer"]), int(r["head"])) for r in sorted(rows, key=order)]
+
+
+def ablation_command(args: list[str]) -> None:
+    """ICL score of the intact model, with the most CMR-like heads ablated, and with as many random heads ablated,
+    on [BOS] r r ... r sequences, with paired statistics (Ji-An et al. 2024)."""
+    parser = argparse.ArgumentParser(prog="primacy analyze ablation", description=ablation_command.__doc__)
+    _run_arguments(parser)
+    parser.add_argument("--heads", required=True, help="heads.csv written by `primacy analyze icl`")
+    parser.add_argument("--rank_by", choices=("cmr_distance", "induction"), default="cmr_distance",
+                        help="which heads count as top: lowest CMR distance (the paper) or highest induction score")
+    parser.add_argument("--fraction", type=float, default=0.1, help="share of heads ablated (at least one)")
+    parser.add_argument("--random", type=int, default=20, help="random draws of as many heads")
+    parser.add_argument("--sequences", type=int, default=256, help="evaluation sequences")
+    parser.add_argument("--n_items", type=int, default=None, help="length of r (default: the task's prompt_items)")
+    parser.add_argument("--repeats", type=int, default=2, help="copies of r in each sequence")
+    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    options = parser.parse_args(args)
+    out = _out_dir(options.out, ("ablation.json",), options.overwrite)
+    ranked = ranked_heads(options.heads, options.rank_by)
+    model, task = load_run(options.config, options.ckpt_path)
+    n = options.n_items or getattr(task, "prompt_items", 25)
+    tokens = repeated_tokens(n, options.repeats, model.hparams.vocab_size, BOS, options.sequences,
+                             torch.Generator().manual_seed(options.seed))
+    result = ablation_study(model, tokens, ranked, options.fraction, options.random, options.seed)
+    result = {"rank_by": options.rank_by, "n_items": n, "repeats": options.repeats, **result}
+    (out / "ablation.json").write_text(json.dumps(_finite(result), indent=2) + "\n")
+    _save(icl_plots.ablation_scores(result["summary"], result["k"], options.rank_by), out, "ablation", options.formats)
+    s, c = result["summary"], result["comparisons"]
+    print(f"ICL score (loss at token {result['late']} - token {result['early']}): intact {s['intact']['mean']:+.3f}, "
+          f"top-{result['k']} ablated {s['top']['mean']:+.3f} (p = {c['top_minus_intact']['p_value']:.3g}), "
+          f"random ablated {s['random']['mean']:+.3f}; top vs random p = {c['top_minus_random']['p_value']:.3g}")
+
+
+SUBCOMMANDS = {"icl": icl_command, "ablation": ablation_command}
+
+
+def analyze_command(args: list[str]) -> None:
+    """``primacy analyze icl|ablation ...``; ``--help`` after either says more."""
+    if args[:1] in (["-h"], ["--help"]):
+        print("usage: primacy analyze {icl,ablation} [--help] ...\n")
+        for name, command in SUBCOMMANDS.items():
+            print(f"  {name:<9} {' '.join(command.__doc__.split())}")
+        return
+    if not args or args[0] not in SUBCOMMANDS:
+        given = args[0] if args else "nothing"
+        raise UsageError(f"analyze {given} is unknown: choose one of {', '.join(SUBCOMMANDS)}")
+    SUBCOMMANDS[args[0]](args[1:])

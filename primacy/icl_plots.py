@@ -1,0 +1,123 @@
+"""Figure builders for the induction-head analysis (Ji-An et al. 2024): pure functions, no file I/O."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from primacy.analysis.icl import CMR_LIKE, HeadAnalysis, HeadResult
+
+
+def head_name(head: HeadResult) -> str:
+    return f"L{head.layer}H{head.head}"
+
+
+def attention_pattern(analysis: HeadAnalysis, head: HeadResult) -> Figure:
+    """Fig. 2b: one head's attention on the first [BOS] r r prompt; the induction diagonal (key = query − n + 1)
+    shows as a stripe in the lower-left block (second-repeat queries, first-repeat keys)."""
+    weights = analysis.attention[head.layer, head.head]  # T T
+    n = analysis.n_items
+    fig, ax = plt.subplots(figsize=(5.6, 4.8), constrained_layout=True)
+    sns.heatmap(weights, ax=ax, cmap="magma", vmin=0, vmax=1, square=True, cbar_kws={"label": "attention"},
+                xticklabels=False, yticklabels=False)
+    for edge in (1, n + 1):
+        ax.axhline(edge, color="w", lw=0.6)
+        ax.axvline(edge, color="w", lw=0.6)
+    ticks, labels = np.array([0, n + 1, 2 * n]) + 0.5, ["BOS", f"{n + 1}", f"{2 * n}"]  # repeats start at 1, n+1
+    ax.set_xticks(ticks, labels)
+    ax.set_yticks(ticks, labels, rotation=0)
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query position")
+    ax.set_title(f"{head_name(head)} on [BOS] r r (n = {n}): induction score {head.induction:.2f}")
+    return fig
+
+
+def lag_crp_fits(analysis: HeadAnalysis, heads: list[HeadResult], variant: str) -> Figure:
+    """Fig. 5a-d: each head's attention lag-CRP (minus its minimum) with the best CMR CRP and Gaussian fits."""
+    fig, axes = plt.subplots(1, len(heads), figsize=(3.2 * len(heads), 3.0), constrained_layout=True, squeeze=False)
+    lags = analysis.lags
+    for ax, head in zip(axes[0], heads):
+        curve = analysis.lag_crps[head.layer, head.head]
+        floor = curve.min()
+        ax.plot(lags, curve - floor, "o-", color="k", label="attention")
+        ax.plot(lags, analysis.cmr_fits[head.layer, head.head], "-", color="tab:red", label=f"CMR ({variant})")
+        ax.plot(lags, analysis.gaussian_fits[head.layer, head.head] - floor, "--", color="tab:blue",
+                label="Gaussian")
+        ax.axvline(0, color="0.8", lw=0.8, zorder=0)
+        ax.set_xlabel("lag")
+        ax.set_title(f"{head_name(head)}: induction {head.induction:.2f}\n"
+                     f"CMR d = {head.cmr_distance:.2f}, Gaussian d = {head.gaussian_distance:.2f}", fontsize=9)
+    axes[0, 0].set_ylabel("attention score − min")
+    axes[0, 0].legend(fontsize=8, frameon=False)
+    return fig
+
+
+def distance_vs_induction(heads: list[HeadResult]) -> Figure:
+    """Fig. 5e: CMR distance against induction score, one point per head, coloured by layer."""
+    fig, ax = plt.subplots(figsize=(4.4, 3.6), constrained_layout=True)
+    layers = sorted({h.layer for h in heads})
+    palette = sns.color_palette("viridis", len(layers))
+    for colour, layer in zip(palette, layers):
+        points = [h for h in heads if h.layer == layer]
+        ax.scatter([h.induction for h in points], [h.cmr_distance for h in points], color=colour,
+                   label=f"layer {layer}", s=24)
+    ax.axhline(CMR_LIKE, color="0.5", ls="--", lw=0.8)
+    ax.set_xlabel("induction score")
+    ax.set_ylabel("CMR distance")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def cmr_like_share(shares: list[float]) -> Figure:
+    """Fig. 6: the share of CMR-like heads (distance < 0.5) in each layer."""
+    fig, ax = plt.subplots(figsize=(max(3.0, 0.6 * len(shares) + 1.6), 3.0), constrained_layout=True)
+    ax.bar(np.arange(len(shares)), shares, color="tab:red")
+    ax.set_xticks(np.arange(len(shares)))
+    ax.set_xlabel("layer")
+    ax.set_ylabel(f"share of heads with CMR distance < {CMR_LIKE}")
+    ax.set_ylim(0, 1)
+    return fig
+
+
+def cmr_families(params: np.ndarray, crps: np.ndarray, lags: np.ndarray, base: tuple[float, float, float],
+                 variant: str) -> Figure:
+    """Fig. 4 / S1: CMR lag-CRPs as one parameter varies and the other two stay at ``base`` (β_enc, β_rec, γ_FT).
+
+    params (G, 3), crps (G, K) from a CMR grid; each panel uses the grid points nearest to ``base``.
+    """
+    names = ("β_enc", "β_rec", "γ_FT")
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.0), constrained_layout=True)
+    base = np.array([params[np.abs(params[:, i] - b).argmin(), i] for i, b in enumerate(base)])
+    for i, ax in enumerate(axes):
+        others = [k for k in range(3) if k != i]
+        rows = np.flatnonzero(np.isclose(params[:, others], base[others]).all(1))
+        rows = rows[np.argsort(params[rows, i])][:: max(1, len(rows) // 6)]
+        colours = sns.color_palette("viridis", len(rows))
+        for colour, row in zip(colours, rows):
+            ax.plot(lags, crps[row], "o-", ms=2.5, color=colour, label=f"{names[i]} = {params[row, i]:.2f}")
+        fixed = ", ".join(f"{names[k]} = {base[k]:.2f}" for k in others)
+        ax.set_title(f"varying {names[i]} ({fixed})", fontsize=9)
+        ax.set_xlabel("lag")
+        ax.legend(fontsize=7, frameon=False)
+    axes[0].set_ylabel(f"CRP (CMR, {variant})")
+    return fig
+
+
+def ablation_scores(summary: dict, k: int, rank_by: str) -> Figure:
+    """Mean ICL score (± SE) intact, with the top-k heads ablated and with k random heads ablated."""
+    names = {"intact": "intact", "top": f"top {k} by {rank_by}", "random": f"{k} random"}
+    fig, ax = plt.subplots(figsize=(4.2, 3.2), constrained_layout=True)
+    x = np.arange(len(names))
+    ax.bar(x, [summary[c]["mean"] for c in names], yerr=[summary[c]["se"] for c in names],
+           color=["0.6", "tab:red", "tab:blue"], capsize=4)
+    ax.set_xticks(x, list(names.values()), fontsize=8)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_ylabel("ICL score (late − early loss)")
+    return fig

@@ -1,0 +1,176 @@
+"""`primacy analyze icl`: every head's scores equal the scoring functions on the captured attention, and the
+command writes its tables and figures from a trained run (a few steps: CI never trains to emergence)."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT
+
+from primacy.analysis.fits import CMRGrid
+from primacy.analysis.heads import attention_lag_crp, induction_score, repeated_prompt
+from primacy.analysis.icl import analyze_heads, capture
+from primacy.analyze import ranked_heads
+from primacy.backbones.lstm import LSTMBackbone
+from primacy.backbones.transformer import TransformerBackbone
+from primacy.cli import main
+from primacy.errors import UsageError
+from primacy.language_model import LanguageModel
+
+N = 6
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """A coarse CMR grid with few chains: enough to fit, quick to build."""
+    grid = CMRGrid.build(np.array([0.3, 0.7, 1.0]), np.array([0.0, 0.5, 1.0]), np.array([0.0, 0.5]), n_chains=20)
+    path = tmp_path_factory.mktemp("grid") / "grid.npz"
+    grid.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("icl") / "run"
+    main(["fit", "--config", str(ROOT / "configs" / "induction-quickstart.yaml"), "--trainer.logger", "false",
+          "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+          "--trainer.default_root_dir", str(root), "--trainer.max_steps", "3", "--trainer.val_check_interval", "3",
+          "--trainer.num_sanity_val_steps", "0", "--data.init_args.batch_size", "8",
+          "--data.init_args.num_val_prompts", "8", "--data.init_args.num_test_prompts", "8"])
+    return root
+
+
+def small_model() -> LanguageModel:
+    torch.manual_seed(0)
+    backbone = TransformerBackbone(d_model=16, n_layers=2, n_heads=2, mlp=False, layer_norm=False)
+    return LanguageModel(backbone, vocab_size=20).eval()
+
+
+def test_every_head_gets_the_scores_of_its_captured_attention(grid):
+    model = small_model()
+    prompts = repeated_prompt(N, 20, 0, 5, torch.Generator().manual_seed(0))
+    analysis = analyze_heads(model, prompts, N, CMRGrid.load(grid))
+    scores, weights = capture(model, prompts)  # layers B heads T T
+    assert [(h.layer, h.head) for h in analysis.heads] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for h in analysis.heads:
+        expected = induction_score(weights[h.layer, :, h.head], N).mean()
+        assert h.induction == pytest.approx(float(expected))
+        lags, crp = attention_lag_crp(scores[h.layer, :, h.head], N)
+        np.testing.assert_allclose(analysis.lag_crps[h.layer, h.head], crp.mean(0).numpy(), rtol=1e-6)
+        assert h.lag_crp_peak == int(lags[crp.mean(0).argmax()])
+        assert -1 <= h.copying <= 1 and h.cmr_distance >= 0 and h.gaussian_distance >= 0
+    assert analysis.attention.shape == (2, 2, 2 * N + 1, 2 * N + 1)
+
+
+def test_backbones_without_attention_are_refused(grid):
+    model = LanguageModel(LSTMBackbone(d_model=8), vocab_size=20)
+    prompts = repeated_prompt(N, 20, 0, 2, torch.Generator().manual_seed(0))
+    with pytest.raises(UsageError, match="LSTMBackbone has no attention"):
+        analyze_heads(model, prompts, N, CMRGrid.load(grid))
+
+
+def test_analyze_icl_writes_tables_and_figures_and_keeps_earlier_results(trained_run, grid, tmp_path, capsys):
+    out = tmp_path / "icl"
+    args = ["analyze", "icl", "--config", str(trained_run / "config.yaml"),
+            "--ckpt_path", str(trained_run / "checkpoints" / "last.ckpt"), "--out", str(out), "--grid", str(grid),
+            "--prompts", "4", "--n_items", "10", "--formats", "png"]
+    main(args)
+    with (out / "heads.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 4 and {"induction", "copying", "cmr_distance", "inv_temperature",
+                                   "gaussian_distance", "previous_token", "duplicate_token"} <= set(rows[0])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_layers"] == 2 and summary["n_heads"] == 4 and len(summary["cmr_like_share_by_layer"]) == 2
+    assert summary["top_induction_heads"][0]["induction"] == max(float(r["induction"]) for r in rows)
+    for name in ("attention_pattern", "lag_crp_fits", "cmr_distance_vs_induction", "cmr_like_share", "cmr_families"):
+        assert (out / f"{name}.png").stat().st_size > 0
+    assert "top induction head" in capsys.readouterr().out
+
+    before = (out / "heads.csv").read_bytes()
+    with pytest.raises(SystemExit):
+        main(args)
+    assert "already holds heads.csv" in capsys.readouterr().err
+    assert (out / "heads.csv").read_bytes() == before
+
+
+def test_a_verification_transformer_is_analysed_without_a_copying_score(grid, tmp_path):
+    """The verification model reads out one logit, not tokens: its heads get every score but copying."""
+    run = tmp_path / "verification"
+    main(["fit", "--config", str(ROOT / "configs" / "quickstart-transformer.yaml"), "--trainer.logger", "false",
+          "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+          "--trainer.default_root_dir", str(run), "--trainer.max_steps", "1", "--test_after_fit", "false",
+          "--trainer.limit_val_batches", "0", "--data.init_args.batch_size", "4"])
+    main(["analyze", "icl", "--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+          "--out", str(run / "icl"), "--grid", str(grid), "--prompts", "2", "--n_items", "8", "--formats", "png"])
+    with (run / "icl" / "heads.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8 and all(r["copying"] == "nan" for r in rows) and all(r["induction"] for r in rows)
+
+
+def test_analyze_ablation_ranks_heads_from_the_icl_table_and_writes_paired_results(trained_run, grid, tmp_path):
+    run_args = ["--config", str(trained_run / "config.yaml"), "--ckpt_path", str(trained_run / "checkpoints" / "last.ckpt")]
+    main(["analyze", "icl", *run_args, "--out", str(tmp_path / "icl"), "--grid", str(grid), "--prompts", "2",
+          "--formats", "png"])
+    heads = tmp_path / "icl" / "heads.csv"
+    with heads.open() as f:
+        rows = list(csv.DictReader(f))
+    by_distance = sorted(rows, key=lambda r: float(r["cmr_distance"]))
+    assert ranked_heads(heads, "cmr_distance")[0] == (int(by_distance[0]["layer"]), int(by_distance[0]["head"]))
+    main(["analyze", "ablation", *run_args, "--heads", str(heads), "--out", str(tmp_path / "ablation"),
+          "--random", "2", "--sequences", "6", "--n_items", "5", "--repeats", "3", "--formats", "png"])
+    result = json.loads((tmp_path / "ablation" / "ablation.json").read_text())
+    assert result["k"] == 1 and result["top_heads"] == [list(ranked_heads(heads, "cmr_distance")[0])]
+    assert result["early"] == 5 and result["late"] == 15 and len(result["scores"]["intact"]) == 6
+    assert {"top_minus_intact", "random_minus_intact", "top_minus_random"} == set(result["comparisons"])
+    assert (tmp_path / "ablation" / "ablation.png").stat().st_size > 0
+
+
+def test_ranked_heads_puts_flat_heads_last_and_rejects_other_tables(tmp_path):
+    table = tmp_path / "heads.csv"
+    table.write_text("layer,head,induction,cmr_distance\n0,0,0.1,\n0,1,0.9,0.4\n1,0,0.5,0.2\n")
+    assert ranked_heads(table, "cmr_distance") == [(1, 0), (0, 1), (0, 0)]
+    assert ranked_heads(table, "induction") == [(0, 1), (1, 0), (0, 0)]
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(UsageError, match="is not an `analyze icl` heads.csv"):
+        ranked_heads(tmp_path / "other.csv", "induction")
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--ckpt_path", "missing.ckpt", "ckpt_path=missing.ckpt does not exist"),
+    ("--grid", "missing.npz", "missing.npz"),
+])
+def test_missing_files_are_named(trained_run, grid, tmp_path, capsys, flag, value, message):
+    args = {"--config": str(trained_run / "config.yaml"), "--ckpt_path": str(trained_run / "checkpoints" / "last.ckpt"),
+            "--grid": str(grid), flag: value}
+    with pytest.raises(SystemExit):
+        main(["analyze", "icl", *[x for kv in args.items() for x in kv], "--out", str(tmp_path / "x")])
+    assert message in capsys.readouterr().err
+
+
+def test_a_broken_checkpoint_is_a_one_line_error(trained_run, grid, tmp_path, capsys):
+    broken = tmp_path / "broken.ckpt"
+    broken.write_bytes((trained_run / "checkpoints" / "last.ckpt").read_bytes()[:100])
+    with pytest.raises(SystemExit):
+        main(["analyze", "icl", "--config", str(trained_run / "config.yaml"), "--ckpt_path", str(broken),
+              "--grid", str(grid), "--out", str(tmp_path / "x")])
+    assert "is not a readable Lightning checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_induction_quickstart_forms_a_cmr_like_induction_head(tmp_path, seed):
+    """The induction quickstart, whole (a few minutes on 2 cores), then `analyze icl` with the shipped CMR grid:
+    a second-layer head attends to the token after the earlier occurrence, its lag-CRP peaks at +1, and CMR
+    fits it (distance < 0.5)."""
+    run = tmp_path / "run"
+    main(["fit", "--config", str(ROOT / "configs" / "induction-quickstart.yaml"), "--trainer.logger", "false",
+          "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(run),
+          "--seed_everything", str(seed), "--data.init_args.seed", str(seed)])
+    main(["analyze", "icl", "--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+          "--out", str(run / "icl"), "--formats", "png"])
+    with (run / "icl" / "heads.csv").open() as f:
+        heads = [r for r in csv.DictReader(f) if r["layer"] == "1"]
+    assert any(float(h["induction"]) >= 0.5 and h["lag_crp_peak"] == "1" and float(h["cmr_distance"]) < 0.5
+               for h in heads), heads

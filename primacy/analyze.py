@@ -13,7 +13,7 @@ import torch
 
 from primacy import icl_plots
 from primacy.analysis.ablation import ablation_study, repeated_tokens
-from primacy.analysis.fits import CMRGrid
+from primacy.analysis.fits import ALIGNMENTS, CMRGrid
 from primacy.analysis.heads import repeated_prompt
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.errors import UsageError
@@ -25,7 +25,7 @@ ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
 
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="the run's config.yaml")
-    parser.add_argument("--ckpt_path", required=True, help="the checkpoint to analyse, e.g. <run>/checkpoints/last.ckpt")
+    parser.add_argument("--ckpt_path", required=True, help="the checkpoint, e.g. <run>/checkpoints/last.ckpt")
     parser.add_argument("--out", required=True, help="directory for the tables and figures")
     parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
@@ -47,14 +47,14 @@ def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
     plt.close(fig)
 
 
-def write_icl(analysis: HeadAnalysis, grid: CMRGrid, out: Path, top: int, formats: list[str]) -> dict:
+def write_icl(analysis: HeadAnalysis, grid: CMRGrid, alignment: str, out: Path, top: int, formats: list[str]) -> dict:
     """heads.csv, summary.json, lag_crps.npz and the figures of one analysis."""
     rows = [h.row() for h in analysis.heads]
     with (out / "heads.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    content = {**summary(analysis, top), "cmr_variant": grid.variant}
+    content = {**summary(analysis, top), "cmr_variant": grid.variant, "cmr_alignment": alignment}
     (out / "summary.json").write_text(json.dumps(_finite(content), indent=2) + "\n")
     np.savez(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
              gaussian_fits=analysis.gaussian_fits)
@@ -87,6 +87,9 @@ def icl_command(args: list[str]) -> None:
                         help="n, the length of r (default: the task's prompt_items, else 25)")
     parser.add_argument("--prompts", type=int, default=64, help="number of random prompts averaged")
     parser.add_argument("--grid", default=None, help="a CMR grid file (default: the paper grid shipped with primacy)")
+    parser.add_argument("--alignment", choices=ALIGNMENTS, default="peak",
+                        help="CMR CRP onto the lag-CRP: peak (the paper: minima subtracted, maxima matched) or "
+                             "affine (least-squares offset and scale)")
     parser.add_argument("--top", type=int, default=4, help="heads shown in the lag-CRP figure")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
@@ -98,8 +101,8 @@ def icl_command(args: list[str]) -> None:
     vocab = model.hparams.vocab_size
     n = options.n_items or getattr(task, "prompt_items", 25)
     prompts = repeated_prompt(n, vocab, BOS, options.prompts, torch.Generator().manual_seed(options.seed))
-    analysis = analyze_heads(model, prompts, n, grid)
-    content = write_icl(analysis, grid, out, min(options.top, len(analysis.heads)), options.formats)
+    analysis = analyze_heads(model, prompts, n, grid, options.alignment)
+    content = write_icl(analysis, grid, options.alignment, out, min(options.top, len(analysis.heads)), options.formats)
     best = content["top_induction_heads"][0]
     print(f"{len(analysis.heads)} heads -> {out}: top induction head L{best['layer']}H{best['head']} "
           f"score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "

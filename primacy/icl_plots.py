@@ -39,21 +39,18 @@ def attention_pattern(analysis: HeadAnalysis, head: HeadResult) -> Figure:
 
 
 def lag_crp_fits(analysis: HeadAnalysis, heads: list[HeadResult], variant: str) -> Figure:
-    """Fig. 5a-d: each head's attention lag-CRP (minus its minimum) with the best CMR CRP and Gaussian fits."""
+    """Fig. 5a-d: each head's attention lag-CRP with the best CMR CRP and Gaussian fits."""
     fig, axes = plt.subplots(1, len(heads), figsize=(3.2 * len(heads), 3.0), constrained_layout=True, squeeze=False)
     lags = analysis.lags
     for ax, head in zip(axes[0], heads):
-        curve = analysis.lag_crps[head.layer, head.head]
-        floor = curve.min()
-        ax.plot(lags, curve - floor, "o-", color="k", label="attention")
+        ax.plot(lags, analysis.lag_crps[head.layer, head.head], "o-", color="k", label="attention")
         ax.plot(lags, analysis.cmr_fits[head.layer, head.head], "-", color="tab:red", label=f"CMR ({variant})")
-        ax.plot(lags, analysis.gaussian_fits[head.layer, head.head] - floor, "--", color="tab:blue",
-                label="Gaussian")
+        ax.plot(lags, analysis.gaussian_fits[head.layer, head.head], "--", color="tab:blue", label="Gaussian")
         ax.axvline(0, color="0.8", lw=0.8, zorder=0)
         ax.set_xlabel("lag")
         ax.set_title(f"{head_name(head)}: induction {head.induction:.2f}\n"
                      f"CMR d = {head.cmr_distance:.2f}, Gaussian d = {head.gaussian_distance:.2f}", fontsize=9)
-    axes[0, 0].set_ylabel("attention score − min")
+    axes[0, 0].set_ylabel("pre-softmax attention score")
     axes[0, 0].legend(fontsize=8, frameon=False)
     return fig
 

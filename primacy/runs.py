@@ -25,7 +25,7 @@ def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModu
     if not config.is_file():
         raise UsageError(f"config={config} does not exist: give a run's config.yaml")
     if not ckpt_path.is_file():
-        raise UsageError(f"ckpt_path={ckpt_path} does not exist: give a checkpoint file, e.g. <run>/checkpoints/last.ckpt")
+        raise UsageError(f"ckpt_path={ckpt_path} does not exist: give a checkpoint, e.g. <run>/checkpoints/last.ckpt")
     settings = yaml.safe_load(config.read_text())
     if not isinstance(settings, dict) or "model" not in settings or "data" not in settings:
         raise UsageError(f"config={config} is not a run config: it needs model and data sections")

@@ -32,6 +32,24 @@ def test_fit_recovers_a_grid_crp_under_scale_and_offset(grid):
         assert fit.inv_temperature == pytest.approx(7.0)
 
 
+@pytest.mark.parametrize("alignment", ["peak", "affine"])
+def test_both_alignments_recover_a_grid_crp_and_report_the_fit_in_the_curves_units(grid, alignment):
+    curve = 7.0 * grid.crps[11, 3:14] / grid.crps[11, 3:14].sum() + 2.0
+    fit = fit_cmr(curve, np.arange(-5, 6), grid, alignment=alignment)
+    assert fit.distance == pytest.approx(0.0, abs=1e-12) and fit.inv_temperature == pytest.approx(7.0)
+    np.testing.assert_allclose(fit.fitted, curve, atol=1e-9)
+
+
+def test_affine_alignment_never_fits_worse_than_peak_alignment(grid):
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        curve = rng.normal(size=11)
+        peak, affine = (fit_cmr(curve, np.arange(-5, 6), grid, alignment=a) for a in ("peak", "affine"))
+        assert affine.distance <= peak.distance + 1e-12  # peak alignment is one affine map with scale >= 0
+    with pytest.raises(UsageError, match="alignment='cubic' is unknown"):
+        fit_cmr(curve, np.arange(-5, 6), grid, alignment="cubic")
+
+
 def test_fit_accepts_wider_lag_ranges_and_uses_minus_5_to_5(grid):
     curve = grid.crps[5]  # lags -8..8
     assert fit_cmr(curve, grid.lags, grid).distance == pytest.approx(0.0, abs=1e-12)

@@ -110,7 +110,8 @@ def test_a_verification_transformer_is_analysed_without_a_copying_score(grid, tm
 
 
 def test_analyze_ablation_ranks_heads_from_the_icl_table_and_writes_paired_results(trained_run, grid, tmp_path):
-    run_args = ["--config", str(trained_run / "config.yaml"), "--ckpt_path", str(trained_run / "checkpoints" / "last.ckpt")]
+    run_args = ["--config", str(trained_run / "config.yaml"),
+                "--ckpt_path", str(trained_run / "checkpoints" / "last.ckpt")]
     main(["analyze", "icl", *run_args, "--out", str(tmp_path / "icl"), "--grid", str(grid), "--prompts", "2",
           "--formats", "png"])
     heads = tmp_path / "icl" / "heads.csv"

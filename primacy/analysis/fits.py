@@ -152,7 +152,7 @@ class CMRFit:
     beta_rec: float
     gamma_ft: float
     inv_temperature: float  # the scale that maps the (renormalised, min-subtracted) CRP onto the curve
-    fitted: np.ndarray  # the scaled CRP on FIT_LAGS, comparable with the min-subtracted curve
+    fitted: np.ndarray  # the aligned CRP on FIT_LAGS, in the curve's own units
 
 
 @dataclass(frozen=True)
@@ -183,20 +183,37 @@ def _distance(fitted: np.ndarray, target: np.ndarray) -> np.ndarray:
     return ((fitted - target) ** 2).mean(-1) / var
 
 
-def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None) -> CMRFit:
-    """The grid CRP closest to ``curve``: both restricted to -5..+5, the CRP renormalised to sum 1, each minus its
-    minimum, the CRP scaled so its maximum equals the curve's (the inverse temperature). ``grid`` defaults to the
-    paper's grid shipped with primacy (``CMRGrid.paper()``)."""
+ALIGNMENTS = ("peak", "affine")
+
+
+def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *, alignment: str = "peak") -> CMRFit:
+    """The grid CRP closest to ``curve`` on lags -5..+5, the CRP renormalised to sum 1 there; ``grid`` defaults to
+    the paper's grid shipped with primacy (``CMRGrid.paper()``).
+
+    ``alignment="peak"`` (the paper): curve and CRP each minus its minimum, the CRP scaled so its maximum equals the
+    curve's; that scale is the inverse temperature. ``alignment="affine"``: offset + scale · CRP by least squares
+    (scale >= 0), the scale reported as the inverse temperature. Either way the distance is the mean squared
+    difference divided by the curve's variance.
+    """
+    if alignment not in ALIGNMENTS:
+        raise UsageError(f"alignment={alignment!r} is unknown: choose one of {', '.join(ALIGNMENTS)}")
     grid = CMRGrid.paper() if grid is None else grid
-    target = _on_fit_lags(curve, lags)
-    target = target - target.min()
+    curve = _on_fit_lags(curve, lags)
     crps = _on_fit_lags(grid.crps, grid.lags)  # G 11
     crps = crps / crps.sum(-1, keepdims=True)
-    crps = crps - crps.min(-1, keepdims=True)
-    peak = crps.max(-1, keepdims=True)  # G 1
-    scale = np.divide(target.max(), peak, out=np.zeros_like(peak), where=peak > 0)  # G 1
-    fitted = crps * scale  # G 11
-    distance = _distance(fitted, target)  # G
+    if alignment == "peak":
+        target = curve - curve.min()
+        crps = crps - crps.min(-1, keepdims=True)
+        peak = crps.max(-1, keepdims=True)  # G 1
+        scale = np.divide(target.max(), peak, out=np.zeros_like(peak), where=peak > 0)  # G 1
+        fitted = crps * scale + curve.min()  # G 11, back in the curve's units
+    else:
+        centred = crps - crps.mean(-1, keepdims=True)  # G 11
+        denom = (centred**2).sum(-1, keepdims=True)  # G 1
+        slope = centred @ (curve - curve.mean())  # G
+        scale = np.clip(np.divide(slope[:, None], denom, out=np.zeros_like(denom), where=denom > 1e-15), 0, None)
+        fitted = curve.mean() + scale * centred  # G 11
+    distance = _distance(fitted, curve)  # G
     best = int(distance.argmin())
     b_enc, b_rec, g_ft = grid.params[best]
     return CMRFit(float(distance[best]), float(b_enc), float(b_rec), float(g_ft), float(scale[best, 0]), fitted[best])

@@ -97,8 +97,10 @@ def ov_circuits(model: nn.Module) -> list[list[tuple[torch.Tensor, torch.Tensor]
     return circuits
 
 
-def analyze_heads(model: nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid) -> HeadAnalysis:
-    """Scores and fits of every head on [BOS] r r prompts (B, 2n + 1), averaged over prompts."""
+def analyze_heads(model: nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid,
+                  alignment: str = "peak") -> HeadAnalysis:
+    """Scores and fits of every head on [BOS] r r prompts (B, 2n + 1), averaged over prompts; ``alignment`` is
+    how CMR CRPs are mapped onto a lag-CRP (``fit_cmr``)."""
     if prompts.shape[1] != 2 * n_items + 1:
         raise UsageError(f"prompts have length {prompts.shape[1]}: a [BOS] r r prompt of n_items={n_items} "
                          f"has length {2 * n_items + 1}")
@@ -124,7 +126,7 @@ def analyze_heads(model: nn.Module, prompts: torch.Tensor, n_items: int, grid: C
                 fits = {"cmr_distance": np.nan, "beta_enc": np.nan, "beta_rec": np.nan, "gamma_ft": np.nan,
                         "inv_temperature": np.nan, "gaussian_distance": np.nan}
                 if np.ptp(curve) > 0:
-                    cmr, gauss = fit_cmr(curve, lags, grid), fit_gaussian(curve, lags)
+                    cmr, gauss = fit_cmr(curve, lags, grid, alignment=alignment), fit_gaussian(curve, lags)
                     fits = {"cmr_distance": cmr.distance, "beta_enc": cmr.beta_enc, "beta_rec": cmr.beta_rec,
                             "gamma_ft": cmr.gamma_ft, "inv_temperature": cmr.inv_temperature,
                             "gaussian_distance": gauss.distance}

@@ -59,7 +59,8 @@ class ResultsWriter(Callback):
     """At the end of ``test``, writes <run>/results/: summary.json, accuracy.npz, verification.csv and
     heatmap.png/.pdf, from the model's ``test_accuracy`` metric. After each validation it redraws
     results/val_heatmap.png (and logs it to wandb), so the matrix can be watched while training. Models without
-    a study x query matrix (the induction task's LanguageModel) are left alone.
+    a study x query matrix (the induction task's LanguageModel) get results/summary.json with their logged
+    ``test/`` metrics and the run's settings.
 
     Args:
         formats: figure file formats of the test heatmap.
@@ -81,6 +82,13 @@ class ResultsWriter(Callback):
         out = run_dir(trainer) / "results"
         content = results.write(out, result, settings)
         self._draw(result, content, settings, [out / f"heatmap.{fmt}" for fmt in self.formats])
+
+    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if isinstance(getattr(pl_module, "test_accuracy", None), StudyQueryAccuracy) or not trainer.is_global_zero:
+            return
+        metrics = {k.removeprefix("test/"): float(v) for k, v in trainer.callback_metrics.items()
+                   if k.startswith("test/")}
+        results.write_summary(run_dir(trainer) / "results", {**metrics, **run_settings(trainer, pl_module)})
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.val_heatmap or trainer.sanity_checking:

@@ -57,11 +57,18 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
     keys = COUNT_KEYS + (CONTIGUITY_KEYS if "contiguity_counts" in result else ())
     arrays = {k: np.asarray(torch.as_tensor(result[k]).cpu()) for k in keys}
     np.savez(out / "accuracy.npz", **arrays)
-    content = summary(result, settings)
-    (out / "summary.json").write_text(json.dumps(content, indent=2) + "\n")
+    content = write_summary(out, summary(result, settings))
     write_csv(out / "verification.csv", arrays, settings["condition"])
     if "contiguity_counts" in arrays:
         write_contiguity_csv(out / "contiguity.csv", arrays, settings["condition"])
+    return content
+
+
+def write_summary(out_dir: str | Path, content: dict[str, Any]) -> dict[str, Any]:
+    """Write ``content`` to <out_dir>/summary.json; returns it."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(content, indent=2) + "\n")
     return content
 
 

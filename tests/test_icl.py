@@ -48,6 +48,13 @@ def small_model() -> LanguageModel:
     return LanguageModel(backbone, vocab_size=20).eval()
 
 
+def test_an_induction_run_writes_its_test_metrics_and_settings(trained_run):
+    summary = json.loads((trained_run / "results" / "summary.json").read_text())
+    assert {"repeat_accuracy", "repeat_loss", "other_accuracy", "other_loss"} <= set(summary)
+    assert summary["backbone"] == "TransformerBackbone" and summary["vocab_size"] == 256
+    assert summary["data_args"]["prompt_items"] == 25
+
+
 def test_every_head_gets_the_scores_of_its_captured_attention(grid):
     model = small_model()
     prompts = repeated_prompt(N, 20, 0, 5, torch.Generator().manual_seed(0))

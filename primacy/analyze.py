@@ -31,14 +31,25 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
 
 
-def _out_dir(out: str, files: tuple[str, ...], overwrite: bool) -> Path:
-    """The output directory, refusing to replace earlier results unless asked to."""
+def _check_outputs(out: str, files: tuple[str, ...], overwrite: bool, formats: list[str]) -> Path:
+    """The output directory (made when results are written), refusing to replace earlier results unless asked
+    to, and figure formats matplotlib can write; checked before any work is done."""
     path = Path(out)
     existing = [f for f in files if (path / f).exists()]
     if existing and not overwrite:
         raise UsageError(f"out={path} already holds {existing[0]}: choose another directory or pass --overwrite")
-    path.mkdir(parents=True, exist_ok=True)
+    supported = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    unknown = [f for f in formats if f not in supported]
+    if unknown:
+        raise UsageError(f"formats={unknown} are unknown: choose among {', '.join(sorted(supported))}")
     return path
+
+
+def _positive(**values: int) -> None:
+    for name, value in values.items():
+        if value < 1:
+            raise UsageError(f"{name}={value} is invalid: it must be at least 1")
 
 
 def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
@@ -49,6 +60,7 @@ def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
 
 def write_icl(analysis: HeadAnalysis, grid: CMRGrid, alignment: str, out: Path, top: int, formats: list[str]) -> dict:
     """heads.csv, summary.json, lag_crps.npz and the figures of one analysis."""
+    out.mkdir(parents=True, exist_ok=True)
     rows = [h.row() for h in analysis.heads]
     with (out / "heads.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -93,13 +105,13 @@ def icl_command(args: list[str]) -> None:
     parser.add_argument("--top", type=int, default=4, help="heads shown in the lag-CRP figure")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
-    if options.prompts < 1 or options.top < 1:
-        raise UsageError(f"prompts={options.prompts}, top={options.top} are invalid: both must be at least 1")
+    _positive(prompts=options.prompts, top=options.top)
+    out = _check_outputs(options.out, ICL_FILES, options.overwrite, options.formats)
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
-    out = _out_dir(options.out, ICL_FILES, options.overwrite)
     model, task = load_run(options.config, options.ckpt_path)
     vocab = model.hparams.vocab_size
-    n = options.n_items or getattr(task, "prompt_items", 25)
+    n = getattr(task, "prompt_items", 25) if options.n_items is None else options.n_items
+    _positive(n_items=n)
     prompts = repeated_prompt(n, vocab, BOS, options.prompts, torch.Generator().manual_seed(options.seed))
     analysis = analyze_heads(model, prompts, n, grid, options.alignment)
     content = write_icl(analysis, grid, options.alignment, out, min(options.top, len(analysis.heads)), options.formats)
@@ -142,14 +154,17 @@ def ablation_command(args: list[str]) -> None:
     parser.add_argument("--repeats", type=int, default=2, help="copies of r in each sequence")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
-    out = _out_dir(options.out, ("ablation.json",), options.overwrite)
+    _positive(sequences=options.sequences, random=options.random)
+    out = _check_outputs(options.out, ("ablation.json",), options.overwrite, options.formats)
     ranked = ranked_heads(options.heads, options.rank_by)
     model, task = load_run(options.config, options.ckpt_path)
-    n = options.n_items or getattr(task, "prompt_items", 25)
+    n = getattr(task, "prompt_items", 25) if options.n_items is None else options.n_items
+    _positive(n_items=n)
     tokens = repeated_tokens(n, options.repeats, model.hparams.vocab_size, BOS, options.sequences,
                              torch.Generator().manual_seed(options.seed))
     result = ablation_study(model, tokens, ranked, options.fraction, options.random, options.seed)
     result = {"rank_by": options.rank_by, "n_items": n, "repeats": options.repeats, **result}
+    out.mkdir(parents=True, exist_ok=True)
     (out / "ablation.json").write_text(json.dumps(_finite(result), indent=2) + "\n")
     _save(icl_plots.ablation_scores(result["summary"], result["k"], options.rank_by), out, "ablation", options.formats)
     s, c = result["summary"], result["comparisons"]

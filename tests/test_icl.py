@@ -157,6 +157,20 @@ def test_missing_files_are_named(trained_run, grid, tmp_path, capsys, flag, valu
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("extra,message", [
+    (["--formats", "png", "jpgg"], "formats=['jpgg'] are unknown"),
+    (["--prompts", "0"], "prompts=0 is invalid"),
+    (["--n_items", "0"], "n_items=0 is invalid"),
+])
+def test_bad_options_are_one_line_errors_and_write_nothing(trained_run, grid, tmp_path, capsys, extra, message):
+    out = tmp_path / "icl"
+    with pytest.raises(SystemExit):
+        main(["analyze", "icl", "--config", str(trained_run / "config.yaml"), "--grid", str(grid),
+              "--ckpt_path", str(trained_run / "checkpoints" / "last.ckpt"), "--out", str(out), *extra])
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_a_broken_checkpoint_is_a_one_line_error(trained_run, grid, tmp_path, capsys):
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes((trained_run / "checkpoints" / "last.ckpt").read_bytes()[:100])

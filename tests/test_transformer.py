@@ -35,6 +35,24 @@ def test_captured_weights_are_causal_distributions_and_match_the_fused_output():
     assert len(layers) == 3, "nothing is recorded outside the block"
 
 
+def test_each_head_writes_its_attention_times_its_ov_weights():
+    torch.manual_seed(0)
+    backbone = TransformerBackbone(d_model=12, n_layers=1, n_heads=3, mlp=False, layer_norm=False).double()
+    attn = backbone.blocks[0].attn
+    x = torch.randn(2, 5, 12, dtype=torch.float64)
+    with backbone.capture_attention() as layers:
+        out = attn(x)  # B T D
+    d_head = 4
+    expected = attn.proj.bias.clone()
+    for head in range(3):
+        w_v, w_o = backbone.ov_weights(0, head)
+        b_v = attn.qkv.bias[24 + head * d_head : 24 + (head + 1) * d_head]
+        expected = expected + layers[0].weights[:, head] @ (x @ w_v + b_v) @ w_o  # B T D
+    torch.testing.assert_close(out, expected)
+    with pytest.raises(UsageError, match="head"):
+        backbone.ov_weights(0, 3)
+
+
 def test_sinusoidal_positions_alternate_sine_and_cosine():
     pe = sinusoidal_positions(5, 6)
     assert torch.allclose(pe[:, 0], torch.sin(torch.arange(5.0)))

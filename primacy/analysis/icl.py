@@ -80,23 +80,6 @@ def capture(model: nn.Module, prompts: torch.Tensor) -> tuple[torch.Tensor, torc
     return torch.stack([a.scores for a in layers]), torch.stack([a.weights for a in layers])
 
 
-def ov_circuits(model: nn.Module) -> list[list[tuple[torch.Tensor, torch.Tensor]]] | None:
-    """Per layer and head, (W_V (D, d_head), W_O (d_head, D)) in the row-vector convention, or None when the
-    model has no unembedding to close the circuit."""
-    if not isinstance(getattr(model, "unembedding", None), nn.Linear):
-        return None
-    circuits = []
-    for block in model.backbone.blocks:
-        attn = block.attn
-        d = attn.qkv.in_features
-        d_head = d // attn.n_heads
-        w_v = attn.qkv.weight[2 * d :].T  # D D, columns grouped by head
-        w_o = attn.proj.weight.T  # D D, rows grouped by head
-        circuits.append([(w_v[:, h * d_head : (h + 1) * d_head], w_o[h * d_head : (h + 1) * d_head])
-                         for h in range(attn.n_heads)])
-    return circuits
-
-
 def analyze_heads(model: nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid,
                   alignment: str = "peak") -> HeadAnalysis:
     """Scores and fits of every head on [BOS] r r prompts (B, 2n + 1), averaged over prompts; ``alignment`` is
@@ -112,7 +95,7 @@ def analyze_heads(model: nn.Module, prompts: torch.Tensor, n_items: int, grid: C
         "duplicate_token": duplicate_token_score(weights, n_items).mean(1),
         "previous_token": previous_token_score(weights).mean(1),
     }  # each (layers, heads)
-    circuits = ov_circuits(model)
+    closed = isinstance(getattr(model, "unembedding", None), nn.Linear)  # an OV circuit needs W_U
     lags = lags.numpy()
     heads, cmr_fits, gauss_fits = [], np.full_like(crps, np.nan), np.full_like(crps, np.nan)
     with torch.no_grad():
@@ -120,8 +103,8 @@ def analyze_heads(model: nn.Module, prompts: torch.Tensor, n_items: int, grid: C
             for head in range(crps.shape[1]):
                 curve = crps[layer, head]
                 copying = float("nan")
-                if circuits is not None:
-                    w_v, w_o = circuits[layer][head]
+                if closed:
+                    w_v, w_o = model.backbone.ov_weights(layer, head)
                     copying = float(copying_score(model.embedding.weight, w_v, w_o, model.unembedding.weight.T))
                 fits = {"cmr_distance": np.nan, "beta_enc": np.nan, "beta_rec": np.nan, "gamma_ft": np.nan,
                         "inv_temperature": np.nan, "gaussian_distance": np.nan}

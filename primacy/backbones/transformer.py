@@ -197,6 +197,17 @@ class TransformerBackbone(Backbone):
         """Every attention head as a (layer, head) pair, 0-based, layer by layer."""
         return [(layer, head) for layer in range(len(self.blocks)) for head in range(self.n_heads)]
 
+    def ov_weights(self, layer: int, head: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A head's value and output maps in the row-vector convention: W_V (D, d_head), W_O (d_head, D), so that
+        the head writes softmax(scores) · (x W_V + b_V) W_O to the residual stream (the projection bias aside)."""
+        layer, head = _head_pair((layer, head), len(self.blocks), self.n_heads)
+        attn = self.blocks[layer].attn
+        d_head = self.d_model // self.n_heads
+        columns = slice(head * d_head, (head + 1) * d_head)
+        w_v = attn.qkv.weight[2 * self.d_model :][columns].T  # D d_head
+        w_o = attn.proj.weight[:, columns].T  # d_head D
+        return w_v, w_o
+
     @contextmanager
     def ablate_heads(self, heads: Iterable[tuple[int, int]]) -> Iterator[None]:
         """Zero the value vectors of the given (layer, head) pairs (0-based) while the block is open.

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from primacy.analysis.cmr import VARIANTS, cmr_crps, reference_crp
-from primacy.analysis.fits import PAPER_VALUES
+from primacy.analysis.cmr_grid import PAPER_VALUES
 
 GRID_SETS = 4620
 

@@ -13,7 +13,8 @@ import torch
 
 from primacy import icl_plots
 from primacy.analysis.ablation import ablation_study, repeated_tokens
-from primacy.analysis.fits import ALIGNMENTS, CMRGrid
+from primacy.analysis.cmr_grid import CMRGrid
+from primacy.analysis.fits import ALIGNMENTS
 from primacy.analysis.heads import repeated_prompt
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.errors import UsageError

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from primacy.analysis.cmr import cmr_crp
-from primacy.analysis.fits import PAPER_VALUES, CMRGrid, fit_cmr, fit_gaussian, main
+from primacy.analysis.cmr_grid import PAPER_VALUES, CMRGrid, main
+from primacy.analysis.fits import fit_cmr, fit_gaussian
 from primacy.errors import UsageError
 
 SIM = {"n_items": 30, "n_starts": 4, "n_chains": 100, "max_samples": 20}
@@ -181,3 +182,10 @@ def test_fit_cmr_under_its_public_name_uses_the_shipped_grid_and_recovers_a_simu
     assert fit.distance < 1e-3
     assert (fit.beta_enc, fit.beta_rec, fit.gamma_ft) == pytest.approx((0.6, 0.5, 0.2))
     assert public_fit_gaussian(crp.numpy(), lags.numpy()).distance > fit.distance
+
+
+def test_the_shipped_grid_is_read_once_and_shared_read_only():
+    grid = CMRGrid.paper()
+    assert CMRGrid.paper() is grid
+    with pytest.raises(ValueError, match="read-only"):
+        grid.crps[0, 0] = 1.0

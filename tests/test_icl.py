@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import ROOT
 
-from primacy.analysis.fits import CMRGrid
+from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.heads import attention_lag_crp, induction_score, repeated_prompt
 from primacy.analysis.icl import analyze_heads, capture
 from primacy.analyze import ranked_heads

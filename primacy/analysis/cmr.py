@@ -53,12 +53,12 @@ VARIANTS = ("paper", "canonical")
 # curves (at (0.5, 0.5, 0.5) lag +1 holds 0.41 of the mass; paper variant 0.20). At 0.5 the curve is nearly flat
 # (+1: 0.10; uniform over 17 lags: 0.06), at 0.05 lag +1 takes 0.70.
 DEFAULT_TEMPERATURE = 0.1
-_FITS = ("CMRGrid", "fit_cmr", "fit_gaussian")  # fitting lives in primacy.analysis.fits, built on this module
+_FITS = ("fit_cmr", "fit_gaussian")  # they live in primacy.analysis.fits, which builds on this module
 
 
 def __getattr__(name: str):
-    """``primacy.analysis.cmr.fit_cmr`` and friends: the fitting functions of ``primacy.analysis.fits``, imported
-    on first use (fits imports this module, so it cannot be imported at the top)."""
+    """``primacy.analysis.cmr.fit_cmr`` and ``fit_gaussian``: the functions of ``primacy.analysis.fits``, imported
+    on first use (fits imports this module through the grid, so it cannot be imported at the top)."""
     if name in _FITS:
         from primacy.analysis import fits
 

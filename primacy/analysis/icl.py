@@ -9,7 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from primacy.analysis.fits import CMRGrid, fit_cmr, fit_gaussian
+from primacy.analysis.cmr_grid import CMRGrid
+from primacy.analysis.fits import fit_cmr, fit_gaussian
 from primacy.analysis.heads import (
     attention_lag_crp,
     copying_score,

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.backend_bases import FigureCanvasBase
 import numpy as np
 import torch
 
@@ -39,8 +40,7 @@ def _check_outputs(out: str, files: tuple[str, ...], overwrite: bool, formats: l
     existing = [f for f in files if (path / f).exists()]
     if existing and not overwrite:
         raise UsageError(f"out={path} already holds {existing[0]}: choose another directory or pass --overwrite")
-    supported = plt.figure().canvas.get_supported_filetypes()
-    plt.close("all")
+    supported = FigureCanvasBase.get_supported_filetypes()
     unknown = [f for f in formats if f not in supported]
     if unknown:
         raise UsageError(f"formats={unknown} are unknown: choose among {', '.join(sorted(supported))}")
@@ -71,7 +71,7 @@ def write_icl(analysis: HeadAnalysis, grid: CMRGrid, alignment: str, out: Path, 
     (out / "summary.json").write_text(json.dumps(_finite(content), indent=2) + "\n")
     np.savez(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
              gaussian_fits=analysis.gaussian_fits)
-    ranked = analysis.ranked("induction")
+    ranked = analysis.by_induction()
     _save(icl_plots.attention_pattern(analysis, ranked[0]), out, "attention_pattern", formats)
     _save(icl_plots.lag_crp_fits(analysis, ranked[:top], grid.variant), out, "lag_crp_fits", formats)
     _save(icl_plots.distance_vs_induction(analysis.heads), out, "cmr_distance_vs_induction", formats)

@@ -73,9 +73,10 @@ class ResultsWriter(Callback):
         self.formats, self.dpi, self.val_heatmap = list(formats), dpi, val_heatmap
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not isinstance(getattr(pl_module, "test_accuracy", None), StudyQueryAccuracy):
+        metric = _matrix_metric(pl_module, "test")
+        if metric is None:
             return
-        result = pl_module.test_accuracy.compute()  # syncs across processes
+        result = metric.compute()  # syncs across processes
         if not trainer.is_global_zero:
             return
         settings = run_settings(trainer, pl_module)
@@ -84,7 +85,7 @@ class ResultsWriter(Callback):
         self._draw(result, content, settings, [out / f"heatmap.{fmt}" for fmt in self.formats])
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if isinstance(getattr(pl_module, "test_accuracy", None), StudyQueryAccuracy) or not trainer.is_global_zero:
+        if _matrix_metric(pl_module, "test") is not None or not trainer.is_global_zero:
             return
         metrics = {k.removeprefix("test/"): float(v) for k, v in trainer.callback_metrics.items()
                    if k.startswith("test/")}
@@ -93,9 +94,10 @@ class ResultsWriter(Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.val_heatmap or trainer.sanity_checking:
             return
-        if not isinstance(getattr(pl_module, "val_accuracy", None), StudyQueryAccuracy):
+        metric = _matrix_metric(pl_module, "val")
+        if metric is None:
             return
-        result = pl_module.val_accuracy.compute()
+        result = metric.compute()
         if not trainer.is_global_zero:
             return
         settings = run_settings(trainer, pl_module)
@@ -113,6 +115,12 @@ class ResultsWriter(Callback):
         for path in paths:
             fig.savefig(path, dpi=self.dpi)
         plt.close(fig)
+
+
+def _matrix_metric(pl_module: L.LightningModule, stage: str) -> StudyQueryAccuracy | None:
+    """The model's study x query accuracy metric of ``stage`` (val or test), or None for models without one."""
+    metric = getattr(pl_module, f"{stage}_accuracy", None)
+    return metric if isinstance(metric, StudyQueryAccuracy) else None
 
 
 class DtTracker(Callback):

@@ -62,13 +62,9 @@ class HeadAnalysis:
     prompt: np.ndarray  # (T,) the first prompt's tokens
     n_items: int
 
-    def ranked(self, key: str = "induction") -> list[HeadResult]:
-        """Heads best first: by ``induction`` score (descending) or ``cmr_distance`` (ascending, NaN last)."""
-        if key == "induction":
-            return sorted(self.heads, key=lambda h: -h.induction)
-        if key == "cmr_distance":
-            return sorted(self.heads, key=lambda h: (np.isnan(h.cmr_distance), h.cmr_distance))
-        raise UsageError(f"key={key!r} is unknown: choose induction or cmr_distance")
+    def by_induction(self) -> list[HeadResult]:
+        """Heads by induction score, highest first."""
+        return sorted(self.heads, key=lambda h: -h.induction)
 
 
 def capture(model: nn.Module, prompts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,6 +127,6 @@ def summary(analysis: HeadAnalysis, top: int = 4) -> dict:
         "cmr_like_threshold": CMR_LIKE,
         "cmr_like_share_by_layer": [float(np.mean([h.cmr_like for h in analysis.heads if h.layer == layer]))
                                     for layer in layers],
-        "top_induction_heads": [h.row() for h in analysis.ranked("induction")[:top]],
+        "top_induction_heads": [h.row() for h in analysis.by_induction()[:top]],
         "lags": analysis.lags.tolist(),
     }

@@ -8,10 +8,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
-from primacy.optim import adamw_warmup_cosine
+from primacy.metrics import TokenGroupMetrics
+from primacy.optim import adamw_warmup_cosine, check_optimiser
 
 Batch = dict[str, torch.Tensor]
+GROUPS = ("repeat", "other")  # tokens predictable only by copying from context, and the rest
 
 
 class LanguageModel(L.LightningModule):
@@ -25,6 +28,8 @@ class LanguageModel(L.LightningModule):
         lr, betas, eps, weight_decay, warmup_steps: as for SequenceModel.
     """
 
+    HEADLINE = ("repeat_accuracy", "other_accuracy")  # the test results `primacy fit` prints when it ends
+
     def __init__(
         self,
         backbone: Backbone,
@@ -36,16 +41,17 @@ class LanguageModel(L.LightningModule):
         warmup_steps: int = 200,
     ) -> None:
         super().__init__()
-        if lr <= 0:
-            raise UsageError(f"lr={lr} is invalid: it must be positive")
-        if warmup_steps < 0:
-            raise UsageError(f"warmup_steps={warmup_steps} is invalid: it must be at least 0")
+        check_optimiser(lr, betas, eps, weight_decay, warmup_steps)
         if vocab_size < 2:
             raise UsageError(f"vocab_size={vocab_size} is invalid: it must be at least 2")
+        fits_in_memory("the embedding and unembedding", 8 * vocab_size * backbone.d_model, vocab_size=vocab_size,
+                       d_model=backbone.d_model)
         self.save_hyperparameters()
         self.backbone = backbone
         self.embedding = nn.Embedding(vocab_size, backbone.d_model)
         self.unembedding = nn.Linear(backbone.d_model, vocab_size, bias=False)
+        self.val_metrics = TokenGroupMetrics(GROUPS)
+        self.test_metrics = TokenGroupMetrics(GROUPS)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) -> next-token logits (B, T, V)."""
@@ -65,19 +71,30 @@ class LanguageModel(L.LightningModule):
                       prog_bar=True)
         return loss.mean()
 
-    def _log_prompt_metrics(self, stage: str, batch: Batch) -> None:
-        loss, correct = self.token_losses(batch)
-        repeat = batch["repeat"][:, 1:]
-        self.log_dict({
-            f"{stage}/repeat_loss": loss[repeat].mean(), f"{stage}/repeat_accuracy": correct[repeat].float().mean(),
-            f"{stage}/other_loss": loss[~repeat].mean(), f"{stage}/other_accuracy": correct[~repeat].float().mean(),
-        }, prog_bar=stage == "val", batch_size=len(batch["tokens"]))
-
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._log_prompt_metrics("val", batch)
+        self._update(self.val_metrics, batch)
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._log_prompt_metrics("test", batch)
+        self._update(self.test_metrics, batch)
+
+    def _update(self, metrics: TokenGroupMetrics, batch: Batch) -> None:
+        loss, correct = self.token_losses(batch)
+        group = (~batch["repeat"][:, 1:]).long()  # B T-1: 0 = repeat, 1 = other (the order of GROUPS)
+        metrics.update(loss, correct, group)
+
+    def _log_metrics(self, stage: str, metrics: TokenGroupMetrics) -> None:
+        """Computed on every process (the states are summed across them), so the logged values are global."""
+        result = metrics.compute()
+        for measures, prog_bar in ((("loss", "accuracy"), stage == "val"), (("tokens",), False)):
+            self.log_dict({f"{stage}/{g}_{m}": result[f"{g}_{m}"].float() for g in GROUPS for m in measures},
+                          prog_bar=prog_bar)
+        metrics.reset()
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics("val", self.val_metrics)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics("test", self.test_metrics)
 
     def configure_optimizers(self):
         return adamw_warmup_cosine(self)

@@ -88,3 +88,44 @@ class StudyQueryAccuracy(Metric):
                   "distractor_hits": self.distractor_hits, "distractor_counts": self.distractor_counts,
                   "contiguity_hits": self.contiguity_hits, "contiguity_counts": self.contiguity_counts}
         return {**summarize(**states), **states}
+
+
+class TokenGroupMetrics(Metric):
+    """Per-token loss and accuracy of next-token prediction, summed by token group (for the induction task:
+    ``repeat`` tokens, predictable only by copying from context, and the ``other`` ones). States are sums (the
+    losses in float64), so results equal the single-process ones on any number of processes.
+
+    update(loss (B, T) per-token cross-entropy, correct (B, T) bool, group (B, T) int64 index into ``groups``,
+    -1 for tokens that are not scored). compute() gives ``{group}_loss``, ``{group}_accuracy`` (NaN for a group
+    without tokens) and ``{group}_tokens`` for every group.
+    """
+
+    full_state_update = False
+    is_differentiable = False
+
+    def __init__(self, groups: tuple[str, ...]) -> None:
+        super().__init__()
+        if not groups:
+            raise UsageError("groups=() is invalid: name at least one token group")
+        self.groups = tuple(groups)
+        n = len(self.groups)
+        self.add_state("loss_sum", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("correct", torch.zeros(n, dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("tokens", torch.zeros(n, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, loss: torch.Tensor, correct: torch.Tensor, group: torch.Tensor) -> None:
+        n = len(self.groups)
+        scored = group >= 0  # B T
+        index = group[scored]
+        self.loss_sum += torch.bincount(index, weights=loss[scored].double(), minlength=n)
+        self.correct += torch.bincount(index, weights=correct[scored].double(), minlength=n).long()
+        self.tokens += torch.bincount(index, minlength=n)
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        result = {}
+        for i, name in enumerate(self.groups):
+            tokens = self.tokens[i].double()
+            result[f"{name}_loss"] = self.loss_sum[i] / tokens
+            result[f"{name}_accuracy"] = self.correct[i] / tokens
+            result[f"{name}_tokens"] = self.tokens[i]
+        return result

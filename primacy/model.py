@@ -6,11 +6,12 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torchmetrics import MeanMetric
 
 from primacy.backbones.base import Backbone
-from primacy.errors import UsageError
+from primacy.checks import fits_in_memory, positive
 from primacy.metrics import StudyQueryAccuracy
-from primacy.optim import adamw_warmup_cosine
+from primacy.optim import adamw_warmup_cosine, check_optimiser
 
 Batch = dict[str, torch.Tensor]
 
@@ -28,6 +29,8 @@ class SequenceModel(L.LightningModule):
         warmup_steps: linear warm-up from 0 to ``lr``; then cosine decay to 0 at the trainer's last step.
     """
 
+    HEADLINE = ("overall_accuracy", "early_minus_late")  # the test results `primacy fit` prints when it ends
+
     def __init__(
         self,
         backbone: Backbone,
@@ -40,18 +43,19 @@ class SequenceModel(L.LightningModule):
         warmup_steps: int = 1000,
     ) -> None:
         super().__init__()
-        if lr <= 0:
-            raise UsageError(f"lr={lr} is invalid: it must be positive")
-        if warmup_steps < 0:
-            raise UsageError(f"warmup_steps={warmup_steps} is invalid: it must be at least 0")
-        if not all(0 <= b < 1 for b in betas):
-            raise UsageError(f"betas={betas} is invalid: both must lie in [0, 1)")
+        check_optimiser(lr, betas, eps, weight_decay, warmup_steps)
+        positive(vocab_size=vocab_size, n_items=n_items)
+        fits_in_memory("the embedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
+                       d_model=backbone.d_model)
+        fits_in_memory("the validation and test accuracy matrices", 2 * 2 * 8 * n_items**2, n_items=n_items)
         self.save_hyperparameters()  # under the CLI the backbone is recorded as its class_path/init_args config
         self.backbone = backbone
         self.embedding = nn.Embedding(vocab_size, backbone.d_model)
         self.readout = nn.Linear(backbone.d_model, 1)
         self.val_accuracy = StudyQueryAccuracy(n_items)
         self.test_accuracy = StudyQueryAccuracy(n_items)
+        self.val_loss = MeanMetric().set_dtype(torch.float64)  # BCE per query, summed exactly across processes
+        self.test_loss = MeanMetric().set_dtype(torch.float64)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, 2L) -> logits (B, L) at the query positions (positive means "old")."""
@@ -72,21 +76,24 @@ class SequenceModel(L.LightningModule):
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         loss, logits = self._loss(batch)
         self.val_accuracy.update(logits, batch["targets"], batch["study_pos"])
-        self.log("val/loss", loss)
+        self.val_loss.update(loss, weight=batch["targets"].numel())
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         loss, logits = self._loss(batch)
         self.test_accuracy.update(logits, batch["targets"], batch["study_pos"])
-        self.log("test/loss", loss)
+        self.test_loss.update(loss, weight=batch["targets"].numel())
 
-    def _log_summary(self, stage: str, metric: StudyQueryAccuracy) -> None:
+    def _log_summary(self, stage: str, metric: StudyQueryAccuracy, loss: MeanMetric) -> None:
+        """Computed on every process (the metrics sum their states across them), so the logged values are global."""
         result = metric.compute()
         keys = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
                 "primacy_index", "recency_index", "early_minus_late")
-        self.log_dict({f"{stage}/{k}": result[k] for k in keys}, prog_bar=stage == "val")
+        self.log_dict({f"{stage}/loss": loss.compute().float(), **{f"{stage}/{k}": result[k] for k in keys}},
+                      prog_bar=stage == "val")
+        loss.reset()
 
     def on_validation_epoch_end(self) -> None:
-        self._log_summary("val", self.val_accuracy)
+        self._log_summary("val", self.val_accuracy, self.val_loss)
         self.val_accuracy.reset()
 
     def on_test_epoch_start(self) -> None:
@@ -94,7 +101,7 @@ class SequenceModel(L.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         # Not reset here: the results writer reads the finished metric at the end of the test.
-        self._log_summary("test", self.test_accuracy)
+        self._log_summary("test", self.test_accuracy, self.test_loss)
 
     def configure_optimizers(self):
         return adamw_warmup_cosine(self)

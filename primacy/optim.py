@@ -9,7 +9,19 @@ import lightning as L
 import torch
 from torch import nn
 
+from primacy.checks import finite
 from primacy.errors import UsageError
+
+
+def check_optimiser(lr: float, betas: tuple[float, float], eps: float, weight_decay: float, warmup_steps: int) -> None:
+    """Refuse optimiser settings ``adamw_warmup_cosine`` cannot use, when the model is built."""
+    finite(lr=lr, eps=eps, weight_decay=weight_decay)
+    if lr <= 0:
+        raise UsageError(f"lr={lr} is invalid: it must be positive")
+    if not all(0 <= b < 1 for b in betas):
+        raise UsageError(f"betas={betas} is invalid: both must lie in [0, 1)")
+    if warmup_steps < 0:
+        raise UsageError(f"warmup_steps={warmup_steps} is invalid: it must be at least 0")
 
 
 def param_groups(module: nn.Module, lr: float, weight_decay: float) -> list[dict]:

@@ -14,3 +14,28 @@ def quiet(tmp_path):
     """CLI arguments for a fast, file-local run without a logger or progress bar."""
     return ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
             "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(tmp_path / "run")]
+
+
+# Tiny runs of each task (a few seconds), with a logger, progress bar and summary off: a seed, a run directory
+# and trainer flags are added by each test.
+QUIET = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+TINY_RUNS = {
+    "verification": [
+        "--config", str(ROOT / "configs" / "quickstart.yaml"), *QUIET,
+        "--data.init_args.n_items", "4", "--data.init_args.vocab_size", "32", "--data.init_args.batch_size", "4",
+        "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "5",
+        "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
+        "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
+        "--results.formats", "[png]",
+    ],
+    "induction": [
+        "--config", str(ROOT / "configs" / "induction-quickstart.yaml"), *QUIET,
+        "--data.init_args.vocab_size", "32", "--data.init_args.length", "16", "--data.init_args.min_period", "2",
+        "--data.init_args.prompt_items", "5", "--data.init_args.batch_size", "4",
+        "--data.init_args.num_val_prompts", "6", "--data.init_args.num_test_prompts", "11",
+        "--model.init_args.warmup_steps", "2", "--model.init_args.backbone.init_args.d_model", "16",
+        "--model.init_args.backbone.init_args.n_layers", "1", "--model.init_args.backbone.init_args.n_heads", "2",
+        "--model.init_args.backbone.init_args.dropout", "0.1",  # dropout draws from the global generator
+        "--trainer.val_check_interval", "4",
+    ],
+}

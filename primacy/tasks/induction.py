@@ -8,12 +8,15 @@ the second one. Varying the period and offsets keeps a model from solving it by 
 
 from __future__ import annotations
 
-import lightning as L
+from dataclasses import dataclass
+
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 from primacy.analysis.heads import repeated_prompt
+from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
+from primacy.tasks.base import Task
 from primacy.tasks.verification import stream_generator
 
 BOS = 0
@@ -49,19 +52,18 @@ def repeated_segment_batch(batch_size: int, length: int, vocab_size: int, min_pe
     return {"tokens": tokens, "repeat": repeat}
 
 
-class _Stream(IterableDataset):
-    def __init__(self, task: InductionTask) -> None:
-        self.task = task
+@dataclass(frozen=True)
+class Prompts:
+    """Evaluation prompts (P, T) and where they are predictable by induction (``repeat``, P x T)."""
 
-    def __iter__(self):
-        t, index = self.task, 0
-        while True:
-            yield repeated_segment_batch(t.batch_size, t.length, t.vocab_size, t.min_period,
-                                         stream_generator(t.seed, TRAIN, index), t.distinct)
-            index += 1
+    tokens: torch.Tensor
+    repeat: torch.Tensor
+
+    def batch(self, indices: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"tokens": self.tokens[indices], "repeat": self.repeat[indices]}
 
 
-class InductionTask(L.LightningDataModule):
+class InductionTask(Task):
     """Next-token prediction with repeated segments; validation on the [BOS] r r prompt.
 
     Args:
@@ -75,6 +77,7 @@ class InductionTask(L.LightningDataModule):
         num_val_prompts: validation prompts.
         num_test_prompts: test prompts (a stream disjoint from validation).
         seed: the data seed.
+        num_workers: DataLoader workers; the data do not depend on it.
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class InductionTask(L.LightningDataModule):
         num_val_prompts: int = 256,
         num_test_prompts: int = 256,
         seed: int = 0,
+        num_workers: int = 0,
     ) -> None:
         super().__init__()
         if vocab_size < 3:
@@ -100,18 +104,23 @@ class InductionTask(L.LightningDataModule):
                              f"{length - 1} different tokens besides BOS need length <= vocab_size")
         if not 1 <= prompt_items < vocab_size:
             raise UsageError(f"prompt_items={prompt_items} is invalid: it must lie in [1, vocab_size - 1]")
-        for name, value in (("batch_size", batch_size), ("num_val_prompts", num_val_prompts),
-                            ("num_test_prompts", num_test_prompts)):
-            if value < 1:
-                raise UsageError(f"{name}={value} is invalid: it must be at least 1")
+        positive(batch_size=batch_size, num_val_prompts=num_val_prompts, num_test_prompts=num_test_prompts)
+        if num_workers < 0:
+            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        rows = max(batch_size, num_val_prompts, num_test_prompts)  # the largest draw: one random key per token and row
+        fits_in_memory("drawing random tokens", 8 * rows * max(length, vocab_size), batch_size=batch_size,
+                       num_val_prompts=num_val_prompts, num_test_prompts=num_test_prompts, length=length,
+                       vocab_size=vocab_size)
         self.vocab_size, self.length, self.min_period, self.prompt_items = vocab_size, length, min_period, prompt_items
         self.distinct = distinct
         self.batch_size, self.num_val_prompts, self.num_test_prompts = batch_size, num_val_prompts, num_test_prompts
-        self.seed = seed
+        self.seed, self.num_workers = seed, num_workers
         self.save_hyperparameters()
 
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(_Stream(self), batch_size=None)
+    def stream_batch(self, index: int, size: int) -> dict[str, torch.Tensor]:
+        """Training batch ``index`` from generator (seed, train, index)."""
+        return repeated_segment_batch(size, self.length, self.vocab_size, self.min_period,
+                                      stream_generator(self.seed, TRAIN, index), self.distinct)
 
     def val_dataloader(self) -> DataLoader:
         return self._prompts(VAL, self.num_val_prompts)
@@ -123,9 +132,7 @@ class InductionTask(L.LightningDataModule):
         """[BOS] r r prompts in batches; ``repeat`` marks the second-repeat tokens after its first (predictable
         by induction)."""
         n = self.prompt_items
-        prompts = repeated_prompt(n, self.vocab_size, BOS, count, stream_generator(self.seed, stream))  # P 2n+1
-        repeat = torch.zeros_like(prompts, dtype=torch.bool)
+        tokens = repeated_prompt(n, self.vocab_size, BOS, count, stream_generator(self.seed, stream))  # P 2n+1
+        repeat = torch.zeros_like(tokens, dtype=torch.bool)
         repeat[:, n + 2 :] = True
-        batches = [{"tokens": prompts[i : i + self.batch_size], "repeat": repeat[i : i + self.batch_size]}
-                   for i in range(0, len(prompts), self.batch_size)]
-        return DataLoader(batches, batch_size=None)
+        return self.eval_loader(Prompts(tokens, repeat).batch, count)

@@ -13,16 +13,16 @@ Example (L = 3, K = 8; tokens are item ids)::
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader
 
+from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
+from primacy.tasks.base import Task
 
 Condition = Literal["half", "uniform"]
 
@@ -46,6 +46,12 @@ def check_sizes(n_items: int, vocab_size: int) -> None:
             f"vocab_size={vocab_size} is too small for n_items={n_items}: a trial needs n_items study items "
             f"and n_items distinct distractors, so vocab_size must be at least {2 * n_items}"
         )
+
+
+def distinct_sets(vocab_size: int, n_items: int, cap: int = 2**62) -> int:
+    """C(K, L), the number of distinct study sets, or ``cap`` when it is larger (computed without big integers)."""
+    log_count = math.lgamma(vocab_size + 1) - math.lgamma(n_items + 1) - math.lgamma(vocab_size - n_items + 1)
+    return math.comb(vocab_size, n_items) if log_count < math.log(cap) else cap
 
 
 def sample_items(n_sets: int, n_items: int, vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -171,48 +177,7 @@ class CyclicDesign:
         }
 
 
-class _DesignDataset(Dataset):
-    """Map-style view of a CyclicDesign that fetches whole batches at once (``__getitems__``)."""
-
-    def __init__(self, design: CyclicDesign) -> None:
-        self.design = design
-
-    def __len__(self) -> int:
-        return len(self.design)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {k: v[0] for k, v in self.design.batch(torch.tensor([index])).items()}
-
-    def __getitems__(self, indices: list[int]) -> dict[str, torch.Tensor]:
-        return self.design.batch(torch.tensor(indices))
-
-
-def _identity(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return batch
-
-
-class _TrainingStream(IterableDataset):
-    """Endless training batches; batch i always comes from generator (seed, train, i), so the stream is the
-    same whatever the number of workers (worker w makes batches w, w + W, ... and the loader interleaves them),
-    and a resumed run continues it from batch ``start`` instead of seeing its first batches again."""
-
-    def __init__(self, task: VerificationTask, excluded: torch.Tensor, token_hash: torch.Tensor, start: int) -> None:
-        self.task, self.excluded, self.token_hash, self.start = task, excluded, token_hash, start
-
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        info = get_worker_info()
-        index, step = (info.id, info.num_workers) if info is not None else (0, 1)
-        index += self.start
-        t = self.task
-        while True:
-            yield training_batch(
-                t.batch_size, t.n_items, t.vocab_size, t.p_distractor,
-                stream_generator(t.seed, _TRAIN, index), self.excluded, self.token_hash,
-            )
-            index += step
-
-
-class VerificationTask(L.LightningDataModule):
+class VerificationTask(Task):
     """Serial probe recognition: L study items, then L old/new queries (Morita 2025).
 
     Args:
@@ -243,12 +208,13 @@ class VerificationTask(L.LightningDataModule):
     ) -> None:
         super().__init__()
         check_sizes(n_items, vocab_size)
+        positive(batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
         if not 0.0 <= p_distractor <= 1.0:
             raise UsageError(f"p_distractor={p_distractor} is invalid: it must lie in [0, 1]")
-        for name, value in (("batch_size", batch_size), ("num_test_sets", num_test_sets), ("num_val_sets", num_val_sets)):
-            if value < 1:
-                raise UsageError(f"{name}={value} is invalid: it must be at least 1")
-        if num_held_out >= math.comb(vocab_size, n_items):
+        # the largest tensors: one random key per vocabulary item for every row drawn at once
+        fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out),
+                       vocab_size=vocab_size, batch_size=batch_size, num_held_out=num_held_out)
+        if num_held_out >= distinct_sets(vocab_size, n_items):
             raise UsageError(
                 f"num_held_out={num_held_out} is too large: vocab_size={vocab_size} and n_items={n_items} give only "
                 f"{math.comb(vocab_size, n_items)} distinct sets, and training needs some that are not held out"
@@ -268,6 +234,8 @@ class VerificationTask(L.LightningDataModule):
         self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets
         self.condition, self.seed, self.num_workers = condition, seed, num_workers
         self._held_out: torch.Tensor | None = None
+        self._excluded: torch.Tensor | None = None  # hashes of the held-out sets, sorted
+        self._token_hash: torch.Tensor | None = None
 
     @property
     def held_out(self) -> torch.Tensor:
@@ -276,20 +244,17 @@ class VerificationTask(L.LightningDataModule):
             self._held_out = held_out_sets(self.num_held_out, self.n_items, self.vocab_size, self.seed)
         return self._held_out
 
-    def train_dataloader(self) -> DataLoader:
-        token_hash = token_hashes(self.vocab_size, self.seed)
-        excluded = set_hash(self.held_out, token_hash).sort().values
-        trainer = self.trainer
-        start = trainer.global_step * trainer.accumulate_grad_batches if trainer is not None else 0  # on resume
-        stream = _TrainingStream(self, excluded, token_hash, start)
-        return DataLoader(stream, batch_size=None, num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+    def stream_batch(self, index: int, size: int) -> dict[str, torch.Tensor]:
+        """Training batch ``index`` from generator (seed, train, index); held-out sets are never drawn."""
+        if self._excluded is None:
+            self._token_hash = token_hashes(self.vocab_size, self.seed)
+            self._excluded = set_hash(self.held_out, self._token_hash).sort().values
+        return training_batch(size, self.n_items, self.vocab_size, self.p_distractor,
+                              stream_generator(self.seed, _TRAIN, index), self._excluded, self._token_hash)
 
     def _design_loader(self, study: torch.Tensor, index: int) -> DataLoader:
         design = CyclicDesign.build(study, self.vocab_size, self.seed, self.condition, index)
-        return DataLoader(
-            _DesignDataset(design), batch_size=self.batch_size, shuffle=False,
-            num_workers=self.num_workers, collate_fn=_identity,
-        )
+        return self.eval_loader(design.batch, len(design))
 
     def val_dataloader(self) -> DataLoader:
         return self._design_loader(self.held_out[self.num_held_out - self.num_val_sets :], index=1)

@@ -1,0 +1,102 @@
+"""What every task guarantees: a seeded training stream that resumes where it stopped and splits across processes,
+and evaluation sets split across processes without padding or duplicates."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Iterator
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+Batch = dict[str, torch.Tensor]
+
+
+def process_rank(trainer: L.Trainer | None) -> tuple[int, int]:
+    """(global rank, world size) of this process; (0, 1) outside a trainer."""
+    return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
+
+class TrainingStream(IterableDataset):
+    """Endless training batches. Global batch i has ``batch_size * world_size`` rows, ``make_batch(i, rows)``, a pure
+    function of the task's settings and i; process r keeps rows [r * batch_size, (r + 1) * batch_size).
+
+    So N processes at a per-process batch B / N see exactly the data of one process at batch B, split without
+    overlap; batch i is the same whatever the number of DataLoader workers (worker w makes batches w, w + W, ... and
+    the loader interleaves them); and a run resumed at batch ``start`` goes on with batch ``start``.
+    """
+
+    def __init__(self, make_batch: Callable[[int, int], Batch], batch_size: int, start: int = 0, rank: int = 0,
+                 world_size: int = 1) -> None:
+        self.make_batch, self.batch_size, self.start = make_batch, batch_size, start
+        self.rank, self.world_size = rank, world_size
+
+    def __iter__(self) -> Iterator[Batch]:
+        info = get_worker_info()
+        index, step = (info.id, info.num_workers) if info is not None else (0, 1)
+        index += self.start
+        rows = slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
+        while True:
+            batch = self.make_batch(index, self.batch_size * self.world_size)
+            yield {k: v[rows] for k, v in batch.items()}
+            index += step
+
+
+class EvalShard(IterableDataset):
+    """This process's share of ``n_trials`` evaluation trials, in batches of ``batch_size``.
+
+    Process r of W takes the contiguous trials [r * n // W, (r + 1) * n // W): every trial is evaluated exactly once
+    over all processes, with no padding, so metrics that sum their states are exact on any number of processes.
+    ``trials(indices (B,))`` returns the batch of those trials. An IterableDataset, so Lightning never wraps it in a
+    (padding) DistributedSampler.
+    """
+
+    def __init__(self, trials: Callable[[torch.Tensor], Batch], n_trials: int, batch_size: int, rank: int = 0,
+                 world_size: int = 1) -> None:
+        self.trials = trials
+        first, last = rank * n_trials // world_size, (rank + 1) * n_trials // world_size
+        self.batches = list(torch.arange(first, last).split(batch_size))
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[Batch]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        for indices in self.batches[worker::workers]:
+            yield self.trials(indices)
+
+
+class Task(L.LightningDataModule):
+    """Base class of every task. A subclass sets ``batch_size``, ``seed`` and ``num_workers``, defines
+    ``stream_batch`` and builds its evaluation loaders with ``eval_loader``; it then resumes bitwise and splits its
+    data across processes (``tests/test_tasks_contract.py`` checks both for every task)."""
+
+    batch_size: int
+    seed: int
+    num_workers: int = 0
+
+    @abstractmethod
+    def stream_batch(self, index: int, size: int) -> Batch:
+        """Global training batch ``index`` with ``size`` rows: a pure function of the task's settings and ``index``."""
+
+    def train_dataloader(self) -> DataLoader:
+        trainer = self.trainer
+        start = trainer.global_step * trainer.accumulate_grad_batches if trainer is not None else 0  # on resume
+        stream = TrainingStream(self.stream_batch, self.batch_size, start, *process_rank(trainer))
+        return DataLoader(stream, batch_size=None, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0, generator=_loader_generator())
+
+    def eval_loader(self, trials: Callable[[torch.Tensor], Batch], n_trials: int) -> DataLoader:
+        """This process's share of ``n_trials`` trials (``EvalShard``), in batches of ``batch_size``."""
+        shard = EvalShard(trials, n_trials, self.batch_size, *process_rank(self.trainer))
+        return DataLoader(shard, batch_size=None, num_workers=min(self.num_workers, len(shard)),
+                          generator=_loader_generator())
+
+
+def _loader_generator() -> torch.Generator:
+    """A DataLoader draws its workers' base seed from this generator each time it is iterated; by default it draws
+    from the global one, so a resumed run (which iterates its loaders anew) would see other dropout masks. Our data
+    never depend on that seed."""
+    return torch.Generator().manual_seed(0)

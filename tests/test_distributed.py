@@ -1,0 +1,99 @@
+"""Data parallelism divides the work and metrics are exact on any number of processes (DDP with gloo on CPU).
+
+The contract: N processes at a per-process batch B / N see exactly the training data of one process at batch B,
+split without overlap, and every evaluation trial is scored exactly once however many processes share the test.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, TINY_RUNS
+
+from primacy.cli import main
+from primacy.tasks.base import EvalShard, TrainingStream
+from primacy.tasks.induction import InductionTask
+from primacy.tasks.verification import VerificationTask
+
+TASKS = {"verification": lambda: VerificationTask(n_items=4, vocab_size=32, batch_size=6, num_held_out=12,
+                                                  num_test_sets=5, num_val_sets=2),
+         "induction": lambda: InductionTask(vocab_size=32, length=16, min_period=2, prompt_items=5, batch_size=6)}
+
+
+def ddp(*args: str, processes: int) -> None:
+    """Run the primacy command on ``processes`` gloo processes, as a user would."""
+    command = [sys.executable, "-m", "primacy", *args, "--trainer.accelerator", "cpu",
+               "--trainer.devices", str(processes), "--trainer.strategy", "ddp"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_processes_split_each_training_batch_without_overlap(task):
+    make = TASKS[task]().stream_batch
+    single = next(iter(TrainingStream(make, batch_size=6)))
+    parts = [next(iter(TrainingStream(make, batch_size=2, rank=r, world_size=3))) for r in range(3)]
+    for key, value in single.items():
+        assert torch.equal(torch.cat([p[key] for p in parts]), value), key
+    rows = {tuple(row.tolist()) for p in parts for row in p["tokens"]}
+    assert len(rows) == 6, "each process trains on its own rows"
+
+
+@pytest.mark.parametrize("n_trials,processes", [(40, 3), (11, 3), (2, 3), (64, 2)])
+def test_evaluation_shards_cover_every_trial_once(n_trials, processes):
+    shards = [EvalShard(lambda i: {"index": i}, n_trials, 4, rank, processes) for rank in range(processes)]
+    seen = torch.cat([b["index"] for shard in shards for b in shard] or [torch.zeros(0, dtype=torch.long)])
+    assert sorted(seen.tolist()) == list(range(n_trials))
+    assert all(len(shard) == len(list(shard)) for shard in shards), "len is the number of batches, for progress bars"
+
+
+def test_two_processes_at_half_the_batch_train_like_one_at_the_whole_batch(tmp_path):
+    common = [*TINY_RUNS["verification"], "--trainer.max_steps", "4", "--test_after_fit", "false",
+              "--trainer.num_sanity_val_steps", "0"]
+    main(["fit", *common, "--data.init_args.batch_size", "4", "--trainer.default_root_dir", str(tmp_path / "one")])
+    main(["fit", *common, "--data.init_args.batch_size", "2", "--trainer.default_root_dir", str(tmp_path / "half")])
+    ddp("fit", *common, "--data.init_args.batch_size", "2", "--trainer.default_root_dir", str(tmp_path / "two"),
+        processes=2)
+    weights = {name: torch.load(tmp_path / name / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+               for name in ("one", "half", "two")}
+    gap = max((weights["two"][k] - weights["one"][k]).abs().max().item() for k in weights["one"])
+    moved = max((weights["half"][k] - weights["one"][k]).abs().max().item() for k in weights["one"])
+    assert gap < 1e-6, "2 x batch 2 computes the batch-4 step (up to the order of float sums)"
+    assert moved > 1e-4, "a batch of 2 alone trains differently, so the comparison can tell"
+
+
+@pytest.fixture(scope="module", params=list(TINY_RUNS))
+def trained(request, tmp_path_factory):
+    run = tmp_path_factory.mktemp("trained") / request.param
+    main(["fit", *TINY_RUNS[request.param], "--trainer.default_root_dir", str(run), "--trainer.max_steps", "4"])
+    return request.param, run
+
+
+def results(out) -> tuple[dict, dict]:
+    summary = json.loads((out / "results" / "summary.json").read_text())
+    npz = out / "results" / "accuracy.npz"
+    return summary, (dict(np.load(npz)) if npz.exists() else {})
+
+
+@pytest.mark.parametrize("processes", [2, 3])
+def test_test_metrics_equal_the_single_process_ones(trained, processes, tmp_path):
+    """5 sets x 4 shifts x 2 variants = 40 verification trials and 11 induction prompts split unevenly."""
+    task, run = trained
+    single, single_arrays = results(run)  # written by fit's test on one process
+    args = ["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+            "--trainer.default_root_dir", str(tmp_path / "out")]
+    ddp(*args, processes=processes)
+    summary, arrays = results(tmp_path / "out")
+    for key, value in single_arrays.items():  # counts and hits: integers, exactly equal
+        np.testing.assert_array_equal(arrays[key], value, err_msg=key)
+    if task == "verification":
+        assert arrays["counts"].sum() + arrays["distractor_counts"].sum() == 40 * 4
+    else:
+        assert summary["repeat_tokens"] == 11 * 4 and summary["other_tokens"] == 11 * 6
+    numbers = {k: v for k, v in single.items() if isinstance(v, float)}
+    assert numbers and {k: summary[k] for k in numbers} == pytest.approx(numbers, rel=1e-6)

@@ -11,14 +11,16 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from primacy import plots, results
+from primacy import files, plots, results
 from primacy.errors import UsageError
 
 SEED_KEYS = ("seed",)  # settings allowed to differ between aggregated runs
 
 
 def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
-    data = {k: v for k, v in summary.get("data_args", {}).items() if k not in SEED_KEYS}
+    data = summary.get("data_args")
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k not in SEED_KEYS}
     keys = ("condition", "n_items", "vocab_size", "backbone", "backbone_args", "model_args")
     return {**{k: summary.get(k) for k in keys}, "data_args": data}
 
@@ -42,6 +44,8 @@ def load_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
     runs = []
     for run in run_dirs:
         out = Path(run) / "results"
+        if not Path(run).is_dir():
+            raise UsageError(f"run directory {run} does not exist: give directories that `primacy fit` made")
         if not (out / "summary.json").is_file() or not (out / "accuracy.npz").is_file():
             raise UsageError(f"run directory {run} has no results/summary.json and accuracy.npz: test it first")
         runs.append(results.read(out))
@@ -50,7 +54,20 @@ def load_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
         diff = _first_difference(reference, _comparable(loaded["summary"]))
         if diff:
             raise UsageError(f"run {run} differs from {run_dirs[0]} in {diff}: only runs that differ by seed aggregate")
+        # A summary without n_items would let runs of different lengths through to np.stack.
+        shape, expected = tuple(loaded["matrix"].shape), tuple(runs[0]["matrix"].shape)
+        if shape != expected:
+            raise UsageError(f"run {run} has a {shape} accuracy matrix, {run_dirs[0]} a {expected} one: only runs "
+                             "that differ by seed aggregate")
     return runs
+
+
+def _check_out(out: Path) -> None:
+    """``out`` must be (or become) a directory: neither it nor any parent may be a file. Checked before any work."""
+    for path in (out, *out.parents):
+        if path.exists() and not path.is_dir():
+            where = "is" if path == out else f"lies below {path}, which is"
+            raise UsageError(f"out={out} {where} an existing file: give a directory for the aggregated results")
 
 
 def _mean_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -74,8 +91,10 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     written before it existed leave it out.
     """
     run_dirs = [Path(r) for r in run_dirs]
-    runs = load_runs(run_dirs)
     out = Path(out_dir)
+    _check_out(out)
+    runs = load_runs(run_dirs)
+    histories = _dt_histories(run_dirs)  # read before anything is written, so damage there leaves no half result
     out.mkdir(parents=True, exist_ok=True)
     matrices = np.stack([np.asarray(r["matrix"]) for r in runs])  # R L L
     distractors = np.stack([np.asarray(r["distractor_accuracy_by_query"]) for r in runs])  # R L
@@ -89,7 +108,7 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
         curves = np.stack([np.asarray(r["contiguity_curve"], dtype=float) for r in runs])  # R 2L-1
         arrays["contiguity_curves"] = curves
         arrays["contiguity_mean"], arrays["contiguity_se"] = _mean_se(curves)
-    np.savez(out / "accuracy.npz", **arrays)
+    files.save_npz(out / "accuracy.npz", **arrays)
 
     summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs]}
     for key in results.SCALAR_KEYS:
@@ -102,24 +121,35 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     if "contiguity_curve" in curve_keys:
         summary["contiguity_lags"] = [int(d) for d in runs[0]["contiguity_lags"]]
     summary["settings"] = _comparable(runs[0]["summary"])
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    files.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
 
     s = summary["settings"]
     title = (f"{s['backbone']} · L={s['n_items']} · K={s['vocab_size']} · {s['condition']} · mean of {len(runs)} runs\n"
-             f"accuracy {summary['overall_accuracy']['mean']:.3f} · "
-             f"early−late {summary['early_minus_late']['mean']:+.3f} ± {summary['early_minus_late']['se'] or 0:.3f}")
+             f"accuracy {_fixed(summary['overall_accuracy']['mean'], '.3f')} · "
+             f"early−late {_fixed(summary['early_minus_late']['mean'], '+.3f')} ± "
+             f"{_fixed(summary['early_minus_late']['se'] or 0, '.3f')}")
     fig = plots.heatmap(matrix_mean, distractor_mean, title)
     for fmt in ("png", "pdf"):
-        fig.savefig(out / f"heatmap.{fmt}", dpi=dpi)
+        files.save_figure(fig, out / f"heatmap.{fmt}", dpi=dpi)
     plt.close(fig)
 
-    histories = [Path(r) / "results" / "dt_history.npz" for r in run_dirs]
-    if all(h.is_file() for h in histories):
-        fig = plots.dt_histograms([results.read_dt_history(h) for h in histories], [r.name for r in run_dirs])
-        fig.savefig(out / "dt_histograms.png", dpi=dpi)
+    if histories:
+        fig = plots.dt_histograms(histories, [r.name for r in run_dirs])
+        files.save_figure(fig, out / "dt_histograms.png", dpi=dpi)
         plt.close(fig)
     return summary
 
 
+def _dt_histories(run_dirs: list[Path]) -> list[dict[str, np.ndarray]]:
+    """Every run's Δt history, or none when any run lacks one (its backbone has no Δt)."""
+    paths = [r / "results" / "dt_history.npz" for r in run_dirs]
+    return [results.read_dt_history(p) for p in paths] if all(p.is_file() for p in paths) else []
+
+
 def _num(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
+
+
+def _fixed(x: float | None, spec: str) -> str:
+    """``x`` formatted for a title; "n/a" for an undefined (null) value, e.g. an index over untested positions."""
+    return "n/a" if x is None else format(x, spec)

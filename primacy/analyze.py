@@ -12,14 +12,15 @@ from matplotlib.backend_bases import FigureCanvasBase
 import numpy as np
 import torch
 
-from primacy import icl_plots
+from primacy import files, icl_plots
 from primacy.analysis.ablation import ablation_study, repeated_tokens
 from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.fits import ALIGNMENTS
 from primacy.analysis.heads import repeated_prompt
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
+from primacy.backbones.transformer import TransformerBackbone
 from primacy.errors import UsageError
-from primacy.runs import load_run
+from primacy.runs import load_run, require_backbone
 from primacy.tasks.induction import BOS
 
 ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
@@ -54,23 +55,25 @@ def _positive(**values: int) -> None:
 
 
 def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
-    for fmt in formats:
-        fig.savefig(out / f"{name}.{fmt}", dpi=150)
-    plt.close(fig)
+    try:
+        for fmt in formats:
+            files.save_figure(fig, out / f"{name}.{fmt}", dpi=150)
+    finally:
+        plt.close(fig)
 
 
 def write_icl(analysis: HeadAnalysis, grid: CMRGrid, alignment: str, out: Path, top: int, formats: list[str]) -> dict:
     """heads.csv, summary.json, lag_crps.npz and the figures of one analysis."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [h.row() for h in analysis.heads]
-    with (out / "heads.csv").open("w", newline="") as f:
+    with files.atomic_path(out / "heads.csv") as temp, temp.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     content = {**summary(analysis, top), "cmr_variant": grid.variant, "cmr_alignment": alignment}
-    (out / "summary.json").write_text(json.dumps(_finite(content), indent=2) + "\n")
-    np.savez(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
-             gaussian_fits=analysis.gaussian_fits)
+    files.write_text(out / "summary.json", json.dumps(_finite(content), indent=2) + "\n")
+    files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
+                   gaussian_fits=analysis.gaussian_fits)
     ranked = analysis.by_induction()
     _save(icl_plots.attention_pattern(analysis, ranked[0]), out, "attention_pattern", formats)
     _save(icl_plots.lag_crp_fits(analysis, ranked[:top], grid.variant), out, "lag_crp_fits", formats)
@@ -106,6 +109,7 @@ def icl_command(args: list[str]) -> None:
     parser.add_argument("--top", type=int, default=4, help="heads shown in the lag-CRP figure")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
+    require_backbone(options.config, TransformerBackbone, "analyze icl")  # only attention heads can be analysed
     _positive(prompts=options.prompts, top=options.top)
     out = _check_outputs(options.out, ICL_FILES, options.overwrite, options.formats)
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
@@ -155,6 +159,7 @@ def ablation_command(args: list[str]) -> None:
     parser.add_argument("--repeats", type=int, default=2, help="copies of r in each sequence")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
+    require_backbone(options.config, TransformerBackbone, "analyze ablation")  # it ablates attention heads
     _positive(sequences=options.sequences, random=options.random)
     out = _check_outputs(options.out, ("ablation.json",), options.overwrite, options.formats)
     ranked = ranked_heads(options.heads, options.rank_by)
@@ -166,7 +171,7 @@ def ablation_command(args: list[str]) -> None:
     result = ablation_study(model, tokens, ranked, options.fraction, options.random, options.seed)
     result = {"rank_by": options.rank_by, "n_items": n, "repeats": options.repeats, **result}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ablation.json").write_text(json.dumps(_finite(result), indent=2) + "\n")
+    files.write_text(out / "ablation.json", json.dumps(_finite(result), indent=2) + "\n")
     _save(icl_plots.ablation_scores(result["summary"], result["k"], options.rank_by), out, "ablation", options.formats)
     s, c = result["summary"], result["comparisons"]
     print(f"ICL score (loss at token {result['late']} - token {result['early']}): intact {s['intact']['mean']:+.3f}, "

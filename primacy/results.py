@@ -5,12 +5,16 @@ from __future__ import annotations
 import csv
 import json
 import math
+import zipfile
+import zlib
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from primacy import files
 from primacy.analysis.serial_position import summarize
 from primacy.errors import UsageError
 
@@ -56,7 +60,7 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
     out.mkdir(parents=True, exist_ok=True)
     keys = COUNT_KEYS + (CONTIGUITY_KEYS if "contiguity_counts" in result else ())
     arrays = {k: np.asarray(torch.as_tensor(result[k]).cpu()) for k in keys}
-    np.savez(out / "accuracy.npz", **arrays)
+    files.save_npz(out / "accuracy.npz", **arrays)
     content = write_summary(out, summary(result, settings))
     write_csv(out / "verification.csv", arrays, settings["condition"])
     if "contiguity_counts" in arrays:
@@ -64,11 +68,22 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
     return content
 
 
+def replacing_notice(out_dir: str | Path) -> str | None:
+    """The line to show before a test writes into ``out_dir`` when it already holds results (a summary.json), so
+    that replacing an earlier test's results is never silent; None when there is nothing to replace."""
+    path = Path(out_dir) / "summary.json"
+    try:
+        written = datetime.fromtimestamp(path.stat().st_mtime)
+    except FileNotFoundError:
+        return None
+    return f"replacing the results in {path.parent} (written {written:%Y-%m-%d %H:%M})"
+
+
 def write_summary(out_dir: str | Path, content: dict[str, Any]) -> dict[str, Any]:
     """Write ``content`` to <out_dir>/summary.json; returns it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(content, indent=2) + "\n")
+    files.write_text(out / "summary.json", json.dumps(content, indent=2) + "\n")
     return content
 
 
@@ -76,7 +91,7 @@ def write_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -> None
     """Long format: one row per (study, query) cell, then one per query position for distractors (study_pos -1)."""
     hits, counts = arrays["hits"], arrays["counts"]
     n = hits.shape[0]
-    with path.open("w", newline="") as f:
+    with files.atomic_path(path) as temp, temp.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["condition", "study_pos", "query_pos", "accuracy", "n"])
         for i in range(n):
@@ -91,7 +106,7 @@ def write_contiguity_csv(path: Path, arrays: dict[str, np.ndarray], condition: s
     """Long format: one row per recognition-contiguity lag d = -(L - 1) .. L - 1 (empty accuracy where n = 0)."""
     hits, counts = arrays["contiguity_hits"], arrays["contiguity_counts"]
     n = (counts.shape[0] + 1) // 2
-    with path.open("w", newline="") as f:
+    with files.atomic_path(path) as temp, temp.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["condition", "lag", "accuracy", "n"])
         for index, (h, c) in enumerate(zip(hits, counts)):
@@ -108,29 +123,120 @@ def read(out_dir: str | Path) -> dict[str, Any]:
     Runs written before the recognition-contiguity curve existed have no contiguity arrays: their dict then
     lacks ``contiguity_hits``, ``contiguity_counts``, ``contiguity_curve`` and ``contiguity_lags`` (as their
     summary lacks the last two) and everything else is as before.
+
+    A damaged, truncated, empty or foreign summary.json or accuracy.npz is a UsageError that names the file and
+    says how to make it again.
     """
     out = Path(out_dir)
+    remedy = _retest(out)
     path = out / "accuracy.npz"
-    with np.load(path) as data:
-        missing = [k for k in COUNT_KEYS if k not in data.files]
+    arrays = _load_npz(path, COUNT_KEYS, CONTIGUITY_KEYS, remedy)
+    present = [k for k in CONTIGUITY_KEYS if k in arrays]
+    if len(present) == 1:
+        raise UsageError(f"{path} has {present[0]} without its partner: contiguity_hits and contiguity_counts "
+                         f"are written together; {remedy}")
+    _check_counts(path, arrays, remedy)
+    states = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    return {"summary": _load_summary(out / "summary.json", remedy), **summarize(**states), **states}
+
+
+def _retest(out: Path) -> str:
+    """What to do about a run's damaged result file: test the run again, which rewrites every one of them."""
+    run = out.parent
+    return (f"re-test the run with `primacy test --config {run / 'config.yaml'} "
+            f"--ckpt_path {run / 'checkpoints' / 'last.ckpt'}`")
+
+
+def _reason(error: BaseException) -> str:
+    """An exception's message on one line (some, such as BadZipFile's, are empty or span lines)."""
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+# What np.load and reading an archive member raise on a truncated, empty, corrupted or foreign file.
+NPZ_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
+
+
+def _load_npz(path: Path, keys: tuple[str, ...], optional: tuple[str, ...], remedy: str) -> dict[str, np.ndarray]:
+    """The arrays ``keys`` and those of ``optional`` that are present, read in full now, so that any damage shows
+    here as a UsageError naming ``path`` rather than as a numpy or zipfile traceback later."""
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist: {remedy}")
+    with path.open("rb") as f:
+        head = f.read(6)
+    if not head:
+        raise UsageError(f"{path} is damaged (the file is empty): {remedy}")
+    if not head.startswith(b"PK"):  # else np.load would read it as a single .npy array or offer to unpickle it
+        kind = "a single .npy array" if head == b"\x93NUMPY" else "not a zip archive"
+        raise UsageError(f"{path} is damaged (not a valid .npz: {kind}): {remedy}")
+    try:
+        data = np.load(path)
+    except NPZ_ERRORS as err:
+        raise UsageError(f"{path} is damaged (not a valid .npz: {_reason(err)}): {remedy}") from None
+    with data:
+        missing = [k for k in keys if k not in data.files]
         if missing:
-            raise UsageError(f"{path} lacks {', '.join(missing)}: it is not a run's accuracy.npz")
-        present = [k for k in CONTIGUITY_KEYS if k in data.files]
-        if len(present) == 1:
-            raise UsageError(f"{path} has {present[0]} without its partner: contiguity_hits and contiguity_counts "
-                             "are written together")
-        states = {k: torch.from_numpy(data[k]) for k in COUNT_KEYS + tuple(present)}
-    return {"summary": json.loads((out / "summary.json").read_text()), **summarize(**states), **states}
+            raise UsageError(f"{path} lacks {', '.join(missing)}: it is not a complete {path.name}; {remedy}")
+        arrays = {}
+        for key in keys + tuple(k for k in optional if k in data.files):
+            try:
+                arrays[key] = data[key]
+            except NPZ_ERRORS as err:
+                raise UsageError(f"{path} is damaged (array {key} is unreadable: {_reason(err)}): {remedy}") from None
+    return arrays
+
+
+def _check_counts(path: Path, arrays: dict[str, np.ndarray], remedy: str) -> None:
+    """Counts of the shapes the schema gives (hits, counts L x L; distractors L; contiguity 2L - 1), numeric, with
+    at least one trial: anything else would fail later, deep inside ``summarize`` or a plot."""
+    hits = arrays["hits"]
+    n = hits.shape[0] if hits.ndim else 0
+    shapes = {"hits": (n, n), "counts": (n, n), "distractor_hits": (n,), "distractor_counts": (n,),
+              "contiguity_hits": (2 * n - 1,), "contiguity_counts": (2 * n - 1,)}
+    for key, value in arrays.items():
+        if value.dtype.kind not in "biuf":
+            raise UsageError(f"{path} has {key} of dtype {value.dtype}, expected numbers: {remedy}")
+        if value.shape != shapes[key]:
+            raise UsageError(f"{path} has {key} of shape {value.shape}, expected {shapes[key]} (L = {n}): {remedy}")
+    if n == 0 or arrays["counts"].sum() + arrays["distractor_counts"].sum() <= 0:
+        raise UsageError(f"{path} holds no trials (all counts are zero): {remedy}")
+
+
+def _load_summary(path: Path, remedy: str) -> dict[str, Any]:
+    """A summary.json's object; an unreadable, empty or invalid file, or JSON that is not an object, is a UsageError."""
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist: {remedy}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path} is damaged (unreadable: {_reason(err)}): {remedy}") from None
+    if not text.strip():
+        raise UsageError(f"{path} is damaged (the file is empty): {remedy}")
+    try:
+        content = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path} is damaged (invalid JSON: {_reason(err)}): {remedy}") from None
+    if not isinstance(content, dict):
+        raise UsageError(f"{path} is damaged (it holds a JSON {type(content).__name__}, expected an object of "
+                         f"results): {remedy}")
+    return content
 
 
 def write_dt_history(path: str | Path, steps: np.ndarray, dt: np.ndarray, layers: list[str], channels: list[int]) -> None:
     """dt_history.npz: steps (S,), dt (S, C) with the layers' channels side by side, layers (names), channels
     (each layer's channel count, in order)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, steps=np.asarray(steps, dtype=np.int64), dt=np.asarray(dt, dtype=np.float64),
-             layers=np.asarray(layers, dtype=str), channels=np.asarray(channels, dtype=np.int64))
+    files.save_npz(path, steps=np.asarray(steps, dtype=np.int64), dt=np.asarray(dt, dtype=np.float64),
+                   layers=np.asarray(layers, dtype=str), channels=np.asarray(channels, dtype=np.int64))
 
 
 def read_dt_history(path: str | Path) -> dict[str, np.ndarray]:
-    with np.load(path) as data:
-        return {k: data[k] for k in ("steps", "dt", "layers", "channels")}
+    """A dt_history.npz's arrays; a damaged, truncated or incomplete file is a UsageError naming it."""
+    path = Path(path)
+    remedy = ("fit the run again to rewrite it (`primacy fit` writes it at the end), or delete it to leave the "
+              "Δt figures out")
+    history = _load_npz(path, ("steps", "dt", "layers", "channels"), (), remedy)
+    steps, dt = history["steps"], history["dt"]
+    if steps.ndim != 1 or dt.ndim != 2 or len(steps) != len(dt) or not len(steps):
+        raise UsageError(f"{path} has steps of shape {steps.shape} and dt of shape {dt.shape}, expected (S,) and "
+                         f"(S, channels) with S >= 1: {remedy}")
+    return history

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import lightning as L
-import torch
 import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 
 from primacy import registry
+from primacy.checkpoints import check_checkpoint
 from primacy.errors import UsageError
 
 
@@ -19,28 +20,53 @@ def link_task_to_model(parser: LightningArgumentParser) -> None:
     parser.link_arguments("data.init_args.n_items", "model.init_args.n_items", apply_on="parse")
 
 
-def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:
-    """The model (weights from ``ckpt_path``, in eval mode) and the task described by a run's ``config.yaml``."""
-    config, ckpt_path = Path(config), Path(ckpt_path)
+def run_settings(config: str | Path) -> dict:
+    """A run's config.yaml as a dict, refused unless it has model and data sections."""
+    config = Path(config)
     if not config.is_file():
         raise UsageError(f"config={config} does not exist: give a run's config.yaml")
-    if not ckpt_path.is_file():
-        raise UsageError(f"ckpt_path={ckpt_path} does not exist: give a checkpoint, e.g. <run>/checkpoints/last.ckpt")
-    settings = yaml.safe_load(config.read_text())
+    try:
+        settings = yaml.safe_load(config.read_text())
+    except yaml.YAMLError as err:
+        raise UsageError(f"config={config} is not valid YAML: {str(err).splitlines()[0]}") from None
     if not isinstance(settings, dict) or "model" not in settings or "data" not in settings:
         raise UsageError(f"config={config} is not a run config: it needs model and data sections")
+    return settings
+
+
+def require_backbone(config: str | Path, required: type, command: str) -> None:
+    """Refuses, before anything is loaded, a run whose backbone (from its config.yaml) is not a ``required``."""
+    model = run_settings(config)["model"]
+    backbone = ((model or {}).get("init_args") or {}).get("backbone") if isinstance(model, dict) else None
+    class_path = backbone.get("class_path") if isinstance(backbone, dict) else backbone
+    if not isinstance(class_path, str):
+        raise UsageError(f"config={config} names no model.init_args.backbone: {command} needs a "
+                         f"{required.__name__} run")
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name) if module else registry.get(name)
+    except (ImportError, AttributeError) as err:
+        raise UsageError(f"config={config} names backbone {class_path}, which cannot be imported: {err}") from None
+    if not (isinstance(cls, type) and issubclass(cls, required)):
+        raise UsageError(f"config={config} has backbone {name}: {command} needs a {required.__name__} run")
+
+
+def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:
+    """The model (weights from ``ckpt_path``, in eval mode) and the task described by a run's ``config.yaml``."""
+    config = Path(config)
+    settings = run_settings(config)
     registry.load_all()
     parser = LightningArgumentParser()
     parser.add_lightning_class_args(L.LightningModule, "model", subclass_mode=True)
     parser.add_lightning_class_args(L.LightningDataModule, "data", subclass_mode=True)
     link_task_to_model(parser)
     parsed = parser.parse_object({"model": settings["model"], "data": settings["data"]})
+    checkpoint = check_checkpoint(ckpt_path, parsed.model, "analyze")  # before anything is built
     built = parser.instantiate_classes(parsed)
     try:
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)["state_dict"]
-    except Exception as err:  # truncated files, other formats
-        raise UsageError(f"ckpt_path={ckpt_path} is not a readable Lightning checkpoint: {err}") from None
-    missing, unexpected = built.model.load_state_dict(state, strict=False)
+        missing, unexpected = built.model.load_state_dict(checkpoint["state_dict"], strict=False)
+    except RuntimeError as err:  # shapes that differ although the settings agree
+        raise UsageError(f"ckpt_path={ckpt_path} does not match config={config}: {str(err).splitlines()[0]}") from None
     if missing or unexpected:
         raise UsageError(f"ckpt_path={ckpt_path} does not match config={config}: missing {missing[:3]}, "
                          f"unexpected {unexpected[:3]}")

@@ -1,6 +1,7 @@
 """`primacy aggregate` (mean and SE over seeds, refuses mixed settings) and `primacy kernels` (Fig. 1)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -109,8 +110,9 @@ def test_runs_with_different_settings_are_refused(tmp_path):
 
 
 def test_missing_results_are_named(tmp_path):
+    (tmp_path / "untested").mkdir()
     with pytest.raises(UsageError, match="has no results"):
-        aggregate([tmp_path / "nothing"], tmp_path / "agg")
+        aggregate([tmp_path / "untested"], tmp_path / "agg")
 
 
 def test_bilinear_follows_the_continuous_kernel_at_small_dt_only():
@@ -131,3 +133,101 @@ def test_kernels_command_writes_the_figure(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["kernels", "--degrees", "64", "--state-size", "64", "--out", str(out)])
     assert "degrees=[64] are out of range" in capsys.readouterr().err
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def drop_counts(path):
+    np.savez(path, hits=np.load(path)["hits"])
+
+
+def shrink_counts(path):
+    np.savez(path, **{**dict(np.load(path)), "counts": np.ones((2, 2))})
+
+
+DAMAGE = {  # what happens to a run's result file -> (file, what the error says about it)
+    "truncated accuracy.npz": ("accuracy.npz", truncate, "not a valid .npz"),
+    "empty accuracy.npz": ("accuracy.npz", lambda p: p.write_bytes(b""), "the file is empty"),
+    "accuracy.npz lacking keys": ("accuracy.npz", drop_counts, "lacks counts, distractor_hits, distractor_counts"),
+    "accuracy.npz of the wrong shape": ("accuracy.npz", shrink_counts, r"counts of shape \(2, 2\), expected \(3, 3\)"),
+    "empty summary.json": ("summary.json", lambda p: p.write_text(""), "the file is empty"),
+    "invalid summary.json": ("summary.json", truncate, "invalid JSON"),
+    "summary.json holding a list": ("summary.json", lambda p: p.write_text("[0.5, 0.7]\n"), "JSON list"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_a_damaged_result_file_is_named_with_what_to_do(tmp_path, case):
+    name, damage, what = DAMAGE[case]
+    run = fake_run(tmp_path, "a", 0, 1.0)
+    damage(run / "results" / name)
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(run / 'results' / name))} .*{what}.*primacy test --config"):
+        results.read(run / "results")
+
+
+def aggregate_fails(capsys, *args):
+    """Run `primacy aggregate ARGS`, expect exit status 2 and return its one line of stderr."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["aggregate", *map(str, args)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and err.startswith("primacy: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("case", ["truncated accuracy.npz", "invalid summary.json"])
+def test_aggregate_over_a_damaged_run_prints_one_line(tmp_path, capsys, case):
+    name, damage, _ = DAMAGE[case]
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 0.5)]
+    damage(runs[1] / "results" / name)
+    err = aggregate_fails(capsys, *runs, "--out", tmp_path / "agg")
+    assert str(runs[1] / "results" / name) in err
+    assert not (tmp_path / "agg").exists(), "nothing is written"
+
+
+def test_a_damaged_dt_history_fails_before_anything_is_written(tmp_path, capsys):
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 0.5)]
+    truncate(runs[0] / "results" / "dt_history.npz")
+    err = aggregate_fails(capsys, *runs, "--out", tmp_path / "agg")
+    assert f"{runs[0] / 'results' / 'dt_history.npz'} is damaged" in err and "primacy fit" in err
+    assert not (tmp_path / "agg").exists()
+
+
+def test_a_missing_run_directory_prints_one_line(tmp_path, capsys):
+    err = aggregate_fails(capsys, tmp_path / "nothing", "--out", tmp_path / "agg")
+    assert f"run directory {tmp_path / 'nothing'} does not exist" in err
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_an_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys, below):
+    existing = tmp_path / "agg"
+    existing.write_text("keep me\n")
+    out = existing / "sub" if below else existing
+    # the run does not exist either: the --out error coming first shows nothing else was looked at
+    err = aggregate_fails(capsys, tmp_path / "nothing", "--out", out)
+    assert f"out={out}" in err and "existing file" in err
+    assert existing.read_text() == "keep me\n"
+
+
+def test_runs_whose_summary_lacks_the_settings_still_aggregate(tmp_path, capsys):
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 0.5)]
+    for run in runs:
+        (run / "results" / "summary.json").write_text('{"data_args": null}\n')
+    main(["aggregate", *map(str, runs), "--out", str(tmp_path / "agg")])
+    summary = json.loads((tmp_path / "agg" / "summary.json").read_text())
+    assert summary["n_runs"] == 2 and summary["settings"]["backbone"] is None
+    assert (tmp_path / "agg" / "heatmap.png").is_file() and "2 runs ->" in capsys.readouterr().out
+
+
+def test_runs_of_different_lengths_are_refused_without_n_items_in_their_summary(tmp_path):
+    from primacy.analysis.serial_position import summarize
+
+    short = fake_run(tmp_path, "short", 0, 1.0, contiguity_counts=None)
+    (short / "results" / "summary.json").write_text('{"condition": "half"}\n')
+    states = {"hits": torch.full((4, 4), 5), "counts": torch.full((4, 4), 10),
+              "distractor_hits": torch.full((4,), 5), "distractor_counts": torch.full((4,), 10)}
+    results.write(tmp_path / "long" / "results", {**summarize(**states), **states}, {"condition": "half"})
+    with pytest.raises(UsageError, match=r"has a \(4, 4\) accuracy matrix, .*short a \(3, 3\) one"):
+        aggregate([short, tmp_path / "long"], tmp_path / "agg")

@@ -71,7 +71,8 @@ class EvalShard(IterableDataset):
 class Task(L.LightningDataModule):
     """Base class of every task. A subclass sets ``batch_size``, ``seed`` and ``num_workers``, defines
     ``stream_batch`` and builds its evaluation loaders with ``eval_loader``; it then resumes bitwise and splits its
-    data across processes (``tests/test_tasks_contract.py`` checks both for every task)."""
+    data across processes: tests/test_resume.py and tests/test_distributed.py check both for every task in
+    ``TINY_RUNS`` (tests/conftest.py), where a new task gets a tiny run."""
 
     batch_size: int
     seed: int

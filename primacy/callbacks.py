@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import random
+import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_info
 
-from primacy import plots, results
+from primacy import files, plots, results
 from primacy.errors import UsageError
 from primacy.metrics import StudyQueryAccuracy
 
@@ -23,17 +29,112 @@ def run_dir(trainer: L.Trainer) -> Path:
 
 
 class RunCheckpoint(ModelCheckpoint):
-    """ModelCheckpoint that writes <run>/checkpoints/last.ckpt (and any top-k) unless ``dirpath`` is given."""
+    """Keeps <run>/checkpoints/last.ckpt the latest state of a run, so a long run survives interruption:
 
-    def __init__(self, dirpath: str | None = None, save_last: bool = True, every_n_train_steps: int | None = None,
-                 save_top_k: int = 0) -> None:
-        super().__init__(dirpath=dirpath, save_last=save_last, every_n_train_steps=every_n_train_steps,
+    - every ``every_n_train_steps`` optimiser steps and every ``every_n_minutes`` of training, whichever comes first;
+    - on SIGTERM (what SLURM sends before it preempts a job) and on the first Ctrl-C: the step in progress finishes,
+      the checkpoint is written and training stops (a second Ctrl-C stops at once);
+    - when training ends, so last.ckpt always holds the final step.
+
+    Every save happens where Lightning's own step checkpoints do (after the step), and the random generators' states
+    are part of the checkpoint, so a resumed run equals an uninterrupted one bitwise on CPU.
+
+    Args:
+        dirpath: where checkpoints go (default <run>/checkpoints).
+        every_n_train_steps: step interval (null: none).
+        every_n_minutes: wall-clock interval of training (null: none).
+        save_top_k: also keep a numbered checkpoint at every save (-1 keeps all of them, 0 only last.ckpt).
+    """
+
+    def __init__(self, dirpath: str | None = None, every_n_train_steps: int | None = 1000,
+                 every_n_minutes: float | None = 30.0, save_top_k: int = 0) -> None:
+        if every_n_train_steps is not None and every_n_train_steps < 1:
+            raise UsageError(f"every_n_train_steps={every_n_train_steps} is invalid: it must be at least 1 (or null)")
+        if every_n_minutes is not None and not every_n_minutes > 0:
+            raise UsageError(f"every_n_minutes={every_n_minutes} is invalid: it must be positive (or null)")
+        super().__init__(dirpath=dirpath, save_last=True, every_n_train_steps=every_n_train_steps,
                          save_top_k=save_top_k)
+        self.every_n_minutes = every_n_minutes
+        self.stop_requested = False  # set by the first Ctrl-C
+        self._last_save_time = time.monotonic()
+        self._previous_sigint: Any = None
+
+    @property
+    def state_key(self) -> str:
+        return type(self).__name__  # one per run, whatever its intervals: a resume may change them
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(run_dir(trainer) / "checkpoints")
         super().setup(trainer, pl_module, stage)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._last_save_time = time.monotonic()
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigint = signal.signal(signal.SIGINT, self._request_stop)
+
+    def _request_stop(self, signum: int, frame: Any) -> None:
+        self.stop_requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
+        rank_zero_info("\nCtrl-C: stopping after this step with a checkpoint (press again to stop at once)")
+
+    def _restore_sigint(self) -> None:
+        if self._previous_sigint is not None:
+            signal.signal(signal.SIGINT, self._previous_sigint)
+            self._previous_sigint = None
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any) -> None:
+        stop = self.stop_requested or trainer.received_sigterm
+        due = self.every_n_minutes is not None and time.monotonic() - self._last_save_time >= 60 * self.every_n_minutes
+        if trainer.world_size > 1:  # every process must save at the same step
+            stop, due = trainer.strategy.broadcast((stop, due))
+        if (stop or due) and not self._should_skip_saving_checkpoint(trainer):
+            self._save_topk_checkpoint(trainer, self._monitor_candidates(trainer))
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        super().on_train_batch_end(trainer, pl_module, *args, **kwargs)  # the step interval
+        if stop:
+            trainer.should_stop = True
+
+    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        super()._save_checkpoint(trainer, filepath)
+        self._last_save_time = time.monotonic()
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restore_sigint()
+        if self._last_global_step_saved != trainer.global_step:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._restore_sigint()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "rng": rng_states()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        if "rng" in state_dict:
+            set_rng_states(state_dict["rng"])
+
+
+def rng_states() -> dict[str, Any]:
+    """The global random generators' states (torch, CUDA, numpy, Python) as tensors and plain values, so a
+    checkpoint holding them still loads with ``torch.load(weights_only=True)``."""
+    name, keys, position, has_gauss, gauss = np.random.get_state()
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy": [name, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss],
+            "python": list(random.getstate())}
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    """Restore what ``rng_states`` returned."""
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    name, keys, position, has_gauss, gauss = states["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
+    version, state, gauss = states["python"]
+    random.setstate((version, tuple(state), gauss))
 
 
 class RunConfig(SaveConfigCallback):
@@ -50,9 +151,8 @@ class RunConfig(SaveConfigCallback):
         config = self.config.clone()
         for key in self.FIT_ONLY_KEYS:  # so `primacy test --config <run>/config.yaml` accepts the file
             config.pop(key, None)
-        path = run_dir(trainer) / "config.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.parser.save(config, path, skip_none=False, overwrite=True, skip_validation=True)
+        with files.atomic_path(run_dir(trainer) / "config.yaml") as temp:  # overwrite: the temporary file exists
+            self.parser.save(config, temp, skip_none=False, overwrite=True, skip_validation=True)
 
 
 class ResultsWriter(Callback):
@@ -81,6 +181,9 @@ class ResultsWriter(Callback):
             return
         settings = run_settings(trainer, pl_module)
         out = run_dir(trainer) / "results"
+        notice = results.replacing_notice(out)
+        if notice:
+            print(notice)
         content = results.write(out, result, settings)
         self._draw(result, content, settings, [out / f"heatmap.{fmt}" for fmt in self.formats])
 
@@ -89,7 +192,11 @@ class ResultsWriter(Callback):
             return
         metrics = {k.removeprefix("test/"): float(v) for k, v in trainer.callback_metrics.items()
                    if k.startswith("test/")}
-        results.write_summary(run_dir(trainer) / "results", {**metrics, **run_settings(trainer, pl_module)})
+        out = run_dir(trainer) / "results"
+        notice = results.replacing_notice(out)
+        if notice:
+            print(notice)
+        results.write_summary(out, {**metrics, **run_settings(trainer, pl_module)})
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.val_heatmap or trainer.sanity_checking:
@@ -113,7 +220,7 @@ class ResultsWriter(Callback):
                  f"accuracy {content['overall_accuracy']:.3f} · early−late {content['early_minus_late']:+.3f}")
         fig = plots.heatmap(np.asarray(result["matrix"]), np.asarray(result["distractor_accuracy_by_query"]), title)
         for path in paths:
-            fig.savefig(path, dpi=self.dpi)
+            files.save_figure(fig, path, dpi=self.dpi)
         plt.close(fig)
 
 
@@ -187,7 +294,7 @@ class DtTracker(Callback):
         for fig, file in ((plots.dt_trajectory(steps, dt, f"{name}: Δt over training"), "dt_trajectory.png"),
                           (plots.dt_histogram(dt[0], dt[-1], f"{name}: Δt at step {steps[0]} and {steps[-1]}"),
                            "dt_histogram.png")):
-            fig.savefig(out / file, dpi=self.dpi)
+            files.save_figure(fig, out / file, dpi=self.dpi)
             plt.close(fig)
 
     def state_dict(self) -> dict[str, Any]:

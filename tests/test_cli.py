@@ -29,13 +29,13 @@ def test_bad_input_gives_one_line(args, expected, quiet, capsys):
     assert last.startswith("primacy: error: ") and expected in last
 
 
-def test_fit_refuses_to_overwrite_a_finished_run(quiet, tmp_path, capsys):
+def test_fit_refuses_a_run_directory_with_a_damaged_checkpoint(quiet, tmp_path, capsys):
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(b"an earlier run")
     with pytest.raises(SystemExit):
         main(["fit", "--config", QUICKSTART, *quiet])
-    assert "already holds a trained run" in capsys.readouterr().err
+    assert "holds a run that cannot be resumed" in capsys.readouterr().err
     assert ckpt.read_bytes() == b"an earlier run"
 
 

@@ -1,0 +1,99 @@
+"""Long runs survive interruption: a run stopped by Ctrl-C, SIGTERM (SLURM's preemption notice) or SIGKILL resumes
+from the same command and ends bitwise equal to an uninterrupted run, for every task; last.ckpt holds the final step."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT, TINY_RUNS
+
+from primacy.cli import main
+
+TASKS = list(TINY_RUNS)
+STEPS = 8
+
+
+def fit(task: str, run, *extra: str) -> None:
+    main(["fit", *TINY_RUNS[task], "--trainer.default_root_dir", str(run), "--trainer.max_steps", str(STEPS),
+          "--test_after_fit", "false", *extra])
+
+
+def interrupt_at(step: int, signum: int) -> list[str]:
+    """Trainer flag adding tests/signals.py's SignalAt callback."""
+    callback = {"class_path": "signals.SignalAt", "init_args": {"step": step, "signum": int(signum)}}
+    return [f"--trainer.callbacks+={json.dumps(callback)}"]
+
+
+def checkpoint(run) -> dict:
+    return torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    assert a["global_step"] == b["global_step"] == STEPS
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    for key, value in a["state_dict"].items():
+        assert torch.equal(value, b["state_dict"][key]), key
+    for state_a, state_b in zip(a["optimizer_states"][0]["state"].values(), b["optimizer_states"][0]["state"].values()):
+        for key in state_a:
+            assert torch.equal(state_a[key], state_b[key]), f"optimiser {key}"
+    assert a["lr_schedulers"] == b["lr_schedulers"]
+
+
+@pytest.fixture(scope="module", params=TASKS)
+def straight(request, tmp_path_factory):
+    """An uninterrupted run of each task."""
+    run = tmp_path_factory.mktemp("straight") / request.param
+    fit(request.param, run)
+    return request.param, checkpoint(run)
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_signalled_run_stops_with_a_checkpoint_and_the_same_command_resumes_it(straight, signum, code, tmp_path,
+                                                                                 caplog):
+    task, expected = straight
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as stopped:
+        fit(task, run, *interrupt_at(3, signum))
+    assert stopped.value.code == code
+    assert checkpoint(run)["global_step"] == 3, "the step in progress finished and was saved"
+    fit(task, run)  # the same command, without the interruption
+    assert "Resuming the unfinished run" in caplog.text
+    assert_same_state(checkpoint(run), expected)
+
+
+def test_a_killed_run_resumes_from_its_last_periodic_checkpoint(straight, tmp_path):
+    task, expected = straight
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "primacy", "fit", *TINY_RUNS[task], "--trainer.default_root_dir", str(run),
+               "--trainer.max_steps", str(STEPS), "--test_after_fit", "false", "--checkpoint.every_n_train_steps", "2",
+               *interrupt_at(5, signal.SIGKILL)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    killed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    assert checkpoint(run)["global_step"] == 4
+    fit(task, run)
+    assert_same_state(checkpoint(run), expected)
+
+
+def test_last_checkpoint_holds_the_final_step_between_periodic_saves(tmp_path):
+    run = tmp_path / "run"
+    main(["fit", *TINY_RUNS["verification"], "--trainer.default_root_dir", str(run), "--trainer.max_steps", "10",
+          "--checkpoint.every_n_train_steps", "4", "--test_after_fit", "false"])
+    assert checkpoint(run)["global_step"] == 10
+
+
+def test_a_finished_run_is_refused_and_left_as_it_was(straight, tmp_path, capsys):
+    task, _ = straight
+    run = tmp_path / "run"
+    fit(task, run)
+    before = (run / "checkpoints" / "last.ckpt").read_bytes()
+    with pytest.raises(SystemExit) as refused:
+        fit(task, run)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "already holds a finished run (step 8 of max_steps=8)" in err[-1] and "Traceback" not in "".join(err)
+    assert (run / "checkpoints" / "last.ckpt").read_bytes() == before

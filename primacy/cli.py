@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
-import argparse
+import math
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import lightning as L
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from primacy import aggregate, plots, registry
+from primacy import aggregate, console, files, plots, registry
 from primacy.analyze import analyze_command
-from primacy.callbacks import ResultsWriter, RunCheckpoint, RunConfig
-from primacy.errors import UsageError, find_usage_error
+from primacy.callbacks import ResultsWriter, RunCheckpoint, RunConfig, run_dir
+from primacy.checks import figure_path, fits_in_memory, positive, writable_directory
+from primacy.checkpoints import check_checkpoint
+from primacy.errors import ArgumentParser, UsageError, find_usage_error
+from primacy.parse_errors import ParseError, check_config_files, explain
+from primacy.resume import last_checkpoint, resume_point, wandb_run_id
 from primacy.runs import link_task_to_model
 from primacy.ssm.dense import impulse_responses
 from primacy.ssm.hippo import MEASURES, hippo
+from primacy.usage import HELP_ALL, backbone_help, load_models_and_tasks, overview, subcommand_help, wants_help
 
 TRAINER_DEFAULTS = {
     "logger": {
         "class_path": "lightning.pytorch.loggers.WandbLogger",
         "init_args": {"project": "primacy", "offline": True},
     },
+    "plugins": {"class_path": "primacy.files.AtomicCheckpointIO"},
 }
 
 
@@ -31,7 +39,8 @@ _UNKNOWN_CLASS = re.compile(r'Parser key "backbone":.*?Expected a path but (\S+)
 
 
 class PrimacyParser(LightningArgumentParser):
-    """Turns "no such backbone class" parse errors into one line with the registered names and close matches."""
+    """Turns "no such backbone class" parse errors into one line with the registered names and close matches; any
+    other error of the whole command line becomes a ParseError, which PrimacyCLI says in one line."""
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         match = _UNKNOWN_CLASS.search(message)
@@ -40,6 +49,8 @@ class PrimacyParser(LightningArgumentParser):
         usage = find_usage_error(ex)
         if usage is not None:
             raise usage
+        if self.exit_on_error:  # not a nested parser trying one of several types: the parse has failed
+            raise ParseError(message) from ex
         super().error(message, ex)
 
 
@@ -48,6 +59,7 @@ class PrimacyCLI(LightningCLI):
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
         registry.load_all()  # so short backbone names (plugins too) resolve
+        load_models_and_tasks()  # and short model and task names (--model.help SequenceModel)
         super().__init__(
             L.LightningModule,
             L.LightningDataModule,
@@ -60,6 +72,8 @@ class PrimacyCLI(LightningCLI):
             args=args,
             run=run,
         )
+        if run:
+            console.finish_wandb()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         link_task_to_model(parser)
@@ -73,39 +87,100 @@ class PrimacyCLI(LightningCLI):
                                 help="Test the final model when training ends (writes <run>/results).")
         return parser
 
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """``--help`` shows the config's task, model and backbone options (``--help-all``: Lightning's full help);
+        a bad config file, option or value is one line (a UsageError), not a usage block."""
+        argv = sys.argv[1:] if args is None else args
+        if not isinstance(argv, list):  # a dict or Namespace from Python: nothing typed to explain
+            return super().parse_arguments(parser, args)
+        subcommand = next((arg for arg in argv[:1] if arg in self.subcommands()), None)
+        try:
+            check_config_files(argv)
+            if wants_help(argv):
+                console.show(subcommand_help(subcommand, self._parser(subcommand), argv[1:]))
+                raise SystemExit(0)
+            if HELP_ALL in argv:
+                args = ["--help" if arg == HELP_ALL else arg for arg in argv]
+            super().parse_arguments(parser, args)
+        except ParseError as err:
+            backbone_help(argv)
+            raise explain(err, argv, self._parser(subcommand)) from None
+
+    def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        trainer = {**self._get(self.config_init, "trainer", default={})}
+        callbacks = trainer.get("callbacks") or []
+        callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
+        if console.wants_line_progress(trainer.get("enable_progress_bar"), callbacks):
+            kwargs["callbacks"] = [*callbacks, console.LineProgress()]
+        console.quiet_wandb(trainer.get("logger"))
+        return super().instantiate_trainer(**kwargs)
+
+    def _parse_ckpt_path(self) -> None:
+        """Checks a ``--ckpt_path`` file against the config's model. Lightning's own version instead replaces the
+        model settings of the config and command line with the checkpoint's, so a mismatch would go unnoticed."""
+        subcommand = self.config.get("subcommand")
+        if not subcommand:
+            return
+        config = self.config[subcommand]
+        ckpt = config.get("ckpt_path")
+        if ckpt is None or ckpt in ("last", "best") or not Path(ckpt).exists():
+            return  # before_instantiate_classes names a missing file
+        check_checkpoint(ckpt, config.model, subcommand)
+
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand]
-        root = Path(config.trainer.default_root_dir or ".")
+        root = writable_directory("trainer.default_root_dir", config.trainer.default_root_dir or ".")
         ckpt = config.get("ckpt_path")
         if ckpt is not None and ckpt not in ("last", "best") and not Path(ckpt).is_file():
             raise UsageError(f"ckpt_path={ckpt} does not exist: give the path of a checkpoint file")
-        if self.subcommand == "fit" and ckpt is None and (root / "checkpoints" / "last.ckpt").exists():
-            raise UsageError(
-                f"trainer.default_root_dir={root} already holds a trained run: choose another directory, "
-                f"or resume it with --ckpt_path {root / 'checkpoints' / 'last.ckpt'}"
-            )
         logger = config.trainer.logger
-        if hasattr(logger, "init_args") and "save_dir" in logger.init_args and logger.init_args.save_dir in (None, "."):
+        if self.subcommand == "fit":
+            max_steps = config.trainer.max_steps
+            if max_steps is None or max_steps < 1:
+                raise UsageError(f"trainer.max_steps={max_steps} is invalid: the training stream is endless, so a run "
+                                 "needs a budget of at least 1 step")
+            if ckpt is None:
+                config.ckpt_path = resume_point(root, max_steps, config.model)
+                run_id = wandb_run_id(root) if config.ckpt_path is not None else None
+                if run_id is not None and _is_wandb(logger):
+                    logger.init_args.id = run_id  # the resumed run goes on logging into the same wandb run
+                    logger.dict_kwargs = {**(logger.get("dict_kwargs") or {}), "resume": "allow"}
+        if _is_wandb(logger) and logger.init_args.get("save_dir") in (None, "."):
             logger.init_args.save_dir = str(root)  # wandb's files live in the run directory too
 
     def after_fit(self) -> None:
-        if self.config.fit.test_after_fit and not self.trainer.interrupted:
-            self.trainer.test(self.model, datamodule=self.datamodule)
+        trainer = self.trainer
+        if trainer.global_step < trainer.max_steps:  # stopped early by Ctrl-C, with a checkpoint
+            rank_zero_info(f"Stopped at step {trainer.global_step} of {trainer.max_steps}: run the same command "
+                           "again to resume")
+            raise SystemExit(130)
+        if not self.config.fit.test_after_fit:
+            rank_zero_info(f"Trained to step {trainer.global_step}: {last_checkpoint(run_dir(trainer))}")
+            return
+        trainer.test(self.model, datamodule=self.datamodule)
+        headline = ", ".join(f"{key} {float(trainer.callback_metrics[f'test/{key}']):.3f}"
+                             for key in getattr(self.model, "HEADLINE", ()) if f"test/{key}" in trainer.callback_metrics)
+        rank_zero_info(f"Results in {run_dir(trainer) / 'results'}" + (f": {headline}" if headline else ""))
+
+
+def _is_wandb(logger: Any) -> bool:
+    return getattr(logger, "class_path", "").endswith("WandbLogger") and hasattr(logger, "init_args")
 
 
 def aggregate_command(args: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="primacy aggregate", description=aggregate.__doc__)
+    parser = ArgumentParser(prog="primacy aggregate", description=aggregate.__doc__)
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories that differ only by seed")
     parser.add_argument("--out", required=True, help="directory for the aggregated results")
     options = parser.parse_args(args)
     summary = aggregate.aggregate(options.runs, options.out)
-    print(f"{summary['n_runs']} runs -> {options.out}: overall accuracy {summary['overall_accuracy']['mean']:.3f}, "
-          f"early_minus_late {summary['early_minus_late']['mean']:+.3f}")
+    means = {key: summary[key]["mean"] for key in ("overall_accuracy", "early_minus_late")}
+    print(f"{summary['n_runs']} runs -> {options.out}: "
+          + ", ".join(f"{key} {'n/a' if mean is None else f'{mean:+.3f}'}" for key, mean in means.items()))
 
 
 def kernels_command(args: list[str]) -> None:
     """Fig. 1: continuous vs discretised HiPPO impulse responses, to see where bilinear discretisation breaks."""
-    parser = argparse.ArgumentParser(prog="primacy kernels", description=kernels_command.__doc__)
+    parser = ArgumentParser(prog="primacy kernels", description=kernels_command.__doc__)
     parser.add_argument("--measure", default="legs", choices=MEASURES)
     parser.add_argument("--dt", type=float, nargs="+", default=[0.001, 0.01, 0.1, 1.0])
     parser.add_argument("--length", type=int, default=256, help="number of steps j (τ = jΔt)")
@@ -113,22 +188,25 @@ def kernels_command(args: list[str]) -> None:
     parser.add_argument("--state-size", type=int, default=64, help="N, the HiPPO matrix size")
     parser.add_argument("--out", required=True, help="figure file (.png, .pdf, ...)")
     options = parser.parse_args(args)
+    positive(length=options.length, state_size=options.state_size)
     bad = [d for d in options.degrees if not 0 <= d < options.state_size]
     if bad:
         raise UsageError(f"degrees={bad} are out of range: each must lie in [0, state-size={options.state_size})")
-    if any(dt <= 0 for dt in options.dt) or options.length < 1:
-        raise UsageError(f"dt={options.dt}, length={options.length} are invalid: Δt must be positive, length >= 1")
+    if not all(0 < dt < math.inf for dt in options.dt):
+        raise UsageError(f"dt={options.dt} is invalid: every Δt must be a positive finite number")
+    n, length = options.state_size, options.length
+    fits_in_memory("the HiPPO matrices and responses", 8 * (4 * n * n + 2 * length * n), state_size=n, length=length)
+    figure_path("out", options.out)
     a, b = hippo(options.measure, options.state_size)
     curves = {dt: tuple(x.numpy() for x in impulse_responses(a, b, dt, options.length)) for dt in options.dt}
     fig = plots.kernel_discrepancy(curves, options.degrees, f"HiPPO-{options.measure}, N = {options.state_size}")
-    Path(options.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(options.out, dpi=150)
+    files.save_figure(fig, options.out, dpi=150)
     print(f"wrote {options.out}")
 
 
 def models_command(args: list[str]) -> None:
     """List every registered backbone: its name (for configs), distribution and one-line description."""
-    argparse.ArgumentParser(prog="primacy models", description=models_command.__doc__).parse_args(args)
+    ArgumentParser(prog="primacy models", description=models_command.__doc__).parse_args(args)
     rows = registry.describe()
     width = max(len(row["name"]) for row in rows)
     dist_width = max(len(row["distribution"]) for row in rows)
@@ -141,12 +219,19 @@ COMMANDS = {"aggregate": aggregate_command, "analyze": analyze_command, "kernels
 
 
 def main(args: list[str] | None = None) -> None:
+    console.setup()
     argv = sys.argv[1:] if args is None else list(args)
+    if not argv or argv[0] in ("-h", "--help"):  # bare `primacy` is a usage error: the same list, on stderr
+        console.show(overview(COMMANDS), sys.stdout if argv else sys.stderr)
+        raise SystemExit(0 if argv else 2)
     try:
         if argv and argv[0] in COMMANDS:
             COMMANDS[argv[0]](argv[1:])
         else:
             PrimacyCLI(args=args)
+    except SIGTERMException:  # Lightning stops at the end of the step; RunCheckpoint saved it
+        print("primacy: stopped by SIGTERM with a checkpoint: run the same command again to resume", file=sys.stderr)
+        raise SystemExit(143) from None
     except Exception as err:
         usage = find_usage_error(err)
         if usage is None:

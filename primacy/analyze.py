@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from matplotlib.backend_bases import FigureCanvasBase
 import numpy as np
 import torch
 
@@ -19,7 +18,8 @@ from primacy.analysis.fits import ALIGNMENTS
 from primacy.analysis.heads import repeated_prompt
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.backbones.transformer import TransformerBackbone
-from primacy.errors import UsageError
+from primacy.checks import figure_formats, positive, writable_directory
+from primacy.errors import ArgumentParser, UsageError
 from primacy.runs import load_run, require_backbone
 from primacy.tasks.induction import BOS
 
@@ -37,21 +37,12 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
 def _check_outputs(out: str, files: tuple[str, ...], overwrite: bool, formats: list[str]) -> Path:
     """The output directory (made when results are written), refusing to replace earlier results unless asked
     to, and figure formats matplotlib can write; checked before any work is done."""
-    path = Path(out)
+    path = writable_directory("out", out)
     existing = [f for f in files if (path / f).exists()]
     if existing and not overwrite:
         raise UsageError(f"out={path} already holds {existing[0]}: choose another directory or pass --overwrite")
-    supported = FigureCanvasBase.get_supported_filetypes()
-    unknown = [f for f in formats if f not in supported]
-    if unknown:
-        raise UsageError(f"formats={unknown} are unknown: choose among {', '.join(sorted(supported))}")
+    figure_formats(formats)
     return path
-
-
-def _positive(**values: int) -> None:
-    for name, value in values.items():
-        if value < 1:
-            raise UsageError(f"{name}={value} is invalid: it must be at least 1")
 
 
 def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
@@ -97,7 +88,7 @@ def _finite(value):
 def icl_command(args: list[str]) -> None:
     """Score every attention head on [BOS] r r prompts, fit CMR and a Gaussian to its lag-CRP, write tables
     and figures (docs/icl.md says what each one is)."""
-    parser = argparse.ArgumentParser(prog="primacy analyze icl", description=icl_command.__doc__)
+    parser = ArgumentParser(prog="primacy analyze icl", description=icl_command.__doc__)
     _run_arguments(parser)
     parser.add_argument("--n_items", type=int, default=None,
                         help="n, the length of r (default: the task's prompt_items, else 25)")
@@ -109,14 +100,14 @@ def icl_command(args: list[str]) -> None:
     parser.add_argument("--top", type=int, default=4, help="heads shown in the lag-CRP figure")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
-    require_backbone(options.config, TransformerBackbone, "analyze icl")  # only attention heads can be analysed
-    _positive(prompts=options.prompts, top=options.top)
+    positive(prompts=options.prompts, top=options.top)
     out = _check_outputs(options.out, ICL_FILES, options.overwrite, options.formats)
+    require_backbone(options.config, TransformerBackbone, "analyze icl")  # only attention heads can be analysed
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     model, task = load_run(options.config, options.ckpt_path)
     vocab = model.hparams.vocab_size
     n = getattr(task, "prompt_items", 25) if options.n_items is None else options.n_items
-    _positive(n_items=n)
+    positive(n_items=n)
     prompts = repeated_prompt(n, vocab, BOS, options.prompts, torch.Generator().manual_seed(options.seed))
     analysis = analyze_heads(model, prompts, n, grid, options.alignment)
     content = write_icl(analysis, grid, options.alignment, out, min(options.top, len(analysis.heads)), options.formats)
@@ -147,7 +138,7 @@ def ranked_heads(path: str | Path, key: str) -> list[tuple[int, int]]:
 def ablation_command(args: list[str]) -> None:
     """ICL score of the intact model, with the most CMR-like heads ablated, and with as many random heads ablated,
     on [BOS] r r ... r sequences, with paired statistics (Ji-An et al. 2024)."""
-    parser = argparse.ArgumentParser(prog="primacy analyze ablation", description=ablation_command.__doc__)
+    parser = ArgumentParser(prog="primacy analyze ablation", description=ablation_command.__doc__)
     _run_arguments(parser)
     parser.add_argument("--heads", required=True, help="heads.csv written by `primacy analyze icl`")
     parser.add_argument("--rank_by", choices=("cmr_distance", "induction"), default="cmr_distance",
@@ -159,13 +150,13 @@ def ablation_command(args: list[str]) -> None:
     parser.add_argument("--repeats", type=int, default=2, help="copies of r in each sequence")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
-    require_backbone(options.config, TransformerBackbone, "analyze ablation")  # it ablates attention heads
-    _positive(sequences=options.sequences, random=options.random)
+    positive(sequences=options.sequences, random=options.random)
     out = _check_outputs(options.out, ("ablation.json",), options.overwrite, options.formats)
     ranked = ranked_heads(options.heads, options.rank_by)
+    require_backbone(options.config, TransformerBackbone, "analyze ablation")  # it ablates attention heads
     model, task = load_run(options.config, options.ckpt_path)
     n = getattr(task, "prompt_items", 25) if options.n_items is None else options.n_items
-    _positive(n_items=n)
+    positive(n_items=n)
     tokens = repeated_tokens(n, options.repeats, model.hparams.vocab_size, BOS, options.sequences,
                              torch.Generator().manual_seed(options.seed))
     result = ablation_study(model, tokens, ranked, options.fraction, options.random, options.seed)

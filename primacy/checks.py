@@ -43,11 +43,41 @@ def writable_directory(name: str, path: str | Path) -> Path:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UsageError(f"{name}={path} is a file: give a directory")
-    existing = path
+    _check_writable(name, path, path)
+    return path
+
+
+def writable_file(name: str, path: str | Path) -> Path:
+    """``path`` can be written as a file (its directory exists or can be made, and is writable)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{name}={path} is a directory: give a file name")
+    _check_writable(name, path, path.parent)
+    return path
+
+
+def _check_writable(name: str, path: Path, directory: Path) -> None:
+    existing = directory
     while not existing.exists():  # the nearest ancestor that exists
         existing = existing.parent
     if not existing.is_dir():
-        raise UsageError(f"{name}={path} lies below the file {existing}: give a directory path")
+        raise UsageError(f"{name}={path} lies below the file {existing}: give a path in a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{name}={path} cannot be written: {existing} is read-only for this user")
+
+
+def figure_formats(formats: list[str]) -> None:
+    """Every format is one matplotlib can write."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    supported = FigureCanvasBase.get_supported_filetypes()
+    unknown = [f for f in formats if f not in supported]
+    if unknown:
+        raise UsageError(f"formats={unknown} are unknown: choose among {', '.join(sorted(supported))}")
+
+
+def figure_path(name: str, path: str | Path) -> Path:
+    """``path`` can be written as a figure: a writable place and a suffix matplotlib knows."""
+    path = writable_file(name, path)
+    figure_formats([path.suffix.removeprefix(".")])
     return path

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
 
 GateInit = Literal["chrono", "unit_forget", "pytorch"]
@@ -56,6 +57,7 @@ class LSTMBackbone(Backbone):
             )
         if max_timescale is not None and not max_timescale > 2:
             raise UsageError(f"max_timescale={max_timescale} is invalid: it must be greater than 2 (or null)")
+        fits_in_memory("the gate weights", 4 * 8 * d_model**2 * n_layers, d_model=d_model, n_layers=n_layers)
         self.d_model, self.n_layers, self.gate_init = d_model, n_layers, gate_init
         self.max_timescale = _CHRONO_DEFAULT_MAX if max_timescale is None else float(max_timescale)
         self.lstm = nn.LSTM(d_model, d_model, num_layers=n_layers, batch_first=True)

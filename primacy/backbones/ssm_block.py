@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
 from primacy.ssm.diagonal import causal_conv
 from primacy.ssm.timescale import DT_TRANSFORMS, DtTransform, check_dt_range, dt_to_raw, init_dt, raw_to_dt
@@ -41,6 +42,8 @@ class SSMBlock(Backbone):
         choose("dt_transform", dt_transform, DT_TRANSFORMS)
         if lr_dynamics is not None and lr_dynamics <= 0:
             raise UsageError(f"lr_dynamics={lr_dynamics} is invalid: it must be positive or null")
+        fits_in_memory("the layer's weights", 4 * (2 * d_model**2 + 4 * d_model * d_state), d_model=d_model,
+                       d_state=d_state)  # the GLU output layer (H, 2H) and the SSM's (H, N) parameters
 
     def _init_block(self, d_model: int, dt_min: float, dt_max: float, dt_transform: DtTransform, train_dt: bool,
                     lr_dynamics: float | None) -> None:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
 
 Positional = Literal["sinusoidal", "learned"]
@@ -159,6 +160,8 @@ class TransformerBackbone(Backbone):
             raise UsageError(f"max_length={max_length} is invalid for learned positions: give the longest input length")
         if positional == "sinusoidal" and max_length is not None:
             raise UsageError(f"max_length={max_length} is only used by positional='learned': leave it null")
+        width = 4 * d_model + 2 * (d_ff or 4 * d_model) * mlp  # attention (Q, K, V, O) and MLP weights per row
+        fits_in_memory("the layers' weights", 4 * n_layers * d_model * width, d_model=d_model, n_layers=n_layers)
         self.d_model, self.n_heads, self.positional, self.max_length = d_model, n_heads, positional, max_length
         self.position = nn.Embedding(max_length, d_model) if positional == "learned" else None
         if self.position is not None:

@@ -1,0 +1,185 @@
+"""Bad input, across every command: exit code 2, one line on stderr naming the parameter or file, no traceback, no
+training and nothing already written changed. Each case is what a user could type."""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+from conftest import QUIET, ROOT, TINY_RUNS
+
+from primacy.cli import main
+
+QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
+
+# (id, arguments after the subcommand, text the error line must contain). Paths use {run} (a finished verification
+# run whose files must survive every case), {lstm} (a finished LSTM run), {induction} (a trained induction run),
+# {file} (a plain file) and {tmp}.
+FIT = [
+    ("n-items-too-large-for-vocab", ["--data.init_args.n_items", "300"], "vocab_size=512 is too small for n_items=300"),
+    ("n-items-zero", ["--data.init_args.n_items", "0"], "n_items=0 is invalid"),
+    ("n-items-negative", ["--data.init_args.n_items", "-5"], "n_items=-5 is invalid"),
+    ("n-items-huge", ["--data.init_args.n_items", "200000", "--data.init_args.vocab_size", "1000000"], "n_items=200000"),
+    ("vocab-huge", ["--data.init_args.vocab_size", "1000000000000"], "vocab_size=1000000000000"),
+    ("batch-zero", ["--data.init_args.batch_size", "0"], "batch_size=0 is invalid"),
+    ("batch-negative", ["--data.init_args.batch_size", "-4"], "batch_size=-4 is invalid"),
+    ("test-sets-zero", ["--data.init_args.num_test_sets", "0"], "num_test_sets=0 is invalid"),
+    ("held-out-too-few", ["--data.init_args.num_held_out", "5"], "num_held_out=5 is too small"),
+    ("p-distractor-above-one", ["--data.init_args.p_distractor", "1.5"], "p_distractor=1.5 is invalid"),
+    ("p-distractor-nan", ["--data.init_args.p_distractor", "nan"], "p_distractor"),
+    ("num-workers-negative", ["--data.init_args.num_workers", "-1"], "num_workers=-1 is invalid"),
+    ("condition-unknown", ["--data.init_args.condition", "halves"], "condition"),
+    ("backbone-misspelt", ["--model.init_args.backbone", "S4Dbackbone"], "did you mean S4DBackbone"),
+    ("d-model-zero", ["--model.init_args.backbone.init_args.d_model", "0"], "d_model=0 is invalid"),
+    ("d-model-huge", ["--model.init_args.backbone.init_args.d_model", "10000000000"], "d_model=10000000000"),
+    ("d-state-odd", ["--model.init_args.backbone.init_args.d_state", "7"], "d_state=7 is invalid"),
+    ("dt-min-negative", ["--model.init_args.backbone.init_args.dt_min", "-0.01"], "dt_min=-0.01"),
+    ("dt-min-above-max", ["--model.init_args.backbone.init_args.dt_min", "0.5"], "dt_min=0.5, dt_max=0.1"),
+    ("lr-zero", ["--model.init_args.lr", "0"], "lr=0.0 is invalid"),
+    ("lr-nan", ["--model.init_args.lr", "nan"], "lr"),
+    ("betas-above-one", ["--model.init_args.betas", "[1.5, 0.9]"], "betas="),
+    ("warmup-negative", ["--model.init_args.warmup_steps", "-1"], "warmup_steps=-1 is invalid"),
+    ("max-steps-unbounded", ["--trainer.max_steps", "-1"], "trainer.max_steps=-1 is invalid"),
+    ("max-steps-zero", ["--trainer.max_steps", "0"], "trainer.max_steps=0 is invalid"),
+    ("max-steps-not-a-number", ["--trainer.max_steps", "many"], "max_steps"),
+    ("checkpoint-steps-zero", ["--checkpoint.every_n_train_steps", "0"], "every_n_train_steps=0 is invalid"),
+    ("checkpoint-minutes-negative", ["--checkpoint.every_n_minutes", "-5"], "every_n_minutes=-5.0 is invalid"),
+    ("unknown-key", ["--trainer.max_stepz", "3"], "max_steps"),
+    ("unknown-model-key", ["--model.init_args.lrr", "0.1"], "lr"),
+    ("ckpt-missing", ["--ckpt_path", "{tmp}/missing.ckpt"], "missing.ckpt does not exist"),
+    ("ckpt-empty", ["--ckpt_path", "{tmp}/empty.ckpt"], "the file is empty"),
+    ("ckpt-truncated", ["--ckpt_path", "{tmp}/truncated.ckpt"], "truncated"),
+    ("ckpt-not-torch", ["--ckpt_path", QUICKSTART], "not a torch file"),
+    ("ckpt-other-model", ["--ckpt_path", "{lstm}/checkpoints/last.ckpt"], "LSTMBackbone"),
+    ("root-below-a-file", ["--trainer.default_root_dir", "{file}/run"], "lies below the file"),
+    ("root-is-a-file", ["--trainer.default_root_dir", "{file}"], "is a file"),
+]
+CONFIG_FILES = [
+    ("config-missing", ["--config", "{tmp}/nowhere.yaml"], "nowhere.yaml"),
+    ("config-malformed", ["--config", "{tmp}/malformed.yaml"], "malformed.yaml"),
+    ("config-empty", ["--config", "{tmp}/empty.yaml"], "empty.yaml"),
+]
+TEST = [
+    ("test-other-model", ["--config", "{run}/config.yaml", "--ckpt_path", "{lstm}/checkpoints/last.ckpt"],
+     "does not match the config"),
+    ("test-truncated-ckpt", ["--config", "{run}/config.yaml", "--ckpt_path", "{tmp}/truncated.ckpt"], "truncated"),
+    ("test-other-size", ["--config", "{run}/config.yaml", "--ckpt_path", "{run}/checkpoints/last.ckpt",
+                         "--model.init_args.backbone.init_args.d_model", "16"], "d_model"),
+]
+COMMANDS = [
+    ("fit-a-finished-run", ["fit", "--config", "{run}/config.yaml", *QUIET], "already holds a finished run"),
+    ("aggregate-missing-run", ["aggregate", "{tmp}/no-run", "--out", "{tmp}/agg"], "no-run"),
+    ("aggregate-out-is-a-file", ["aggregate", "{run}", "--out", "{file}"], "out="),
+    ("aggregate-damaged-summary", ["aggregate", "{damaged}", "--out", "{tmp}/agg"], "summary.json"),
+    ("aggregate-no-runs", ["aggregate", "--out", "{tmp}/agg"], "RUN_DIR"),
+    ("kernels-dt-nan", ["kernels", "--dt", "nan", "--out", "{tmp}/k.png"], "dt="),
+    ("kernels-dt-negative", ["kernels", "--dt", "-1", "--out", "{tmp}/k.png"], "dt="),
+    ("kernels-degree-out-of-range", ["kernels", "--degrees", "100", "--out", "{tmp}/k.png"], "degrees=[100]"),
+    ("kernels-length-zero", ["kernels", "--length", "0", "--out", "{tmp}/k.png"], "length=0"),
+    ("kernels-state-size-huge", ["kernels", "--state-size", "10000000", "--out", "{tmp}/k.png"], "state"),
+    ("kernels-measure-unknown", ["kernels", "--measure", "legt", "--out", "{tmp}/k.png"], "measure"),
+    ("kernels-out-below-a-file", ["kernels", "--out", "{file}/k.png"], "lies below the file"),
+    ("kernels-out-format-unknown", ["kernels", "--out", "{tmp}/k.xyz"], "xyz"),
+    ("models-extra-argument", ["models", "--all"], "--all"),
+    ("analyze-unknown", ["analyze", "heads"], "analyze heads is unknown"),
+    ("analyze-icl-missing-config", ["analyze", "icl", "--config", "{tmp}/none.yaml", "--ckpt_path",
+                                    "{run}/checkpoints/last.ckpt", "--out", "{tmp}/icl"], "none.yaml"),
+    ("analyze-icl-not-a-transformer", ["analyze", "icl", "--config", "{run}/config.yaml", "--ckpt_path",
+                                       "{run}/checkpoints/last.ckpt", "--out", "{tmp}/icl"], "TransformerBackbone"),
+    ("analyze-icl-out-is-a-file", ["analyze", "icl", "--config", "{induction}/config.yaml", "--ckpt_path",
+                                   "{induction}/checkpoints/last.ckpt", "--out", "{file}"], "out="),
+    ("analyze-icl-prompts-zero", ["analyze", "icl", "--config", "{induction}/config.yaml", "--ckpt_path",
+                                  "{induction}/checkpoints/last.ckpt", "--out", "{tmp}/icl", "--prompts", "0"], "prompts=0"),
+    ("analyze-ablation-heads-missing", ["analyze", "ablation", "--config", "{induction}/config.yaml", "--ckpt_path",
+                                        "{induction}/checkpoints/last.ckpt", "--out", "{tmp}/abl", "--heads",
+                                        "{tmp}/heads.csv"], "heads="),
+    ("analyze-icl-required-missing", ["analyze", "icl", "--config", "x"], "required: --ckpt_path, --out"),
+]
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad-input")
+    run, lstm = tmp / "run", tmp / "lstm"
+    main(["fit", *TINY_RUNS["verification"], "--trainer.max_steps", "2", "--trainer.default_root_dir", str(run)])
+    main(["fit", *TINY_RUNS["verification"], "--trainer.max_steps", "1", "--test_after_fit", "false",
+          "--model.init_args.backbone", "LSTMBackbone", "--model.init_args.backbone.init_args.d_model", "8",
+          "--trainer.default_root_dir", str(lstm)])
+    induction = tmp / "induction"
+    main(["fit", *TINY_RUNS["induction"], "--trainer.max_steps", "1", "--test_after_fit", "false",
+          "--trainer.default_root_dir", str(induction)])
+    damaged = tmp / "damaged"
+    shutil.copytree(run, damaged)
+    (damaged / "results" / "summary.json").write_text('{"overall_accuracy": 0.5, ')
+    (tmp / "file").write_text("a plain file")
+    (tmp / "empty.ckpt").write_bytes(b"")
+    ckpt = (run / "checkpoints" / "last.ckpt").read_bytes()
+    (tmp / "truncated.ckpt").write_bytes(ckpt[: len(ckpt) // 2])
+    (tmp / "malformed.yaml").write_text("trainer:\n  max_steps: [1, 2\n")
+    (tmp / "empty.yaml").write_text("")
+    return {"tmp": tmp, "run": run, "lstm": lstm, "induction": induction, "file": tmp / "file", "damaged": damaged}
+
+
+def snapshot(directory) -> dict:
+    return {p: p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def fails_in_one_line(args: list[str], expected: str, places: dict, capsys) -> None:
+    args = [a.format(**places) for a in args]
+    before = {name: snapshot(places[name]) for name in ("run", "lstm", "induction")}
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("primacy: error: "), err
+    assert expected.format(**places) in lines[0]
+    for name, files in before.items():
+        assert snapshot(places[name]) == files, f"the {name} run was changed"
+
+
+@pytest.mark.parametrize("args,expected", [c[1:] for c in FIT], ids=[c[0] for c in FIT])
+def test_fit(args, expected, places, capsys, tmp_path):
+    root = ["--trainer.default_root_dir", str(tmp_path / "new")]
+    fails_in_one_line(["fit", "--config", QUICKSTART, *QUIET, *root, *args], expected, places, capsys)
+    assert not (tmp_path / "new" / "checkpoints").exists(), "nothing was trained"
+
+
+@pytest.mark.parametrize("args,expected", [c[1:] for c in CONFIG_FILES], ids=[c[0] for c in CONFIG_FILES])
+@pytest.mark.parametrize("subcommand", ["fit", "test"])
+def test_config_files(subcommand, args, expected, places, capsys):
+    fails_in_one_line([subcommand, *args], expected, places, capsys)
+
+
+@pytest.mark.parametrize("args,expected", [c[1:] for c in TEST], ids=[c[0] for c in TEST])
+def test_test(args, expected, places, capsys):
+    fails_in_one_line(["test", *QUIET, *args], expected, places, capsys)
+
+
+@pytest.mark.parametrize("args,expected", [c[1:] for c in COMMANDS], ids=[c[0] for c in COMMANDS])
+def test_other_commands(args, expected, places, capsys):
+    fails_in_one_line(args, expected, places, capsys)
+    assert not (places["tmp"] / "icl").exists() and not (places["tmp"] / "agg").exists(), "no output was started"
+
+
+def test_a_read_only_run_directory_is_refused_before_work(places, capsys, tmp_path, monkeypatch):
+    """As root every directory is writable, so the check's answer for an ordinary user is simulated."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(locked) else real_access(path, mode))
+    fails_in_one_line(["fit", "--config", QUICKSTART, *QUIET, "--trainer.default_root_dir", str(locked / "run")],
+                      "is read-only", places, capsys)
+
+
+def test_the_suite_covers_at_least_forty_cases():
+    assert len(FIT) + 2 * len(CONFIG_FILES) + len(TEST) + len(COMMANDS) + 1 >= 40
+
+
+def test_a_finished_run_still_tests_after_all_of_this(places):
+    """The shared runs were left intact: their checkpoint still loads and describes the model of their config."""
+    checkpoint = torch.load(places["run"] / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 2
+    assert json.loads((places["run"] / "results" / "summary.json").read_text())["n_items"] == 4

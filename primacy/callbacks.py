@@ -44,10 +44,13 @@ class RunCheckpoint(ModelCheckpoint):
         every_n_train_steps: step interval (null: none).
         every_n_minutes: wall-clock interval of training (null: none).
         save_top_k: also keep a numbered checkpoint at every save (-1 keeps all of them, 0 only last.ckpt).
+        save_last: always true (runs resume from last.ckpt); kept so the config.yaml of older runs still loads.
     """
 
     def __init__(self, dirpath: str | None = None, every_n_train_steps: int | None = 1000,
-                 every_n_minutes: float | None = 30.0, save_top_k: int = 0) -> None:
+                 every_n_minutes: float | None = 30.0, save_top_k: int = 0, save_last: bool = True) -> None:
+        if not save_last:
+            raise UsageError("save_last=False is not allowed: runs resume from checkpoints/last.ckpt")
         if every_n_train_steps is not None and every_n_train_steps < 1:
             raise UsageError(f"every_n_train_steps={every_n_train_steps} is invalid: it must be at least 1 (or null)")
         if every_n_minutes is not None and not every_n_minutes > 0:

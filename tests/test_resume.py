@@ -97,3 +97,18 @@ def test_a_finished_run_is_refused_and_left_as_it_was(straight, tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert "already holds a finished run (step 8 of max_steps=8)" in err[-1] and "Traceback" not in "".join(err)
     assert (run / "checkpoints" / "last.ckpt").read_bytes() == before
+
+
+def test_a_run_written_before_periodic_checkpoints_still_tests(straight, tmp_path):
+    """config.yaml of runs made before this checkpointing had checkpoint.save_last and no every_n_minutes or plugins."""
+    import yaml
+
+    task, _ = straight
+    run = tmp_path / "run"
+    fit(task, run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["checkpoint"] = {"dirpath": None, "save_last": True, "every_n_train_steps": None, "save_top_k": 0}
+    del config["trainer"]["plugins"]
+    (run / "old.yaml").write_text(yaml.safe_dump(config))
+    main(["test", "--config", str(run / "old.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt")])
+    assert (run / "results" / "summary.json").is_file()

@@ -73,7 +73,7 @@ class InductionTask(Task):
         prompt_items: n in the [BOS] r r validation prompt (length 2n + 1); choose it unlike the training periods.
         distinct: random tokens of a training sequence are all different, so only the copy repeats (needs
             length <= vocab_size); false draws them independently.
-        batch_size: sequences per batch.
+        batch_size: sequences per batch and process (N processes at B / N train on the data of one at B).
         num_val_prompts: validation prompts.
         num_test_prompts: test prompts (a stream disjoint from validation).
         seed: the data seed.

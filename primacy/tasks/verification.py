@@ -184,7 +184,7 @@ class VerificationTask(Task):
         n_items: study list length L (input length 2L).
         vocab_size: number of item tokens K; at least 2L.
         p_distractor: probability that a training query is replaced by a distractor.
-        batch_size: trials per training, validation and test batch.
+        batch_size: trials per batch and process (N processes at B / N train on the data of one at B).
         num_held_out: item sets kept out of training; test and validation sets come from them.
         num_test_sets: held-out sets the test uses (each gives 2L trials).
         num_val_sets: held-out sets validation uses, disjoint from the test sets.

@@ -92,8 +92,9 @@ class RunCheckpoint(ModelCheckpoint):
         if trainer.world_size > 1:  # every process must save at the same step
             stop, due = trainer.strategy.broadcast((stop, due))
         if (stop or due) and not self._should_skip_saving_checkpoint(trainer):
-            self._save_topk_checkpoint(trainer, self._monitor_candidates(trainer))
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+            candidates = self._monitor_candidates(trainer)
+            self._save_topk_checkpoint(trainer, candidates)
+            self._save_last_checkpoint(trainer, candidates)
         super().on_train_batch_end(trainer, pl_module, *args, **kwargs)  # the step interval
         if stop:
             trainer.should_stop = True

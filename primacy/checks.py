@@ -33,7 +33,8 @@ def fits_in_memory(what: str, nbytes: int, **settings: int) -> None:
     available = memory_bytes()
     if nbytes > available:
         named = ", ".join(f"{k}={v}" for k, v in settings.items())
-        raise UsageError(f"{named} need {nbytes / 2**30:.3g} GiB for {what}, more than the "
+        verb = "needs" if len(settings) == 1 else "need"
+        raise UsageError(f"{named} {verb} {nbytes / 2**30:.3g} GiB for {what}, more than the "
                          f"{available / 2**30:.3g} GiB of memory of this machine: lower them")
 
 

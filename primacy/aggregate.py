@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from primacy import files, plots, results
+from primacy.checks import writable_directory
 from primacy.errors import UsageError
 
 SEED_KEYS = ("seed",)  # settings allowed to differ between aggregated runs
@@ -62,14 +63,6 @@ def load_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
     return runs
 
 
-def _check_out(out: Path) -> None:
-    """``out`` must be (or become) a directory: neither it nor any parent may be a file. Checked before any work."""
-    for path in (out, *out.parents):
-        if path.exists() and not path.is_dir():
-            where = "is" if path == out else f"lies below {path}, which is"
-            raise UsageError(f"out={out} {where} an existing file: give a directory for the aggregated results")
-
-
 def _mean_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard error over the first axis, over the runs that have a value (not NaN) there: a
     contiguity lag that one seed never tested is averaged over the others. SE is NaN with fewer than two
@@ -92,7 +85,7 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     """
     run_dirs = [Path(r) for r in run_dirs]
     out = Path(out_dir)
-    _check_out(out)
+    writable_directory("out", out)  # before any work
     runs = load_runs(run_dirs)
     histories = _dt_histories(run_dirs)  # read before anything is written, so damage there leaves no half result
     out.mkdir(parents=True, exist_ok=True)

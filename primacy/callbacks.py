@@ -185,9 +185,7 @@ class ResultsWriter(Callback):
             return
         settings = run_settings(trainer, pl_module)
         out = run_dir(trainer) / "results"
-        notice = results.replacing_notice(out)
-        if notice:
-            print(notice)
+        _announce_replacing(out)
         content = results.write(out, result, settings)
         self._draw(result, content, settings, [out / f"heatmap.{fmt}" for fmt in self.formats])
 
@@ -197,9 +195,7 @@ class ResultsWriter(Callback):
         metrics = {k.removeprefix("test/"): float(v) for k, v in trainer.callback_metrics.items()
                    if k.startswith("test/")}
         out = run_dir(trainer) / "results"
-        notice = results.replacing_notice(out)
-        if notice:
-            print(notice)
+        _announce_replacing(out)
         results.write_summary(out, {**metrics, **run_settings(trainer, pl_module)})
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -226,6 +222,13 @@ class ResultsWriter(Callback):
         for path in paths:
             files.save_figure(fig, path, dpi=self.dpi)
         plt.close(fig)
+
+
+def _announce_replacing(out: Path) -> None:
+    """One line when a test is about to replace the results already in ``out`` (called on rank zero)."""
+    notice = results.replacing_notice(out)
+    if notice:
+        print(notice)
 
 
 def _matrix_metric(pl_module: L.LightningModule, stage: str) -> StudyQueryAccuracy | None:

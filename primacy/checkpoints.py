@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 import pickle
@@ -11,6 +10,7 @@ from typing import Any
 
 import torch
 
+from primacy import registry
 from primacy.errors import UsageError
 
 LIGHTNING_KEYS = ("state_dict", "global_step", "hyper_parameters")
@@ -143,10 +143,9 @@ def _default(class_path: str | None, name: str) -> Any:
     """The constructor default of argument ``name`` of the class at ``class_path``, if there is one."""
     if not class_path or "." not in class_path:
         return _NO_DEFAULT
-    module, _, attribute = class_path.rpartition(".")
     try:
-        parameter = inspect.signature(getattr(importlib.import_module(module), attribute)).parameters.get(name)
-    except (ImportError, AttributeError, TypeError, ValueError):
+        parameter = inspect.signature(registry.import_class(class_path)).parameters.get(name)
+    except (UsageError, TypeError, ValueError):
         return _NO_DEFAULT
     return _NO_DEFAULT if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
 

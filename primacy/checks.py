@@ -43,7 +43,7 @@ def writable_directory(name: str, path: str | Path) -> Path:
     without creating anything."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise UsageError(f"{name}={path} is a file: give a directory")
+        raise UsageError(f"{name}={path} is a file: give a directory (an existing file is never replaced)")
     _check_writable(name, path, path)
     return path
 
@@ -62,7 +62,7 @@ def _check_writable(name: str, path: Path, directory: Path) -> None:
     while not existing.exists():  # the nearest ancestor that exists
         existing = existing.parent
     if not existing.is_dir():
-        raise UsageError(f"{name}={path} lies below the file {existing}: give a path in a directory")
+        raise UsageError(f"{name}={path} lies below the file {existing}, an existing file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{name}={path} cannot be written: {existing} is read-only for this user")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 from functools import cache
 from importlib.metadata import entry_points
@@ -82,3 +83,14 @@ def describe() -> list[dict[str, str]]:
 def load_all() -> list[type]:
     """Import every registered backbone, so their short class names resolve in configs."""
     return [get(name) for name in names()]
+
+
+def import_class(class_path: str) -> type:
+    """The class at a dotted ``class_path``, or the backbone registered under a short name; UsageError otherwise."""
+    module, _, name = class_path.rpartition(".")
+    if not module:
+        return get(name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise UsageError(f"class {class_path} cannot be imported: {err}") from None

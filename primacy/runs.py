@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import lightning as L
@@ -42,13 +41,12 @@ def require_backbone(config: str | Path, required: type, command: str) -> None:
     if not isinstance(class_path, str):
         raise UsageError(f"config={config} names no model.init_args.backbone: {command} needs a "
                          f"{required.__name__} run")
-    module, _, name = class_path.rpartition(".")
     try:
-        cls = getattr(importlib.import_module(module), name) if module else registry.get(name)
-    except (ImportError, AttributeError) as err:
-        raise UsageError(f"config={config} names backbone {class_path}, which cannot be imported: {err}") from None
+        cls = registry.import_class(class_path)
+    except UsageError as err:
+        raise UsageError(f"config={config} names a backbone that cannot be used: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, required)):
-        raise UsageError(f"config={config} has backbone {name}: {command} needs a {required.__name__} run")
+        raise UsageError(f"config={config} has backbone {cls.__name__}: {command} needs a {required.__name__} run")
 
 
 def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:

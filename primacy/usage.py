@@ -85,10 +85,11 @@ def _abstract(cls: type) -> bool:
 
 
 def import_class(class_path: str) -> type | None:
-    module, _, name = class_path.rpartition(".")
+    """``registry.import_class``, or None: a name jsonargparse resolved imports; anything else is reported by the
+    parse itself."""
     try:
-        return getattr(importlib.import_module(module), name) if module else registry.get(name)
-    except Exception:  # a name jsonargparse resolved imports; anything else is reported by the parse itself
+        return registry.import_class(class_path)
+    except Exception:
         return None
 
 

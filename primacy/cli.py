@@ -12,6 +12,7 @@ from primacy.analyze import analyze_command
 from primacy.checks import figure_path, fits_in_memory, positive
 from primacy.errors import ArgumentParser, UsageError, find_usage_error
 from primacy.lightning_cli import PrimacyCLI
+from primacy.reproduce import reproduce_command
 from primacy.ssm.dense import impulse_responses
 from primacy.ssm.hippo import MEASURES, hippo
 from primacy.usage import overview
@@ -65,7 +66,7 @@ def models_command(args: list[str]) -> None:
 
 
 COMMANDS = {"aggregate": aggregate_command, "analyze": analyze_command, "kernels": kernels_command,
-            "models": models_command}
+            "models": models_command, "reproduce": reproduce_command}
 
 
 def main(args: list[str] | None = None) -> None:

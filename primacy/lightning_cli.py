@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from pathlib import Path
@@ -160,3 +161,29 @@ class PrimacyCLI(LightningCLI):
 
 def _is_wandb(logger: Any) -> bool:
     return getattr(logger, "class_path", "").endswith("WandbLogger") and hasattr(logger, "init_args")
+
+
+class _Parsed(Exception):  # noqa: N818 - not an error: carries the parsed config out of LightningCLI.__init__
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = config
+
+
+class _ParseOnly(PrimacyCLI):
+    def before_instantiate_classes(self) -> None:
+        raise _Parsed(self.config[self.subcommand])
+
+
+def parse_run(args: list[str]) -> Any:
+    """The config ``primacy ARGS`` would run with (a jsonargparse Namespace), checked as ``primacy`` checks it but
+    with nothing built or written; a bad file, option or value raises a UsageError."""
+    seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 0": nothing is run here
+    level = seed_log.level
+    seed_log.setLevel(logging.WARNING)
+    try:
+        _ParseOnly(args=args)
+    except _Parsed as parsed:
+        return parsed.config
+    finally:
+        seed_log.setLevel(level)
+    raise AssertionError("PrimacyCLI returned without parsing")  # pragma: no cover

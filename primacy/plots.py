@@ -34,15 +34,45 @@ def heatmap(
 
     matrix: (L, L) study x query accuracy; distractor: (L,) accuracy of "new" answers by query position.
     """
+    fig = plt.figure(figsize=(6.4, 6.4), constrained_layout=True)
+    grid = fig.add_gridspec(1, 2, width_ratios=[9.6, 0.35])
+    _heatmap_panel(fig, grid[0, 0], matrix, distractor, vmin, vmax, colorbar=fig.add_subplot(grid[0, 1]))
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def fig3_page(panels: list[tuple[str, str, np.ndarray, np.ndarray]], title: str = "") -> Figure:
+    """Fig. 3 on one page: every panel's heatmap (distractor row, matrix, marginal means) in one colour scale,
+    four to a row, with a letter and a title each.
+
+    panels: (letter, title, matrix (L, L), distractor (L,)) per panel; L may differ between panels.
+    """
+    values = np.concatenate([np.concatenate([np.ravel(m), np.ravel(d)]) for _, _, m, d in panels])
+    vmin = min(0.5, np.floor(np.nanmin(values) * 20) / 20)  # chance and up, in steps of 0.05
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig = plt.figure(figsize=(3.6 * cols + 0.6, 3.9 * rows), constrained_layout=True)
+    grid = fig.add_gridspec(rows, cols + 1, width_ratios=[*([9.6] * cols), 0.3])
+    for k, (letter, name, matrix, distractor) in enumerate(panels):
+        axes = _heatmap_panel(fig, grid[k // cols, k % cols], matrix, distractor, vmin, 1.0,
+                              colorbar=fig.add_subplot(grid[:, -1]) if k == 0 else None, small=True)
+        axes[0].set_title(f"{letter}   {name}", loc="left", fontsize=9, fontweight="bold")
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray, vmin: float, vmax: float,
+                   colorbar=None, small: bool = False) -> tuple:
+    """One Fig. 3 panel drawn into ``spec`` (a gridspec cell): returns its axes (new, matrix, row mean, col mean)."""
     matrix, distractor = np.asarray(matrix, float), np.asarray(distractor, float)
     n = matrix.shape[0]
-    fig = plt.figure(figsize=(6.4, 6.4), constrained_layout=True)
-    grid = fig.add_gridspec(3, 3, height_ratios=[1, 8, 1.6], width_ratios=[8, 1.6, 0.35])
+    grid = spec.subgridspec(3, 2, height_ratios=[1, 8, 1.6], width_ratios=[8, 1.6])
     ax_new, ax_mat = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0])
-    ax_row, ax_col, ax_bar = fig.add_subplot(grid[1, 1]), fig.add_subplot(grid[2, 0]), fig.add_subplot(grid[1, 2])
+    ax_row, ax_col = fig.add_subplot(grid[1, 1]), fig.add_subplot(grid[2, 0])
     style = {"cmap": CMAP, "vmin": vmin, "vmax": vmax, "xticklabels": False}
     sns.heatmap(distractor[None, :], ax=ax_new, cbar=False, yticklabels=["new"], **style)
-    sns.heatmap(matrix, ax=ax_mat, cbar_ax=ax_bar, cbar_kws={"label": "accuracy"}, yticklabels=False, **style)
+    sns.heatmap(matrix, ax=ax_mat, cbar=colorbar is not None, cbar_ax=colorbar, cbar_kws={"label": "accuracy"},
+                yticklabels=False, **style)
     ticks = _ticks(n)
     ax_mat.set_yticks(ticks + 0.5, ticks)
     ax_mat.set_ylabel("study position")
@@ -63,8 +93,12 @@ def heatmap(
     ax_col.set_ylabel("col. mean")
     for ax in (ax_row, ax_col):
         ax.grid(alpha=0.3)
-    fig.suptitle(title, fontsize=10)
-    return fig
+    if small:
+        for ax in (ax_new, ax_mat, ax_row, ax_col):
+            ax.tick_params(labelsize=7)
+            ax.xaxis.label.set_size(8)
+            ax.yaxis.label.set_size(8)
+    return ax_new, ax_mat, ax_row, ax_col
 
 
 def dt_trajectory(steps: np.ndarray, dt: np.ndarray, title: str = "") -> Figure:
@@ -101,15 +135,50 @@ def dt_histogram(initial: np.ndarray, final: np.ndarray, title: str = "", ax=Non
     return fig
 
 
-def dt_histograms(histories: list[dict[str, np.ndarray]], names: list[str]) -> Figure:
-    """Fig. 5: one panel per run, its initial and final Δt distributions (``dt_history`` dicts)."""
-    cols = min(5, len(histories))
+def dt_histograms(histories: list[dict[str, np.ndarray]], names: list[str], cols: int = 5) -> Figure:
+    """Fig. 5: one panel per run, its initial and final Δt distributions (``dt_history`` dicts), ``cols`` a row."""
+    cols = min(cols, len(histories))
     rows = -(-len(histories) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False, constrained_layout=True)
     for ax, history, name in zip(axes.flat, histories, names):
         dt_histogram(history["dt"][0], history["dt"][-1], name, ax=ax)
     for ax in list(axes.flat)[len(histories):]:
         ax.set_axis_off()
+    return fig
+
+
+def fig4_page(columns: list[tuple[str, list[dict[str, np.ndarray]]]], title: str = "") -> Figure:
+    """Fig. 4 on one page: per setting (a column), the Δt of every channel of every seed over training (median,
+    25-75 % and 5-95 % bands) above the initial and final Δt distributions, all on one log Δt axis.
+
+    columns: (title, dt_history dicts of its seeds, each with ``steps`` (S,) and ``dt`` (S, C)).
+    """
+    fig, axes = plt.subplots(2, len(columns), figsize=(3.3 * len(columns), 5.6), squeeze=False, sharey="row",
+                             constrained_layout=True)
+    pooled = [np.concatenate([np.asarray(h["dt"], float) for h in histories], axis=1) for _, histories in columns]
+    lo = min(float(dt.min()) for dt in pooled)
+    hi = max(float(dt.max()) for dt in pooled)
+    bins = np.logspace(np.log10(lo) - 0.05, np.log10(hi) + 0.05, 30)
+    for col, ((name, histories), dt) in enumerate(zip(columns, pooled)):
+        steps = np.asarray(histories[0]["steps"])  # every seed of a setting records the same steps
+        top, bottom = axes[0, col], axes[1, col]
+        q = np.quantile(dt, [0.05, 0.25, 0.5, 0.75, 0.95], axis=1)  # 5 S
+        top.fill_between(steps, q[0], q[4], color="tab:blue", alpha=0.15, lw=0, label="5-95 %")
+        top.fill_between(steps, q[1], q[3], color="tab:blue", alpha=0.35, lw=0, label="25-75 %")
+        top.plot(steps, q[2], color="tab:blue", lw=1.2, label="median")
+        top.set_yscale("log")
+        top.set_xlabel("training step")
+        top.set_title(name, fontsize=9)
+        top.grid(alpha=0.3)
+        bottom.hist(dt[0], bins=bins, alpha=0.5, color="tab:gray", label="initial")
+        bottom.hist(dt[-1], bins=bins, alpha=0.6, color="tab:blue", label="final")
+        bottom.set_xscale("log")
+        bottom.set_xlabel("Δt")
+    axes[0, 0].set_ylabel("Δt (all channels, all seeds)")
+    axes[1, 0].set_ylabel("channels")
+    axes[0, 0].legend(frameon=False, fontsize=7)
+    axes[1, 0].legend(frameon=False, fontsize=7)
+    fig.suptitle(title, fontsize=11)
     return fig
 
 

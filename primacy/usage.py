@@ -32,6 +32,7 @@ TOOL_COMMANDS = {
     "analyze": "post-hoc analyses of finished runs (icl, ablation)",
     "kernels": "Fig. 1: continuous vs discretised HiPPO impulse responses",
     "models": "list the registered backbones, plugins included",
+    "reproduce": "a paper figure end to end: every panel x seed (here or on SLURM), aggregates, the figure",
 }
 HELP_FLAGS = ("-h", "--help")
 HELP_ALL = "--help-all"  # Lightning's full help: every Trainer option

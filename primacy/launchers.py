@@ -1,0 +1,239 @@
+"""Running the runs of a sweep: each run is one ``primacy`` subprocess, started here (the local launcher) or as one task
+of a SLURM array job submitted through submitit. Both go through ``RunJob``, so a cluster runs the same code as a
+laptop apart from the scheduler."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from primacy import files
+from primacy.errors import UsageError
+
+HEARTBEAT_SECONDS = 30  # a running job rewrites its state file this often
+STALE_SECONDS = 4 * HEARTBEAT_SECONDS  # a state older than this on another host means the job died
+STOP_SECONDS = 120  # how long a stopped run may take to save its checkpoint before its job is requeued
+STOPPED = (130, 143)  # exit codes of `primacy fit` after Ctrl-C or SIGTERM, with a checkpoint saved
+
+
+def state_file(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "logs" / "state.json"
+
+
+def read_state(run_dir: str | Path) -> dict[str, Any]:
+    """The last state a launcher recorded for a run ({} when none, or when the file cannot be read)."""
+    try:
+        state = json.loads(state_file(run_dir).read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def is_alive(state: dict[str, Any]) -> bool:
+    """Whether the process a "running" state names still runs: asked of the OS on this host, judged by the age of
+    the heartbeat on another one."""
+    if state.get("state") != "running":
+        return False
+    if state.get("host") == socket.gethostname():
+        try:
+            os.kill(int(state["pid"]), 0)
+        except (OSError, KeyError, ValueError):
+            return False
+        return True
+    return time.time() - float(state.get("updated", 0)) < STALE_SECONDS
+
+
+def write_state(run_dir: Path, **state: Any) -> None:
+    files.write_text(state_file(run_dir), json.dumps({**state, "updated": time.time()}, indent=1) + "\n")
+
+
+def _job_id() -> str | None:
+    """The scheduler's id of this task (SLURM array id, or submitit's local one), None outside a submitit job."""
+    try:
+        import submitit
+
+        return submitit.JobEnvironment().job_id
+    except Exception:  # not inside a submitit job (or submitit is not installed)
+        return None
+
+
+def _global_rank() -> int:
+    try:
+        import submitit
+
+        return submitit.JobEnvironment().global_rank
+    except Exception:
+        return 0
+
+
+@dataclass
+class RunJob:
+    """One run: ``primacy ARGS`` in a subprocess whose output goes to ``<run>/logs/<time>[-<job>].log``, with its
+    state in ``<run>/logs/state.json`` (rewritten every ``HEARTBEAT_SECONDS`` while it runs, then the exit code).
+
+    Picklable, for submitit. When a SLURM job is about to time out or is preempted, submitit calls ``checkpoint``:
+    it sends the run SIGTERM (``primacy fit`` saves a checkpoint after the step in progress and exits) and returns
+    the same job, which submitit requeues and which then resumes from that checkpoint.
+    """
+
+    run_dir: str
+    args: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    _process: subprocess.Popen | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"run_dir": self.run_dir, "args": self.args, "env": self.env, "_process": None}
+
+    def __call__(self) -> int:
+        run_dir, job, rank = Path(self.run_dir), _job_id(), _global_rank()
+        logs = run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        name = time.strftime("%Y%m%d-%H%M%S") + (f"-{job}" if job else "") + (f"-rank{rank}" if rank else "")
+        log = logs / f"{name}.log"
+        with open(log, "ab") as out:
+            self._process = subprocess.Popen([sys.executable, "-m", "primacy", *self.args], stdout=out,
+                                             stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+            record = {"pid": self._process.pid, "host": socket.gethostname(), "job": job, "log": str(log),
+                      "started": time.time()}
+            while True:
+                if rank == 0:  # in a multi-process run, one state file for the run
+                    write_state(run_dir, state="running", **record)
+                try:
+                    code = self._process.wait(timeout=HEARTBEAT_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if rank == 0:
+            write_state(run_dir, state="exited", exit_code=code, **record)
+        return code
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Asks the run to save a checkpoint and exit (it does after the step in progress)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(sig)
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """submitit's hook on timeout or preemption: stop the run with a checkpoint, then requeue the same job."""
+        from submitit.helpers import DelayedSubmission
+
+        self.stop()
+        deadline = time.time() + STOP_SECONDS
+        while self._process is not None and self._process.poll() is None and time.time() < deadline:
+            time.sleep(0.5)
+        return DelayedSubmission(RunJob(self.run_dir, self.args, self.env))
+
+
+def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str], None]) -> dict[str, int]:
+    """Runs ``jobs`` on this machine, ``parallel`` at a time, and returns each run directory's exit code.
+
+    With several at once, each gets ``cpu_count // parallel`` threads (OMP_NUM_THREADS, unless set). SIGTERM or
+    Ctrl-C stops every run with a checkpoint (they resume next time) and is raised again once they have exited."""
+    if parallel < 1:
+        raise UsageError(f"jobs={parallel} is invalid: run at least 1 at a time")
+    if parallel > 1 and "OMP_NUM_THREADS" not in os.environ:
+        threads = str(max(1, (os.cpu_count() or 1) // parallel))
+        jobs = [RunJob(job.run_dir, job.args, {"OMP_NUM_THREADS": threads, **job.env}) for job in jobs]
+    codes: dict[str, int] = {}
+    interrupted = threading.Event()
+
+    def work(job: RunJob) -> None:
+        if interrupted.is_set():
+            return
+        report(job, "start")
+        codes[job.run_dir] = job()
+        report(job, "end")
+
+    previous = signal.signal(signal.SIGTERM, _raise_sigterm)
+    pool = ThreadPoolExecutor(max_workers=parallel)
+    try:
+        for future in [pool.submit(work, job) for job in jobs]:
+            future.result()
+    except (KeyboardInterrupt, _Terminated) as stop:
+        interrupted.set()
+        for job in jobs:
+            job.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise KeyboardInterrupt if isinstance(stop, KeyboardInterrupt) else SystemExit(143) from None
+    finally:
+        pool.shutdown(wait=True)
+        signal.signal(signal.SIGTERM, previous)
+    return codes
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _raise_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What ``--slurm.*`` sets for every task of the array job (``time`` in minutes; ``gpus_per_task`` per process
+    of a run; a run with ``trainer.devices`` N is N tasks of one node, which Lightning's SLURM support joins)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    time: int = 24 * 60
+    gpus_per_task: int = 1
+    cpus_per_task: int = 4
+    mem_gb: int | None = None
+    array_parallelism: int = 32
+    cluster: str = "slurm"  # submitit's executor: "local" runs the same array job on this machine
+
+
+def slurm_parameters(options: SlurmOptions, name: str, processes: int) -> dict[str, Any]:
+    """submitit ``update_parameters`` arguments for one array job of runs with ``processes`` processes each."""
+    for key in ("time", "cpus_per_task", "array_parallelism", "processes"):
+        value = processes if key == "processes" else getattr(options, key)
+        if value < 1:
+            raise UsageError(f"slurm.{key}={value} is invalid: it must be at least 1")
+    if options.gpus_per_task < 0:
+        raise UsageError(f"slurm.gpus_per_task={options.gpus_per_task} is invalid: it must be 0 or more")
+    params: dict[str, Any] = {
+        "name": name, "timeout_min": options.time, "nodes": 1, "tasks_per_node": processes,
+        "cpus_per_task": options.cpus_per_task, "gpus_per_node": processes * options.gpus_per_task,
+        "slurm_array_parallelism": options.array_parallelism,
+    }
+    if options.mem_gb is not None:
+        params["mem_gb"] = options.mem_gb
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(options, key) is not None:
+            params[f"slurm_{key}"] = getattr(options, key)
+    return params
+
+
+def submit(jobs: list[RunJob], folder: Path, parameters: dict[str, Any], cluster: str) -> list[Any]:
+    """Submits ``jobs`` as one array job through submitit (its own files in ``folder``) and returns submitit's jobs."""
+    try:
+        import submitit
+    except ImportError:
+        raise UsageError('launcher=slurm needs submitit: pip install -e ".[slurm]"') from None
+    if cluster not in ("slurm", "local"):
+        raise UsageError(f"slurm.cluster={cluster} is invalid: choose slurm or local")
+    try:
+        executor = submitit.AutoExecutor(folder=folder / "%j", cluster=cluster)
+    except RuntimeError as err:  # submitit found no srun/sbatch
+        raise UsageError(f"launcher=slurm needs a SLURM cluster, and this machine has none ({err}): run it on the "
+                         "cluster's login node, or use --launcher local") from None
+    if cluster == "local":
+        parameters = {key: value for key, value in parameters.items() if not key.startswith("slurm_")}
+        parameters.update(tasks_per_node=1, gpus_per_node=0)  # one process per run: Lightning starts any others
+    executor.update_parameters(**parameters)
+    with executor.batch():
+        submitted = [executor.submit(job) for job in jobs]
+    return submitted

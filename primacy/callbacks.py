@@ -32,8 +32,9 @@ class RunCheckpoint(ModelCheckpoint):
     """Keeps <run>/checkpoints/last.ckpt the latest state of a run, so a long run survives interruption:
 
     - every ``every_n_train_steps`` optimiser steps and every ``every_n_minutes`` of training, whichever comes first;
-    - on SIGTERM (what SLURM sends before it preempts a job) and on the first Ctrl-C: the step in progress finishes,
-      the checkpoint is written and training stops (a second Ctrl-C stops at once);
+    - on SIGTERM (what SLURM sends before it preempts a job) and on the first Ctrl-C: the step in progress (or the
+      validation in progress and the step after it) finishes, the checkpoint is written and training stops (a second
+      Ctrl-C stops at once);
     - when training ends, so last.ckpt always holds the final step.
 
     Every save happens where Lightning's own step checkpoints do (after the step), and the random generators' states
@@ -58,9 +59,9 @@ class RunCheckpoint(ModelCheckpoint):
         super().__init__(dirpath=dirpath, save_last=True, every_n_train_steps=every_n_train_steps,
                          save_top_k=save_top_k)
         self.every_n_minutes = every_n_minutes
-        self.stop_requested = False  # set by the first Ctrl-C
+        self.stop_signal: int | None = None  # the first Ctrl-C or SIGTERM, which stops training after its step
         self._last_save_time = time.monotonic()
-        self._previous_sigint: Any = None
+        self._previous_handlers: dict[int, Any] = {}
 
     @property
     def state_key(self) -> str:
@@ -71,20 +72,30 @@ class RunCheckpoint(ModelCheckpoint):
             self.dirpath = str(run_dir(trainer) / "checkpoints")
         super().setup(trainer, pl_module, stage)
 
+    @property
+    def stop_requested(self) -> bool:
+        return self.stop_signal is not None
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._last_save_time = time.monotonic()
         if threading.current_thread() is threading.main_thread():
-            self._previous_sigint = signal.signal(signal.SIGINT, self._request_stop)
+            # Lightning's own SIGTERM handler makes a validation in progress raise at once, without a checkpoint.
+            self._previous_handlers = {sig: signal.signal(sig, self._request_stop)
+                                       for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def _request_stop(self, signum: int, frame: Any) -> None:
-        self.stop_requested = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
-        rank_zero_info("\nCtrl-C: stopping after this step with a checkpoint (press again to stop at once)")
+        if self.stop_signal is None:
+            self.stop_signal = signum
+        if signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
+            rank_zero_info("\nCtrl-C: stopping after this step with a checkpoint (press again to stop at once)")
+        else:
+            rank_zero_info(f"\n{signal.Signals(signum).name}: stopping after this step with a checkpoint")
 
-    def _restore_sigint(self) -> None:
-        if self._previous_sigint is not None:
-            signal.signal(signal.SIGINT, self._previous_sigint)
-            self._previous_sigint = None
+    def _restore_signals(self) -> None:
+        for sig, handler in self._previous_handlers.items():
+            signal.signal(sig, handler)
+        self._previous_handlers = {}
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any) -> None:
         stop = self.stop_requested or trainer.received_sigterm
@@ -104,12 +115,12 @@ class RunCheckpoint(ModelCheckpoint):
         self._last_save_time = time.monotonic()
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._restore_sigint()
+        self._restore_signals()
         if self._last_global_step_saved != trainer.global_step:
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        self._restore_sigint()
+        self._restore_signals()
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "rng": rng_states()}

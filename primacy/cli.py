@@ -7,7 +7,7 @@ import sys
 
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from primacy import aggregate, console, files, plots, registry
+from primacy import aggregate, console, files, launchers, plots, registry
 from primacy.analyze import analyze_command
 from primacy.checks import figure_path, fits_in_memory, positive
 from primacy.errors import ArgumentParser, UsageError, find_usage_error
@@ -71,6 +71,7 @@ COMMANDS = {"aggregate": aggregate_command, "analyze": analyze_command, "kernels
 
 def main(args: list[str] | None = None) -> None:
     console.setup()
+    launchers.stop_with_parent()
     argv = sys.argv[1:] if args is None else list(args)
     if not argv or argv[0] in ("-h", "--help"):  # bare `primacy` is a usage error: the same list, on stderr
         console.show(overview(COMMANDS), sys.stdout if argv else sys.stderr)

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from primacy import files
+from primacy.checks import positive
 from primacy.errors import UsageError
 
 HEARTBEAT_SECONDS = 30  # a running job rewrites its state file this often
 STALE_SECONDS = 4 * HEARTBEAT_SECONDS  # a state older than this on another host means the job died
 STOP_SECONDS = 120  # how long a stopped run may take to save its checkpoint before its job is requeued
 STOPPED = (130, 143)  # exit codes of `primacy fit` after Ctrl-C or SIGTERM, with a checkpoint saved
+PARENT_ENV = "PRIMACY_LAUNCHER_PID"  # set in a run's environment: the launcher process it must not outlive
 
 
 def state_file(run_dir: str | Path) -> Path:
@@ -102,8 +104,9 @@ class RunJob:
         name = time.strftime("%Y%m%d-%H%M%S") + (f"-{job}" if job else "") + (f"-rank{rank}" if rank else "")
         log = logs / f"{name}.log"
         with open(log, "ab") as out:
+            env = {**os.environ, **self.env, PARENT_ENV: str(os.getpid())}
             self._process = subprocess.Popen([sys.executable, "-m", "primacy", *self.args], stdout=out,
-                                             stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+                                             stderr=subprocess.STDOUT, env=env)
             record = {"pid": self._process.pid, "host": socket.gethostname(), "job": job, "log": str(log),
                       "started": time.time()}
             while True:
@@ -131,7 +134,24 @@ class RunJob:
         deadline = time.time() + STOP_SECONDS
         while self._process is not None and self._process.poll() is None and time.time() < deadline:
             time.sleep(0.5)
+        if self._process is not None and _global_rank() == 0:
+            write_state(Path(self.run_dir), state="exited", exit_code=self._process.poll(), job=_job_id(),
+                        requeued=True)
         return DelayedSubmission(RunJob(self.run_dir, self.args, self.env))
+
+
+def stop_with_parent() -> None:
+    """In a run started by a launcher: when the launcher's process dies (killed, or its job cancelled), this process
+    gets SIGTERM, so it saves a checkpoint and exits instead of training on unwatched (Linux; elsewhere nothing)."""
+    parent = os.environ.pop(PARENT_ENV, None)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+    if os.getppid() != int(parent):  # the launcher died before the call above
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str], None]) -> dict[str, int]:
@@ -139,8 +159,7 @@ def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str],
 
     With several at once, each gets ``cpu_count // parallel`` threads (OMP_NUM_THREADS, unless set). SIGTERM or
     Ctrl-C stops every run with a checkpoint (they resume next time) and is raised again once they have exited."""
-    if parallel < 1:
-        raise UsageError(f"jobs={parallel} is invalid: run at least 1 at a time")
+    positive(jobs=parallel)
     if parallel > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = str(max(1, (os.cpu_count() or 1) // parallel))
         jobs = [RunJob(job.run_dir, job.args, {"OMP_NUM_THREADS": threads, **job.env}) for job in jobs]
@@ -198,10 +217,7 @@ class SlurmOptions:
 
 def slurm_parameters(options: SlurmOptions, name: str, processes: int) -> dict[str, Any]:
     """submitit ``update_parameters`` arguments for one array job of runs with ``processes`` processes each."""
-    for key in ("time", "cpus_per_task", "array_parallelism", "processes"):
-        value = processes if key == "processes" else getattr(options, key)
-        if value < 1:
-            raise UsageError(f"slurm.{key}={value} is invalid: it must be at least 1")
+    positive(**{f"slurm.{key}": getattr(options, key) for key in ("time", "cpus_per_task", "array_parallelism")})
     if options.gpus_per_task < 0:
         raise UsageError(f"slurm.gpus_per_task={options.gpus_per_task} is invalid: it must be 0 or more")
     params: dict[str, Any] = {

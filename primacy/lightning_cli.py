@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -146,10 +147,11 @@ class PrimacyCLI(LightningCLI):
 
     def after_fit(self) -> None:
         trainer = self.trainer
-        if trainer.global_step < trainer.max_steps:  # stopped early by Ctrl-C, with a checkpoint
+        if trainer.global_step < trainer.max_steps:  # stopped early by Ctrl-C or SIGTERM, with a checkpoint
             rank_zero_info(f"Stopped at step {trainer.global_step} of {trainer.max_steps}: run the same command "
                            "again to resume")
-            raise SystemExit(130)
+            signum = next((cb.stop_signal for cb in trainer.callbacks if isinstance(cb, RunCheckpoint)), None)
+            raise SystemExit(128 + (signum or signal.SIGINT))  # 130 after Ctrl-C, 143 after SIGTERM
         if not self.config.fit.test_after_fit:
             rank_zero_info(f"Trained to step {trainer.global_step}: {last_checkpoint(run_dir(trainer))}")
             return

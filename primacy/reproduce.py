@@ -13,7 +13,7 @@ from typing import Any
 
 from primacy import launchers
 from primacy.checkpoints import check_checkpoint
-from primacy.checks import writable_directory
+from primacy.checks import positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
 from primacy.launchers import RunJob, SlurmOptions
 from primacy.lightning_cli import parse_run
@@ -128,10 +128,10 @@ def _parser() -> ArgumentParser:
 
 
 def reproduce_command(args: list[str]) -> None:
+    """``primacy reproduce``: see the module's docstring and ``--help``."""
     options, overrides = _parser().parse_known_args(args)
     _check_overrides(overrides)
-    if options.seeds < 1:
-        raise UsageError(f"seeds={options.seeds} is invalid: give at least 1")
+    positive(seeds=options.seeds, jobs=options.jobs)
     spec = FIGURES[options.figure].select(options.panels)
     out = Path(options.out or f"runs/{options.figure}-{options.scale}")
     runs, configs = plan(spec, options.scale, options.seeds, out, overrides)
@@ -147,7 +147,7 @@ def reproduce_command(args: list[str]) -> None:
         jobs = [RunJob(str(run.dir), statuses[run].args) for run in todo]
         if options.launcher == "local":
             _run_local(jobs, options.jobs, todo)
-        elif not _submit(jobs, todo, out, options, configs):
+        elif not _submit(jobs, todo, out, options, configs, args):
             return
         statuses = {run: status(run, configs[run.panel]) for run in runs}
     unfinished = {run: s for run, s in statuses.items() if s.state != "done"}
@@ -193,18 +193,18 @@ def _run_local(jobs: list[RunJob], parallel: int, runs: list[Run]) -> None:
         raise SystemExit(130) from None
 
 
-def _submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, configs: dict) -> bool:
-    """Submits the runs as one array job; True when they have finished (``--wait``), False when they were queued."""
+def _submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, configs: dict, args: list[str]) -> bool:
+    """Submits the runs as one array job; True when they have finished (``--wait``, and always on submitit's local
+    executor, whose jobs end with this process), False when they were queued."""
     slurm = SlurmOptions(**{name: getattr(options, f"slurm_{name}") for name in SlurmOptions.__dataclass_fields__})
-    devices = {configs[run.panel].trainer.devices for run in runs}
-    processes = max(d if isinstance(d, int) and d > 0 else 1 for d in devices)
+    processes = max(_processes(configs[run.panel].trainer.devices) for run in runs)
     parameters = launchers.slurm_parameters(slurm, f"primacy-{options.figure}", processes)
     submitted = launchers.submit(jobs, out / "submitit", parameters, slurm.cluster)
     for job, run in zip(submitted, runs):
         launchers.write_state(run.dir, state="queued", job=job.job_id)
     print(f"submitted {len(submitted)} runs as job {submitted[0].job_id.split('_')[0]}; "
-          f"`primacy reproduce {options.figure} --status` shows where they are", flush=True)
-    if not options.wait:
+          f"`{' '.join(['primacy reproduce', *args, '--status'])}` shows where they are", flush=True)
+    if not options.wait and slurm.cluster != "local":
         return False
     for job in submitted:
         try:
@@ -212,6 +212,15 @@ def _submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, config
         except Exception as err:  # noqa: BLE001 - submitit re-raises whatever failed in the job; the status says
             print(f"  job {job.job_id}: {str(err).splitlines()[-1] if str(err) else type(err).__name__}")
     return True
+
+
+def _processes(devices: Any) -> int:
+    """How many processes a run with ``trainer.devices`` starts: a count (2, "2"), a list of ids, or 1 ("auto")."""
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    if isinstance(devices, str) and "," in devices:
+        return len([d for d in devices.split(",") if d.strip()])
+    return int(devices) if str(devices).isdigit() and int(devices) > 0 else 1
 
 
 def _counts(statuses: list[Status]) -> dict[str, int]:

@@ -22,9 +22,10 @@ def fit(task: str, run, *extra: str) -> None:
           "--test_after_fit", "false", *extra])
 
 
-def interrupt_at(step: int, signum: int) -> list[str]:
+def interrupt_at(step: int, signum: int, during_validation: bool = False) -> list[str]:
     """Trainer flag adding tests/signals.py's SignalAt callback."""
-    callback = {"class_path": "signals.SignalAt", "init_args": {"step": step, "signum": int(signum)}}
+    callback = {"class_path": "signals.SignalAt",
+                "init_args": {"step": step, "signum": int(signum), "during_validation": during_validation}}
     return [f"--trainer.callbacks+={json.dumps(callback)}"]
 
 
@@ -62,6 +63,18 @@ def test_a_signalled_run_stops_with_a_checkpoint_and_the_same_command_resumes_it
     assert checkpoint(run)["global_step"] == 3, "the step in progress finished and was saved"
     fit(task, run)  # the same command, without the interruption
     assert "Resuming the unfinished run" in caplog.text
+    assert_same_state(checkpoint(run), expected)
+
+
+def test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves(straight, tmp_path):
+    """Lightning's own SIGTERM handling would abandon the validation without a checkpoint."""
+    task, expected = straight
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as stopped:
+        fit(task, run, *interrupt_at(4, signal.SIGTERM, during_validation=True))  # validation every 4 steps
+    assert stopped.value.code == 143
+    assert checkpoint(run)["global_step"] == 5
+    fit(task, run)
     assert_same_state(checkpoint(run), expected)
 
 

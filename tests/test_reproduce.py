@@ -1,0 +1,225 @@
+"""`primacy reproduce`: a whole figure from one command, repeatable until complete, on the local launcher and through
+submitit (its local executor: real subprocesses, the cluster's code path without the scheduler)."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT
+
+from primacy import launchers
+from primacy.cli import main
+from primacy.paper_figures import FIGURES
+
+# The figure's own configs, cut to a few seconds per run.
+TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",
+        "--trainer.enable_model_summary", "false", "--data.init_args.num_test_sets", "4",
+        "--data.init_args.num_val_sets", "2", "--results.formats", "[png]"]
+# A smaller model, for runs long enough to interrupt.
+SMALL = ["--trainer.logger", "false", "--trainer.enable_model_summary", "false", "--data.init_args.n_items", "8",
+         "--data.init_args.vocab_size", "64", "--data.init_args.batch_size", "8",
+         "--data.init_args.num_test_sets", "4", "--data.init_args.num_val_sets", "2", "--results.formats", "[png]",
+         "--model.init_args.backbone.init_args.d_model", "16", "--trainer.val_check_interval", "5",
+         "--model.init_args.warmup_steps", "2"]
+
+
+def logs(out: Path) -> set[Path]:
+    return set(out.glob("*/seed*/logs/*.log"))
+
+
+def step(run: Path) -> int:
+    return torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["global_step"]
+
+
+def test_fig3_runs_once_skips_finished_runs_and_redoes_a_deleted_one(tmp_path, capsys):
+    out = tmp_path / "fig3"
+    command = ["reproduce", "fig3", "--scale", "cpu", "--seeds", "2", "--out", str(out), "--jobs", "2", *TINY]
+    main(command)
+    panels = [panel.config("cpu") for panel in FIGURES["fig3"].panels]
+    runs = [out / panel / f"seed{seed}" for panel in panels for seed in (0, 1)]
+    assert len(runs) == 16
+    for run in runs:
+        assert (run / "results" / "summary.json").is_file(), run
+        assert step(run) == 20
+    assert (out / "fig3.png").is_file() and (out / "fig3.pdf").is_file()
+    with open(out / "fig3.csv") as f:
+        table = list(csv.DictReader(f))
+    assert [row["panel"] for row in table] == list("ABCDEFGH")
+    assert all(row["seeds"] == "2" for row in table)
+    assert [int(row["n_items"]) for row in table] == [32, 32, 32, 32, 32, 16, 64, 32]
+    assert table[7]["dt_final_q50"] == "" and float(table[1]["dt_final_q50"]) > 0  # LSTM has no Δt
+    for panel in panels:
+        assert (out / panel / "mean" / "summary.json").is_file()
+
+    before = logs(out)
+    capsys.readouterr()
+    main(command)  # everything is done: nothing trains, the figure is drawn again
+    assert logs(out) == before
+    assert "running" not in capsys.readouterr().out
+
+    deleted = out / panels[2] / "seed1"
+    for path in sorted(deleted.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    main(command)
+    new = logs(out) - before
+    assert [log.parents[1] for log in new] == [deleted]
+    assert step(deleted) == 20
+
+
+def test_status_lists_every_run(tmp_path, capsys):
+    out = tmp_path / "fig4"
+    main(["reproduce", "fig4", "--seeds", "1", "--out", str(out), "--panels", "1", "6", *SMALL,
+          "--trainer.max_steps", "4"])
+    capsys.readouterr()
+    main(["reproduce", "fig4", "--seeds", "2", "--out", str(out), "--panels", "1", "6", "--status", *SMALL,
+          "--trainer.max_steps", "4"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["fig3b-hippo-legs-L32/seed0", "done"]
+    assert lines[1].split()[:2] == ["fig3b-hippo-legs-L32/seed1", "missing"]
+    assert lines[2].split()[:2] == ["fig4-hippo-legs-frozen-dt-L32/seed0", "done"]
+    assert lines[-1] == "2 done, 2 missing"
+    main(["reproduce", "fig4", "--seeds", "1", "--out", str(out), "--panels", "1", "--status", *SMALL,
+          "--trainer.max_steps", "8"])  # a larger budget: the run is unfinished
+    assert "stopped  at step 4 of 8: resumes" in capsys.readouterr().out
+    # The frozen-Δt panel keeps its initial Δt: the paper's footnote setting.
+    frozen = out / "fig4-hippo-legs-frozen-dt-L32" / "seed0" / "results" / "dt_history.npz"
+    import numpy as np
+
+    with np.load(frozen) as history:
+        assert np.array_equal(history["dt"][0], history["dt"][-1])
+
+
+def _wait_for(predicate, what: str, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while not predicate():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _progress(run: Path) -> bool:
+    return any("step " in log.read_text() for log in (run / "logs").glob("*.log")) if (run / "logs").is_dir() else False
+
+
+def test_killed_reproduce_resumes_the_interrupted_run(tmp_path):
+    out = tmp_path / "fig3"
+    args = [sys.executable, "-m", "primacy", "reproduce", "fig3", "--seeds", "1", "--panels", "B", "--out", str(out),
+            *SMALL, "--trainer.max_steps", "100000"]
+    run = out / "fig3b-hippo-legs-L32" / "seed0"
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: _progress(run), "training to start")
+    finally:
+        process.send_signal(signal.SIGTERM)  # what `kill` or a scheduler sends
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    stopped = step(run)
+    assert 0 < stopped < 100000
+    assert launchers.read_state(run)["exit_code"] == 143
+
+    main(["reproduce", "fig3", "--seeds", "1", "--panels", "B", "--out", str(out), *SMALL,
+          "--trainer.max_steps", str(stopped + 5)])
+    assert step(run) == stopped + 5
+    newest = max((run / "logs").glob("*.log"), key=lambda p: p.stat().st_mtime)
+    assert f"Resuming the unfinished run in {run} from step {stopped}" in newest.read_text()
+    assert (out / "fig3.png").is_file()
+
+
+def test_submitit_array_job_on_the_local_executor(tmp_path):
+    pytest.importorskip("submitit")
+    out = tmp_path / "fig3"
+    command = ["reproduce", "fig3", "--seeds", "2", "--panels", "B", "H", "--out", str(out), "--launcher", "slurm",
+               "--slurm.cluster", "local", *TINY]
+    main(command)
+    runs = list(out.glob("*/seed*"))
+    assert len(runs) == 4 and all(step(run) == 20 for run in runs)
+    assert (out / "fig3.png").is_file()
+    assert all(launchers.read_state(run)["job"] for run in runs)  # each task's log is named by its job id
+    before = logs(out)
+    main(command)
+    assert logs(out) == before
+
+
+def test_submitit_timeout_requeues_and_resumes(tmp_path):
+    """submitit's signal before the time limit (what SLURM sends before a timeout or preemption) stops the run with
+    a checkpoint, requeues the task, and the requeued task resumes from that checkpoint."""
+    pytest.importorskip("submitit")
+    run = tmp_path / "run"
+    args = ("fit", "--config", str(ROOT / "configs" / "cpu" / "fig3b-hippo-legs-L32.yaml"), *SMALL,
+            "--trainer.max_steps", "100000", "--trainer.default_root_dir", str(run))
+    parameters = {"timeout_min": 1}  # submitit signals 30 s before the limit, so 30 s after each start
+    job, = launchers.submit([launchers.RunJob(str(run), args)], tmp_path / "submitit", parameters, "local")
+    try:
+        _wait_for(lambda: len(list((run / "logs").glob("*.log"))) == 2, "the requeued task", seconds=240)
+        first = launchers.read_state(run)
+        _wait_for(lambda: "Resuming the unfinished run" in _newest_log(run).read_text(), "the resume", seconds=120)
+    finally:
+        job.cancel(check=False)
+    stopped = int(first["exit_code"]) if first.get("state") == "exited" else None
+    assert stopped in (None, 143)
+    assert "stopping after this step with a checkpoint" in min((run / "logs").glob("*.log")).read_text()
+
+
+def _newest_log(run: Path) -> Path:
+    return max((run / "logs").glob("*.log"), key=os.path.getmtime)
+
+
+def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):
+    """The sbatch script submitit writes for `--launcher slurm` (a fake sbatch captures it)."""
+    pytest.importorskip("submitit")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    captured = tmp_path / "sbatch.sh"
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {captured}\necho "Submitted batch job 4242"\n')
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "fig3"
+    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--out", str(out), "--launcher", "slurm",
+          "--slurm.partition", "gpu", "--slurm.time", "2880", "--slurm.array_parallelism", "4",
+          "--slurm.account", "lab", "--trainer.devices", "2", "--trainer.strategy", "ddp"])
+    script = captured.read_text()
+    for line in ("#SBATCH --array=0-15%4", "#SBATCH --partition=gpu", "#SBATCH --time=2880",
+                 "#SBATCH --ntasks-per-node=2", "#SBATCH --gpus-per-node=2", "#SBATCH --account=lab",
+                 "#SBATCH --signal=USR2@90", "#SBATCH --nodes=1", "#SBATCH --job-name=primacy-fig3"):
+        assert line in script, line
+    assert "submitted 16 runs as job 4242" in capsys.readouterr().out
+    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--out", str(out), "--status",
+          "--trainer.devices", "2", "--trainer.strategy", "ddp"])
+    assert capsys.readouterr().out.splitlines()[-1] == "16 queued"
+
+
+def test_slurm_launcher_without_slurm_is_one_line(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("submitit")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun, no sbatch
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reproduce", "fig3", "--seeds", "1", "--panels", "B", "--out", str(tmp_path / "out"),
+              "--launcher", "slurm"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "launcher=slurm needs a SLURM cluster" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["fig9"], "invalid choice: 'fig9'"),
+    (["fig3", "--seeds", "0"], "seeds=0 is invalid"),
+    (["fig3", "--panels", "Z"], "panels=['Z'] are not panels of fig3"),
+    (["fig3", "--trainer.default_root_dir", "x"], "--trainer.default_root_dir is set by primacy reproduce"),
+    (["fig3", "--seed_everything=3"], "--seed_everything is set by primacy reproduce"),
+    (["fig3", "--trainer.max_stepz", "3"], "did you mean --trainer.max_steps"),
+    (["fig3", "--jobs", "0"], "jobs=0 is invalid"),
+])
+def test_bad_reproduce_arguments_are_one_line(args, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reproduce", *args, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "out").exists()

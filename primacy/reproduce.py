@@ -15,7 +15,7 @@ from primacy import launchers
 from primacy.checkpoints import check_checkpoint
 from primacy.checks import positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
-from primacy.launchers import RunJob, SlurmOptions
+from primacy.launchers import RunJob, SlurmOptions, state_file
 from primacy.lightning_cli import parse_run
 from primacy.paper_figures import FIGURES, SCALES, FigureSpec, draw
 from primacy.resume import last_checkpoint
@@ -78,7 +78,7 @@ def status(run: Run, config: Any) -> Status:
     if launchers.is_alive(state):
         return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, {log}")
     if state.get("state") == "queued":
-        return Status("queued", f"job {state.get('job')}")
+        return Status("queued", f"job {state.get('job')} (if that job no longer exists, delete {state_file(run.dir)})")
     max_steps = config.trainer.max_steps
     ckpt = last_checkpoint(run.dir)
     exit_code = state.get("exit_code")
@@ -108,7 +108,7 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--scale", choices=SCALES, default="cpu", help="configs/cpu/ (a laptop) or configs/paper/")
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1 of every panel (the paper used 10)")
     parser.add_argument("--out", help="directory of the runs and figures (default runs/FIGURE-SCALE)")
-    parser.add_argument("--panels", nargs="+", metavar="PANEL", help="only these panels (letters or config names)")
+    parser.add_argument("--panels", nargs="+", metavar="PANEL", help="only these panels (their labels, e.g. A C, or config names)")
     parser.add_argument("--status", action="store_true", help="list each run as done/running/queued/stopped/"
                         "failed/missing and exit")
     parser.add_argument("--launcher", choices=("local", "slurm"), default="local",
@@ -132,6 +132,7 @@ def reproduce_command(args: list[str]) -> None:
     options, overrides = _parser().parse_known_args(args)
     _check_overrides(overrides)
     positive(seeds=options.seeds, jobs=options.jobs)
+    _check_launcher(options)
     spec = FIGURES[options.figure].select(options.panels)
     out = Path(options.out or f"runs/{options.figure}-{options.scale}")
     runs, configs = plan(spec, options.scale, options.seeds, out, overrides)
@@ -156,6 +157,27 @@ def reproduce_command(args: list[str]) -> None:
         raise SystemExit(1)
     for path in draw(spec, options.scale, out, runs):
         print(f"wrote {path}")
+
+
+def _check_launcher(options: Any) -> None:
+    """Refuses options that the chosen launcher would ignore."""
+    if options.launcher == "slurm":
+        if options.jobs != 1:
+            raise UsageError(f"jobs={options.jobs} is for --launcher local: on SLURM, --slurm.array_parallelism sets "
+                             "how many runs go at once")
+        launchers.slurm_parameters(_slurm_options(options), "primacy", 1)  # its checks, before any work
+    if options.launcher == "local":
+        if options.wait:
+            raise UsageError("--wait is for --launcher slurm: the local launcher always waits")
+        given, defaults = _slurm_options(options), SlurmOptions()
+        changed = [name for name in SlurmOptions.__dataclass_fields__
+                   if getattr(given, name) != getattr(defaults, name)]
+        if changed:
+            raise UsageError(f"--slurm.{changed[0]} is for --launcher slurm: add --launcher slurm, or leave it out")
+
+
+def _slurm_options(options: Any) -> SlurmOptions:
+    return SlurmOptions(**{name: getattr(options, f"slurm_{name}") for name in SlurmOptions.__dataclass_fields__})
 
 
 def _check_overrides(overrides: list[str]) -> None:
@@ -196,7 +218,7 @@ def _run_local(jobs: list[RunJob], parallel: int, runs: list[Run]) -> None:
 def _submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, configs: dict, args: list[str]) -> bool:
     """Submits the runs as one array job; True when they have finished (``--wait``, and always on submitit's local
     executor, whose jobs end with this process), False when they were queued."""
-    slurm = SlurmOptions(**{name: getattr(options, f"slurm_{name}") for name in SlurmOptions.__dataclass_fields__})
+    slurm = _slurm_options(options)
     processes = max(_processes(configs[run.panel].trainer.devices) for run in runs)
     parameters = launchers.slurm_parameters(slurm, f"primacy-{options.figure}", processes)
     submitted = launchers.submit(jobs, out / "submitit", parameters, slurm.cluster)

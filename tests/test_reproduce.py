@@ -215,6 +215,10 @@ def test_slurm_launcher_without_slurm_is_one_line(tmp_path, monkeypatch, capsys)
     (["fig3", "--seed_everything=3"], "--seed_everything is set by primacy reproduce"),
     (["fig3", "--trainer.max_stepz", "3"], "did you mean --trainer.max_steps"),
     (["fig3", "--jobs", "0"], "jobs=0 is invalid"),
+    (["fig3", "--slurm.partition", "gpu"], "--slurm.partition is for --launcher slurm"),
+    (["fig3", "--wait"], "--wait is for --launcher slurm"),
+    (["fig3", "--launcher", "slurm", "--jobs", "4"], "jobs=4 is for --launcher local"),
+    (["fig3", "--launcher", "slurm", "--slurm.time", "0"], "slurm.time=0 is invalid"),
 ])
 def test_bad_reproduce_arguments_are_one_line(args, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -1,4 +1,5 @@
-"""``primacy analyze icl|ablation``: post-hoc analyses of a trained run's attention heads (Ji-An et al. 2024)."""
+"""``primacy analyze icl|ablation|probes``: post-hoc analyses of a trained run's attention heads (Ji-An et al. 2024;
+Morita 2025 for the verification probes)."""
 
 from __future__ import annotations
 
@@ -17,21 +18,25 @@ from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.fits import ALIGNMENTS
 from primacy.analysis.heads import repeated_prompt
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
+from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, capture_bytes, head_summary, measure_probes
 from primacy.backbones.transformer import TransformerBackbone
-from primacy.checks import figure_formats, positive, writable_directory
+from primacy.checks import figure_formats, fits_in_memory, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
-from primacy.runs import load_run, require_backbone
+from primacy.runs import load_run, require_backbone, require_task
 from primacy.tasks.induction import BOS
+from primacy.tasks.verification import VerificationTask
 
 ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
+PROBE_FILES = ("probes.csv", "probes.npz", "summary.json")
 
 
-def _run_arguments(parser: argparse.ArgumentParser) -> None:
+def _run_arguments(parser: argparse.ArgumentParser, seed: bool = True) -> None:
     parser.add_argument("--config", required=True, help="the run's config.yaml")
     parser.add_argument("--ckpt_path", required=True, help="the checkpoint, e.g. <run>/checkpoints/last.ckpt")
     parser.add_argument("--out", required=True, help="directory for the tables and figures")
     parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
+    if seed:  # the analyses that draw their own prompts
+        parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
 
 
 def _check_outputs(out: str, files: tuple[str, ...], overwrite: bool, formats: list[str]) -> Path:
@@ -170,13 +175,62 @@ def ablation_command(args: list[str]) -> None:
           f"random ablated {s['random']['mean']:+.3f}; top vs random p = {c['top_minus_random']['p_value']:.3g}")
 
 
-SUBCOMMANDS = {"icl": icl_command, "ablation": ablation_command}
+def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str]) -> dict:
+    """probes.csv, probes.npz, summary.json and the probes figure of one probe analysis."""
+    out.mkdir(parents=True, exist_ok=True)
+    means, trials = stats.means(), stats.trials
+    layers, heads, _, n_items = trials.shape
+    with files.atomic_path(out / "probes.csv") as temp, temp.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["layer", "head", "probe", "query_position", *MEASURES, "n"])
+        for (layer, head, k, j), n in np.ndenumerate(trials):
+            writer.writerow([layer, head, PROBES[k], j, *(float(means[m][layer, head, k, j]) for m in MEASURES), int(n)])
+    files.save_npz(out / "probes.npz", probes=np.array(PROBES), **means,
+                   **{f"n_{m}": stats.counts[m] for m in MEASURES})
+    content = {**settings, "n_layers": layers, "n_heads": heads, "n_items": n_items,
+               **{f"{probe}_probes": int(trials[0, 0, k].sum()) for k, probe in enumerate(PROBES)},
+               "heads": head_summary(means)}
+    files.write_text(out / "summary.json", json.dumps(_finite(content), indent=2) + "\n")
+    _save(icl_plots.probe_attention(means), out, "probes", formats)
+    return content
+
+
+def probes_command(args: list[str]) -> None:
+    """Attention of each verification query on the study items, old probes against new ones, per layer and head, on
+    the run's test trials (Morita 2025, appendix: why the Transformer is at ceiling)."""
+    parser = ArgumentParser(prog="primacy analyze probes", description=probes_command.__doc__)
+    _run_arguments(parser, seed=False)
+    parser.add_argument("--sets", type=int, default=64,
+                        help="test sets analysed, the run's first ones (each gives 2L trials)")
+    parser.add_argument("--batch_size", type=int, default=32, help="trials per forward pass")
+    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    options = parser.parse_args(args)
+    positive(sets=options.sets, batch_size=options.batch_size)
+    out = _check_outputs(options.out, PROBE_FILES, options.overwrite, options.formats)
+    require_backbone(options.config, TransformerBackbone, "analyze probes")  # it reads attention weights
+    require_task(options.config, VerificationTask, "analyze probes")  # it needs study items and old/new queries
+    model, task = load_run(options.config, options.ckpt_path)
+    if options.sets > task.num_test_sets:
+        raise UsageError(f"sets={options.sets} is invalid: the run has num_test_sets={task.num_test_sets}, "
+                         f"give at most {task.num_test_sets}")
+    fits_in_memory("the captured attention of one batch", capture_bytes(model, options.batch_size, task.n_items),
+                   batch_size=options.batch_size, n_items=task.n_items)
+    stats = measure_probes(model, task.test_design(), options.sets, options.batch_size)
+    settings = {"n_sets": options.sets, "condition": task.condition, "vocab_size": task.vocab_size}
+    content = write_probes(stats, settings, out, options.formats)
+    gap = max(content["heads"], key=lambda h: abs(h["old_minus_new"]["max_weight"] or 0.0))
+    print(f"{len(content['heads'])} heads, {options.sets} sets -> {out}: largest old-new gap in max weight "
+          f"L{gap['layer']}H{gap['head']}: old {gap['old']['max_weight']:.3f}, new {gap['new']['max_weight']:.3f}, "
+          f"weight on the probed item {gap['old']['match_weight']:.3f}")
+
+
+SUBCOMMANDS = {"icl": icl_command, "ablation": ablation_command, "probes": probes_command}
 
 
 def analyze_command(args: list[str]) -> None:
-    """``primacy analyze icl|ablation ...``; ``--help`` after either says more."""
+    """``primacy analyze icl|ablation|probes ...``; ``--help`` after any of them says more."""
     if args[:1] in (["-h"], ["--help"]):
-        print("usage: primacy analyze {icl,ablation} [--help] ...\n")
+        print(f"usage: primacy analyze {{{','.join(SUBCOMMANDS)}}} [--help] ...\n")
         for name, command in SUBCOMMANDS.items():
             print(f"  {name:<9} {' '.join(command.__doc__.split())}")
         return

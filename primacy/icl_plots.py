@@ -1,4 +1,5 @@
-"""Figure builders for the induction-head analysis (Ji-An et al. 2024): pure functions, no file I/O."""
+"""Figure builders for the attention analyses (induction heads, Ji-An et al. 2024; verification probes, Morita 2025):
+pure functions, no file I/O."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from primacy.analysis.icl import CMR_LIKE, HeadAnalysis, HeadResult
 
@@ -117,4 +119,35 @@ def ablation_scores(summary: dict, k: int, rank_by: str) -> Figure:
     ax.set_xticks(x, list(names.values()), fontsize=8)
     ax.axhline(0, color="k", lw=0.6)
     ax.set_ylabel("ICL score (late − early loss)")
+    return fig
+
+
+def probe_attention(means: dict[str, np.ndarray]) -> Figure:
+    """Verification probes: each head's attention on the study items against query position, old probes solid, new
+    (distractors) dashed; rows max weight and entropy, one column per layer. ``means`` as from
+    ``ProbeStats.means()``: arrays (layers, heads, 2, L), probe 0 old and 1 new. The dotted line is uniform
+    attention over the L study items (weight 1/L, entropy log L)."""
+    rows = (("max_weight", "max weight on a study item"), ("entropy", "entropy over study items (nats)"))
+    layers, heads, _, n_items = means["max_weight"].shape
+    fig, axes = plt.subplots(len(rows), layers, figsize=(3.4 * layers + 0.6, 5.6), constrained_layout=True,
+                             squeeze=False, sharex=True, sharey="row")
+    colours = sns.color_palette("tab10", heads)
+    j = np.arange(n_items)
+    for r, (measure, label) in enumerate(rows):
+        uniform = 1 / n_items if measure == "max_weight" else np.log(n_items)
+        for layer in range(layers):
+            ax = axes[r, layer]
+            for head in range(heads):
+                ax.plot(j, means[measure][layer, head, 0], "-", color=colours[head], lw=1.2)
+                ax.plot(j, means[measure][layer, head, 1], "--", color=colours[head], lw=1.2)
+            ax.axhline(uniform, color="0.6", ls=":", lw=0.8, zorder=0)
+            if r == 0:
+                ax.set_title(f"layer {layer}")
+            if r == len(rows) - 1:
+                ax.set_xlabel("query position")
+        axes[r, 0].set_ylabel(label)
+    handles = [Line2D([], [], color=colours[h], label=f"head {h}") for h in range(heads)]
+    handles += [Line2D([], [], color="k", ls="-", label="old probe"), Line2D([], [], color="k", ls="--", label="new probe"),
+                Line2D([], [], color="0.6", ls=":", label="uniform over study items")]
+    axes[0, -1].legend(handles=handles, fontsize=7, frameon=False)
     return fig

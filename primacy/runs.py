@@ -49,6 +49,26 @@ def require_backbone(config: str | Path, required: type, command: str) -> None:
         raise UsageError(f"config={config} has backbone {cls.__name__}: {command} needs a {required.__name__} run")
 
 
+def require_task(config: str | Path, required: type, command: str) -> None:
+    """Refuses, before anything is loaded, a run whose task (``data`` in its config.yaml) is not a ``required``."""
+    data = run_settings(config)["data"]
+    class_path = data.get("class_path") if isinstance(data, dict) else data
+    if not isinstance(class_path, str):
+        raise UsageError(f"config={config} names no data class_path: {command} needs a {required.__name__} run")
+    if "." not in class_path:  # a short name, as the CLI accepts it (tasks are not in the backbone registry)
+        name = class_path
+    else:
+        try:
+            cls = registry.import_class(class_path)
+        except UsageError as err:
+            raise UsageError(f"config={config} names a task that cannot be used: {err}") from None
+        if isinstance(cls, type) and issubclass(cls, required):
+            return
+        name = getattr(cls, "__name__", class_path)
+    if name != required.__name__:
+        raise UsageError(f"config={config} has task {name}: {command} needs a {required.__name__} run")
+
+
 def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:
     """The model (weights from ``ckpt_path``, in eval mode) and the task described by a run's ``config.yaml``."""
     config = Path(config)

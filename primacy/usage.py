@@ -29,10 +29,10 @@ LIGHTNING_COMMANDS = {
 }
 TOOL_COMMANDS = {
     "aggregate": "combine runs that differ only by seed: means, standard errors and figures (Fig. 5)",
-    "analyze": "post-hoc analyses of finished runs (icl, ablation)",
+    "analyze": "post-hoc analyses of finished runs (icl, ablation, probes)",
     "kernels": "Fig. 1: continuous vs discretised HiPPO impulse responses",
     "models": "list the registered backbones, plugins included",
-    "reproduce": "a paper figure end to end: every panel x seed (here or on SLURM), aggregates, the figure",
+    "reproduce": "a paper figure in one command: its runs (here or on SLURM), aggregates, the page",
 }
 HELP_FLAGS = ("-h", "--help")
 HELP_ALL = "--help-all"  # Lightning's full help: every Trainer option

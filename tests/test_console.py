@@ -11,7 +11,7 @@ from primacy.cli import main
 from primacy.console import KNOWN_WARNINGS
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
-COMMANDS = ("fit", "validate", "test", "predict", "aggregate", "analyze", "kernels", "models")
+COMMANDS = ("fit", "validate", "test", "predict", "aggregate", "analyze", "kernels", "models", "reproduce")
 
 
 def run(args, capsys):

@@ -259,5 +259,11 @@ class VerificationTask(Task):
     def val_dataloader(self) -> DataLoader:
         return self._design_loader(self.held_out[self.num_held_out - self.num_val_sets :], index=1)
 
+    def test_design(self) -> CyclicDesign:
+        """The test trials: the design over the first ``num_test_sets`` held-out sets; trials 0 .. 2L·s - 1 are those
+        of the first s sets."""
+        return CyclicDesign.build(self.held_out[: self.num_test_sets], self.vocab_size, self.seed, self.condition, 0)
+
     def test_dataloader(self) -> DataLoader:
-        return self._design_loader(self.held_out[: self.num_test_sets], index=0)
+        design = self.test_design()
+        return self.eval_loader(design.batch, len(design))

@@ -14,7 +14,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from primacy import aggregate, files, plots, results
+from primacy.analysis.probes import measure_probes
+from primacy.analyze import write_probes
 from primacy.errors import UsageError
+from primacy.resume import last_checkpoint
+from primacy.runs import load_run
 
 SCALES = ("cpu", "paper")
 DT_QUANTILES = (0.05, 0.5, 0.95)
@@ -77,7 +81,11 @@ FIGURES = {
         _panel("5", "long list", *G),
         _panel("6", "Δt frozen (footnote)", "fig4-hippo-legs-frozen-dt-L32", "fig4-hippo-legs-frozen-dt-L128"),
     ), "dt"),
+    "transformer": FigureSpec("transformer", "Appendix: the Transformer at the ceiling", (
+        _panel("T", "Transformer", "transformer-L32", "transformer-L128"),
+    ), "probes"),
 }
+PROBE_SETS = 64  # test sets (2L trials each) of every seed whose attention `reproduce transformer` measures
 
 
 def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
@@ -102,6 +110,8 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
             files.save_figure(fig, path, dpi=150)
             written.append(path)
         plt.close(fig)
+    if spec.layout == "probes":
+        written += [path for panel in panels for path in _probes(panel, out / panel.name / "mean" / "probes")]
     rows = [panel.row() for panel in panels]
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
@@ -161,7 +171,21 @@ def _dt_seeds(panels: list[PanelResult], title: str) -> plt.Figure:
     return plots.dt_histograms(histories, names, cols=max(len(p.histories) for p in panels))
 
 
+def _probes(panel: PanelResult, out: Path) -> list[Path]:
+    """`primacy analyze probes` over every seed of a Transformer panel, summed: where its queries look."""
+    total = None
+    for run in panel.dirs:
+        model, task = load_run(run / "config.yaml", last_checkpoint(run))
+        stats = measure_probes(model, task.test_design(), min(PROBE_SETS, task.num_test_sets), batch_size=32)
+        total = stats if total is None else total + stats
+    settings = {"n_sets": min(PROBE_SETS, task.num_test_sets), "seeds": len(panel.dirs), "condition": task.condition,
+                "vocab_size": task.vocab_size}
+    write_probes(total, settings, out, ["png", "pdf"])
+    return [out / name for name in ("probes.csv", "probes.npz", "summary.json", "probes.png", "probes.pdf")]
+
+
 _PAGES: dict[str, list[tuple[str | None, Callable]]] = {
     "heatmaps": [(None, _heatmaps)],
     "dt": [(None, _dt_columns), ("fig5", _dt_seeds)],
+    "probes": [(None, _heatmaps)],
 }

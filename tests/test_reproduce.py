@@ -2,6 +2,7 @@
 submitit (its local executor: real subprocesses, the cluster's code path without the scheduler)."""
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -93,6 +94,18 @@ def test_status_lists_every_run(tmp_path, capsys):
 
     with np.load(frozen) as history:
         assert np.array_equal(history["dt"][0], history["dt"][-1])
+
+
+def test_transformer_figure_measures_where_the_queries_look(tmp_path):
+    out = tmp_path / "transformer"
+    main(["reproduce", "transformer", "--seeds", "2", "--out", str(out), "--jobs", "2", *TINY])
+    probes = out / "transformer-L32" / "mean" / "probes"
+    summary = json.loads((probes / "summary.json").read_text())
+    assert summary["seeds"] == 2 and summary["n_sets"] == 4  # every test set of both seeds
+    assert len(summary["heads"]) == 2 * 4  # the config's layers x heads
+    # seeds x sets x 2L trials x L/2 queries of each kind (condition "half")
+    assert summary["old_probes"] == summary["new_probes"] == 2 * 4 * (2 * 32) * (32 // 2)
+    assert (probes / "probes.png").is_file() and (out / "transformer.png").is_file()
 
 
 def _wait_for(predicate, what: str, seconds: float = 120) -> None:

@@ -154,6 +154,9 @@ def reproduce_command(args: list[str]) -> None:
     unfinished = {run: s for run, s in statuses.items() if s.state != "done"}
     if unfinished:
         _print_status(unfinished)
+        counts = ", ".join(f"{n} {state}" for state, n in _counts(list(unfinished.values())).items())
+        print(f"primacy reproduce: {spec.name} is not complete ({counts}): see the logs of failed runs, wait for "
+              "running or queued ones, then run the same command again", file=sys.stderr)
         raise SystemExit(1)
     for path in draw(spec, options.scale, out, runs):
         print(f"wrote {path}")

@@ -154,8 +154,10 @@ def stop_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str], None]) -> dict[str, int]:
-    """Runs ``jobs`` on this machine, ``parallel`` at a time, and returns each run directory's exit code.
+def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str], None],
+              still_needed: Callable[[RunJob], bool] = lambda job: True) -> dict[str, int]:
+    """Runs ``jobs`` on this machine, ``parallel`` at a time, and returns each run directory's exit code. A job
+    that ``still_needed`` refuses when its turn comes (another process has started or finished it) is skipped.
 
     With several at once, each gets ``cpu_count // parallel`` threads (OMP_NUM_THREADS, unless set). SIGTERM or
     Ctrl-C stops every run with a checkpoint (they resume next time) and is raised again once they have exited."""
@@ -168,6 +170,9 @@ def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str],
 
     def work(job: RunJob) -> None:
         if interrupted.is_set():
+            return
+        if not still_needed(job):
+            report(job, "skip")
             return
         report(job, "start")
         codes[job.run_dir] = job()

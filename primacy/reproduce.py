@@ -147,7 +147,7 @@ def reproduce_command(args: list[str]) -> None:
               f"({', '.join(f'{n} {s}' for s, n in _counts([statuses[r] for r in todo]).items())})", flush=True)
         jobs = [RunJob(str(run.dir), statuses[run].args) for run in todo]
         if options.launcher == "local":
-            _run_local(jobs, options.jobs, todo)
+            _run_local(jobs, options.jobs, todo, configs)
         elif not _submit(jobs, todo, out, options, configs, args):
             return
         statuses = {run: status(run, configs[run.panel]) for run in runs}
@@ -192,8 +192,13 @@ def _check_overrides(overrides: list[str]) -> None:
         raise UsageError(f"unexpected argument {overrides[0]!r}: overrides are --key value pairs passed to every run")
 
 
-def _run_local(jobs: list[RunJob], parallel: int, runs: list[Run]) -> None:
+def _run_local(jobs: list[RunJob], parallel: int, runs: list[Run], configs: dict) -> None:
     names = {job.run_dir: f"{run.panel}/seed{run.seed}" for job, run in zip(jobs, runs)}
+    by_dir = {job.run_dir: run for job, run in zip(jobs, runs)}
+
+    def still_needed(job: RunJob) -> bool:  # another `primacy reproduce` may have taken it since the plan was made
+        run = by_dir[job.run_dir]
+        return status(run, configs[run.panel]).args == job.args
     started: dict[str, float] = {}
     lock = threading.Lock()  # one line at a time from the launcher's threads
 
@@ -206,12 +211,14 @@ def _run_local(jobs: list[RunJob], parallel: int, runs: list[Run]) -> None:
         if event == "start":
             started[name] = time.time()
             print(f"  {name}: {' '.join(job.args[:1])} (log in {job.run_dir}/logs/)", flush=True)
+        elif event == "skip":
+            print(f"  {name}: skipped, another process has started or finished it", flush=True)
         else:
             state = launchers.read_state(job.run_dir)
             print(f"  {name}: exit code {state.get('exit_code')} after {time.time() - started[name]:.0f} s", flush=True)
 
     try:
-        launchers.run_local(jobs, parallel, report)
+        launchers.run_local(jobs, parallel, report, still_needed)
     except KeyboardInterrupt:
         print("primacy reproduce: stopped; the runs saved checkpoints: run the same command again to resume",
               file=sys.stderr)

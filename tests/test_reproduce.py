@@ -183,6 +183,18 @@ def _newest_log(run: Path) -> Path:
     return max((run / "logs").glob("*.log"), key=os.path.getmtime)
 
 
+def test_the_local_launcher_skips_a_run_taken_since_the_plan(tmp_path):
+    """Two `primacy reproduce` at once on one directory: a run the other one has started by the time its turn comes is
+    not started again."""
+    events = []
+    jobs = [launchers.RunJob(str(tmp_path / name), ("models",)) for name in ("taken", "free")]
+    codes = launchers.run_local(jobs, 1, lambda job, event: events.append((Path(job.run_dir).name, event)),
+                                still_needed=lambda job: Path(job.run_dir).name == "free")
+    assert events == [("taken", "skip"), ("free", "start"), ("free", "end")]
+    assert codes == {str(tmp_path / "free"): 0}
+    assert launchers.read_state(tmp_path / "free")["exit_code"] == 0 and not (tmp_path / "taken").exists()
+
+
 def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):
     """The sbatch script submitit writes for `--launcher slurm` (a fake sbatch captures it)."""
     pytest.importorskip("submitit")

@@ -35,38 +35,33 @@ def run_settings(config: str | Path) -> dict:
 
 def require_backbone(config: str | Path, required: type, command: str) -> None:
     """Refuses, before anything is loaded, a run whose backbone (from its config.yaml) is not a ``required``."""
-    model = run_settings(config)["model"]
-    backbone = ((model or {}).get("init_args") or {}).get("backbone") if isinstance(model, dict) else None
-    class_path = backbone.get("class_path") if isinstance(backbone, dict) else backbone
-    if not isinstance(class_path, str):
-        raise UsageError(f"config={config} names no model.init_args.backbone: {command} needs a "
-                         f"{required.__name__} run")
-    try:
-        cls = registry.import_class(class_path)
-    except UsageError as err:
-        raise UsageError(f"config={config} names a backbone that cannot be used: {err}") from None
-    if not (isinstance(cls, type) and issubclass(cls, required)):
-        raise UsageError(f"config={config} has backbone {cls.__name__}: {command} needs a {required.__name__} run")
+    _require_class(config, "model.init_args.backbone", "backbone", required, command)
 
 
 def require_task(config: str | Path, required: type, command: str) -> None:
     """Refuses, before anything is loaded, a run whose task (``data`` in its config.yaml) is not a ``required``."""
-    data = run_settings(config)["data"]
-    class_path = data.get("class_path") if isinstance(data, dict) else data
+    _require_class(config, "data", "task", required, command)
+
+
+def _require_class(config: str | Path, key: str, what: str, required: type, command: str) -> None:
+    section = run_settings(config)
+    for part in key.split("."):
+        section = section.get(part) if isinstance(section, dict) else None
+    class_path = section.get("class_path") if isinstance(section, dict) else section
     if not isinstance(class_path, str):
-        raise UsageError(f"config={config} names no data class_path: {command} needs a {required.__name__} run")
-    if "." not in class_path:  # a short name, as the CLI accepts it (tasks are not in the backbone registry)
-        name = class_path
-    else:
-        try:
-            cls = registry.import_class(class_path)
-        except UsageError as err:
-            raise UsageError(f"config={config} names a task that cannot be used: {err}") from None
-        if isinstance(cls, type) and issubclass(cls, required):
-            return
+        raise UsageError(f"config={config} names no {key}: {command} needs a {required.__name__} run")
+    if class_path == required.__name__:  # a short name, as the CLI accepts it
+        return
+    try:
+        cls = registry.import_class(class_path)
+    except UsageError as err:
+        if "." not in class_path:  # a short name that is not a registered backbone: a task's, say
+            raise UsageError(f"config={config} has {what} {class_path}: {command} needs a {required.__name__} "
+                             "run") from None
+        raise UsageError(f"config={config} names a {what} that cannot be used: {err}") from None
+    if not (isinstance(cls, type) and issubclass(cls, required)):
         name = getattr(cls, "__name__", class_path)
-    if name != required.__name__:
-        raise UsageError(f"config={config} has task {name}: {command} needs a {required.__name__} run")
+        raise UsageError(f"config={config} has {what} {name}: {command} needs a {required.__name__} run")
 
 
 def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:

@@ -60,23 +60,16 @@ def write_state(run_dir: Path, **state: Any) -> None:
     files.write_text(state_file(run_dir), json.dumps({**state, "updated": time.time()}, indent=1) + "\n")
 
 
-def _job_id() -> str | None:
-    """The scheduler's id of this task (SLURM array id, or submitit's local one), None outside a submitit job."""
+def _task() -> tuple[str | None, int]:
+    """This task's scheduler id (SLURM array id, or submitit's local one) and global rank; (None, 0) outside a
+    submitit job."""
     try:
         import submitit
 
-        return submitit.JobEnvironment().job_id
+        env = submitit.JobEnvironment()
+        return env.job_id, env.global_rank
     except Exception:  # not inside a submitit job (or submitit is not installed)
-        return None
-
-
-def _global_rank() -> int:
-    try:
-        import submitit
-
-        return submitit.JobEnvironment().global_rank
-    except Exception:
-        return 0
+        return None, 0
 
 
 @dataclass
@@ -98,7 +91,7 @@ class RunJob:
         return {"run_dir": self.run_dir, "args": self.args, "env": self.env, "_process": None}
 
     def __call__(self) -> int:
-        run_dir, job, rank = Path(self.run_dir), _job_id(), _global_rank()
+        run_dir, (job, rank) = Path(self.run_dir), _task()
         logs = run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         name = time.strftime("%Y%m%d-%H%M%S") + (f"-{job}" if job else "") + (f"-rank{rank}" if rank else "")
@@ -121,10 +114,10 @@ class RunJob:
             write_state(run_dir, state="exited", exit_code=code, **record)
         return code
 
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        """Asks the run to save a checkpoint and exit (it does after the step in progress)."""
+    def stop(self) -> None:
+        """Asks the run to save a checkpoint and exit (SIGTERM: it does after the step in progress)."""
         if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(sig)
+            self._process.send_signal(signal.SIGTERM)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """submitit's hook on timeout or preemption: stop the run with a checkpoint, then requeue the same job."""
@@ -134,9 +127,9 @@ class RunJob:
         deadline = time.time() + STOP_SECONDS
         while self._process is not None and self._process.poll() is None and time.time() < deadline:
             time.sleep(0.5)
-        if self._process is not None and _global_rank() == 0:
-            write_state(Path(self.run_dir), state="exited", exit_code=self._process.poll(), job=_job_id(),
-                        requeued=True)
+        job, rank = _task()
+        if self._process is not None and rank == 0:
+            write_state(Path(self.run_dir), state="exited", exit_code=self._process.poll(), job=job, requeued=True)
         return DelayedSubmission(RunJob(self.run_dir, self.args, self.env))
 
 

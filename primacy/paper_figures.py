@@ -174,12 +174,12 @@ def _dt_seeds(panels: list[PanelResult], title: str) -> plt.Figure:
 def _probes(panel: PanelResult, out: Path) -> list[Path]:
     """`primacy analyze probes` over every seed of a Transformer panel, summed: where its queries look."""
     total = None
-    for run in panel.dirs:
+    for run in panel.dirs:  # the seeds of one config: the same task settings
         model, task = load_run(run / "config.yaml", last_checkpoint(run))
-        stats = measure_probes(model, task.test_design(), min(PROBE_SETS, task.num_test_sets), batch_size=32)
+        n_sets = min(PROBE_SETS, task.num_test_sets)
+        stats = measure_probes(model, task.test_design(), n_sets, batch_size=32)
         total = stats if total is None else total + stats
-    settings = {"n_sets": min(PROBE_SETS, task.num_test_sets), "seeds": len(panel.dirs), "condition": task.condition,
-                "vocab_size": task.vocab_size}
+    settings = {"n_sets": n_sets, "seeds": len(panel.dirs), "condition": task.condition, "vocab_size": task.vocab_size}
     write_probes(total, settings, out, ["png", "pdf"])
     return [out / name for name in ("probes.csv", "probes.npz", "summary.json", "probes.png", "probes.pdf")]
 

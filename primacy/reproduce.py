@@ -193,7 +193,6 @@ def _check_overrides(overrides: list[str]) -> None:
 
 
 def _run_local(jobs: list[RunJob], parallel: int, runs: list[Run], configs: dict) -> None:
-    names = {job.run_dir: f"{run.panel}/seed{run.seed}" for job, run in zip(jobs, runs)}
     by_dir = {job.run_dir: run for job, run in zip(jobs, runs)}
 
     def still_needed(job: RunJob) -> bool:  # another `primacy reproduce` may have taken it since the plan was made
@@ -207,7 +206,7 @@ def _run_local(jobs: list[RunJob], parallel: int, runs: list[Run], configs: dict
             _report(job, event)
 
     def _report(job: RunJob, event: str) -> None:
-        name = names[job.run_dir]
+        name = f"{by_dir[job.run_dir].panel}/seed{by_dir[job.run_dir].seed}"
         if event == "start":
             started[name] = time.time()
             print(f"  {name}: {' '.join(job.args[:1])} (log in {job.run_dir}/logs/)", flush=True)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -13,15 +16,18 @@ import numpy as np
 import torch
 
 from primacy import files, icl_plots
-from primacy.analysis.ablation import ablation_study, repeated_tokens
+from primacy.analysis.ablation import ablation_study, icl_scores, repeated_tokens
 from primacy.analysis.cmr_grid import CMRGrid
+from primacy.analysis.emergence import as_float, emergence_row, emergence_step
 from primacy.analysis.fits import ALIGNMENTS
 from primacy.analysis.heads import repeated_prompt
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, capture_bytes, head_summary, measure_probes
 from primacy.backbones.transformer import TransformerBackbone
+from primacy.checkpoints import checkpoint_step
 from primacy.checks import figure_formats, fits_in_memory, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
+from primacy.language_model import LanguageModel
 from primacy.runs import load_run, require_backbone, require_task
 from primacy.tasks.induction import BOS
 from primacy.tasks.verification import VerificationTask
@@ -33,6 +39,10 @@ PROBE_FILES = ("probes.csv", "probes.npz", "summary.json")
 def _run_arguments(parser: argparse.ArgumentParser, seed: bool = True) -> None:
     parser.add_argument("--config", required=True, help="the run's config.yaml")
     parser.add_argument("--ckpt_path", required=True, help="the checkpoint, e.g. <run>/checkpoints/last.ckpt")
+    _common_arguments(parser, seed)
+
+
+def _common_arguments(parser: argparse.ArgumentParser, seed: bool = True) -> None:
     parser.add_argument("--out", required=True, help="directory for the tables and figures")
     parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
     if seed:  # the analyses that draw their own prompts
@@ -58,19 +68,42 @@ def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
         plt.close(fig)
 
 
-def write_icl(analysis: HeadAnalysis, grid: CMRGrid, alignment: str, out: Path, top: int, formats: list[str]) -> dict:
-    """heads.csv, summary.json, lag_crps.npz and the figures of one analysis."""
+@dataclass(frozen=True)
+class ICLSettings:
+    """How ``analyze icl`` scores a model: its prompts, the CMR fit and what it draws."""
+
+    n_items: int | None  # n, the length of r; None: the task's prompt_items, else 25
+    prompts: int
+    seed: int
+    grid: CMRGrid
+    alignment: str
+    top: int  # heads in the lag-CRP figure and in the emergence table's averages
+    formats: tuple[str, ...]
+
+    def matches(self, summary: dict) -> bool:
+        """Whether an earlier summary.json was written with these settings."""
+        return all(summary.get(key) == value for key, value in self.recorded().items())
+
+    def recorded(self) -> dict:
+        return {"n_prompts": self.prompts, "prompt_seed": self.seed, "cmr_variant": self.grid.variant,
+                "cmr_alignment": self.alignment, "top": self.top}
+
+
+def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: dict | None = None) -> dict:
+    """heads.csv, summary.json (with ``extra``), lag_crps.npz and the figures of one analysis."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [h.row() for h in analysis.heads]
     with files.atomic_path(out / "heads.csv") as temp, temp.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    content = {**summary(analysis, top), "cmr_variant": grid.variant, "cmr_alignment": alignment}
+    top, grid = min(settings.top, len(analysis.heads)), settings.grid
+    content = {**(extra or {}), **summary(analysis, top), **settings.recorded()}
     files.write_text(out / "summary.json", json.dumps(_finite(content), indent=2) + "\n")
     files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
                    gaussian_fits=analysis.gaussian_fits)
     ranked = analysis.by_induction()
+    formats = list(settings.formats)
     _save(icl_plots.attention_pattern(analysis, ranked[0]), out, "attention_pattern", formats)
     _save(icl_plots.lag_crp_fits(analysis, ranked[:top], grid.variant), out, "lag_crp_fits", formats)
     _save(icl_plots.distance_vs_induction(analysis.heads), out, "cmr_distance_vs_induction", formats)
@@ -90,11 +123,71 @@ def _finite(value):
     return None if isinstance(value, float) and np.isnan(value) else value
 
 
+def analyze_checkpoint(config: str | Path, ckpt: str | Path, out: Path, settings: ICLSettings) -> dict:
+    """``analyze icl`` of one checkpoint into ``out``; returns its summary.json content, which also holds the
+    checkpoint, its step and the model's ICL score on the same prompts (NaN for a model without next-token loss)."""
+    model, task = load_run(config, ckpt)
+    n = getattr(task, "prompt_items", 25) if settings.n_items is None else settings.n_items
+    positive(n_items=n)
+    generator = torch.Generator().manual_seed(settings.seed)
+    prompts = repeated_prompt(n, model.hparams.vocab_size, BOS, settings.prompts, generator)  # P 2n+1
+    analysis = analyze_heads(model, prompts, n, settings.grid, settings.alignment)
+    icl = float(icl_scores(model, prompts, n, 2 * n).mean()) if isinstance(model, LanguageModel) else float("nan")
+    extra = {"checkpoint": str(ckpt), "step": checkpoint_step(ckpt), "icl_score": icl}
+    return write_icl(analysis, settings, out, extra)
+
+
+def read_heads(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def analyze_checkpoints(config: str | Path, ckpts: list[Path], out: Path, settings: ICLSettings,
+                        reuse: bool = False, report: Callable[[str], None] = print) -> list[dict]:
+    """``analyze icl`` of several checkpoints of one model, each into ``out/step<N>``, then ``emergence.csv`` and
+    the emergence figure in ``out``; returns the emergence rows. With ``reuse``, a checkpoint already analysed
+    with the same settings (its summary.json newer than the checkpoint) is read back, not analysed again.
+    Checkpoints of the same step (last.ckpt and a numbered one) are analysed once."""
+    by_step: dict[int, Path] = {}
+    for ckpt in ckpts:
+        by_step.setdefault(checkpoint_step(ckpt), Path(ckpt))
+    rows = []
+    for step, ckpt in sorted(by_step.items()):
+        target = out / f"step{step}"
+        summary_file = target / "summary.json"
+        done = reuse and summary_file.is_file() and summary_file.stat().st_mtime >= ckpt.stat().st_mtime
+        content = json.loads(summary_file.read_text()) if done else None
+        if content is None or not settings.matches(content):
+            content = analyze_checkpoint(config, ckpt, target, settings)
+        row = emergence_row(step, read_heads(target / "heads.csv"), settings.top, as_float(content["icl_score"]))
+        report(f"  step {step}: best head {row['best_head']} induction {row['best_induction']:.3f}, "
+               f"top-{row['top']} CMR distance {row['top_cmr_distance']:.3f}, ICL score {row['icl_score']:+.3f}")
+        rows.append(row)
+    write_emergence(rows, out, settings.formats)
+    return rows
+
+
+def write_emergence(rows: list[dict], out: Path, formats: tuple[str, ...] | list[str], seeds: dict | None = None,
+                    title: str = "") -> None:
+    """emergence.csv (``rows``) and the emergence figure; ``seeds`` maps names to per-seed rows drawn beneath."""
+    out.mkdir(parents=True, exist_ok=True)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(_finite(rows))
+    files.write_text(out / "emergence.csv", text.getvalue())
+    _save(icl_plots.emergence(rows, seeds or {}, title), out, "emergence", list(formats))
+
+
 def icl_command(args: list[str]) -> None:
     """Score every attention head on [BOS] r r prompts, fit CMR and a Gaussian to its lag-CRP, write tables
-    and figures (docs/icl.md says what each one is)."""
+    and figures (docs/icl.md says what each one is); given several checkpoints, also how they change over training."""
     parser = ArgumentParser(prog="primacy analyze icl", description=icl_command.__doc__)
-    _run_arguments(parser)
+    parser.add_argument("--config", required=True, help="the run's config.yaml")
+    parser.add_argument("--ckpt_path", required=True, nargs="+",
+                        help="one checkpoint, e.g. <run>/checkpoints/last.ckpt, or several of one run (e.g. "
+                             "<run>/checkpoints/*.ckpt): each is analysed into OUT/step<N>, then OUT/emergence.csv")
+    _common_arguments(parser)
     parser.add_argument("--n_items", type=int, default=None,
                         help="n, the length of r (default: the task's prompt_items, else 25)")
     parser.add_argument("--prompts", type=int, default=64, help="number of random prompts averaged")
@@ -102,22 +195,32 @@ def icl_command(args: list[str]) -> None:
     parser.add_argument("--alignment", choices=ALIGNMENTS, default="peak",
                         help="CMR CRP onto the lag-CRP: peak (the paper: minima subtracted, maxima matched) or "
                              "affine (least-squares offset and scale)")
-    parser.add_argument("--top", type=int, default=4, help="heads shown in the lag-CRP figure")
+    parser.add_argument("--top", type=int, default=4,
+                        help="heads shown in the lag-CRP figure, and averaged (best by induction) over training")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
     positive(prompts=options.prompts, top=options.top)
-    out = _check_outputs(options.out, ICL_FILES, options.overwrite, options.formats)
+    if options.n_items is not None:
+        positive(n_items=options.n_items)
     require_backbone(options.config, TransformerBackbone, "analyze icl")  # only attention heads can be analysed
+    several = len(options.ckpt_path) > 1
+    steps = {Path(c): checkpoint_step(c) for c in options.ckpt_path} if several else {}
+    out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)
+    for step in steps.values():
+        _check_outputs(str(out / f"step{step}"), ICL_FILES, options.overwrite, options.formats)
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
-    model, task = load_run(options.config, options.ckpt_path)
-    vocab = model.hparams.vocab_size
-    n = getattr(task, "prompt_items", 25) if options.n_items is None else options.n_items
-    positive(n_items=n)
-    prompts = repeated_prompt(n, vocab, BOS, options.prompts, torch.Generator().manual_seed(options.seed))
-    analysis = analyze_heads(model, prompts, n, grid, options.alignment)
-    content = write_icl(analysis, grid, options.alignment, out, min(options.top, len(analysis.heads)), options.formats)
+    settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
+                           tuple(options.formats))
+    if several:
+        rows = analyze_checkpoints(options.config, list(steps), out, settings)
+        first = emergence_step(rows)
+        print(f"{len(rows)} checkpoints -> {out}: "
+              + ("no checkpoint has a head with induction score >= 0.5" if first is None else
+                 f"a head with induction score >= 0.5 from step {first}"))
+        return
+    content = analyze_checkpoint(options.config, options.ckpt_path[0], out, settings)
     best = content["top_induction_heads"][0]
-    print(f"{len(analysis.heads)} heads -> {out}: top induction head L{best['layer']}H{best['head']} "
+    print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: top induction head L{best['layer']}H{best['head']} "
           f"score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "
           f"CMR distance {best['cmr_distance']:.3f}")
 

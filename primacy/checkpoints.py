@@ -20,9 +20,10 @@ _ZIP, _PICKLE = b"PK\x03\x04", b"\x80"  # how torch's zip format and its legacy 
 _NO_DEFAULT = object()
 
 
-def read_checkpoint(path: str | Path, parameter: str = "ckpt_path") -> dict:
+def read_checkpoint(path: str | Path, parameter: str = "ckpt_path", mmap: bool = False) -> dict:
     """The Lightning checkpoint at ``path``, on the CPU, loaded without running pickled code; any file that is
-    not one (missing, empty, truncated, another format) is a UsageError naming ``parameter`` and the file."""
+    not one (missing, empty, truncated, another format) is a UsageError naming ``parameter`` and the file. With
+    ``mmap`` the tensors of a zip-format file are mapped, not read: cheap when only the metadata is wanted."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{parameter}={path} does not exist: give a checkpoint, e.g. <run>/checkpoints/last.ckpt")
@@ -39,7 +40,7 @@ def read_checkpoint(path: str | Path, parameter: str = "ckpt_path") -> dict:
     if not head.startswith((_ZIP, _PICKLE)):
         raise UsageError(f"{unreadable}: it is not a torch file")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and head == _ZIP)
     except Exception as err:  # torch raises EOFError, OSError, RuntimeError, UnpicklingError, ... on bad files
         if isinstance(err, pickle.UnpicklingError) and "weights only" in str(err).lower():
             reason = "it holds pickled Python objects besides tensors and plain data, which are not loaded for safety"
@@ -64,6 +65,11 @@ def checkpoint_difference(hparams: dict, model_config: Any, subcommand: str) -> 
         saved["class_path"] = config.get("class_path")
     ignore = frozenset() if subcommand == "fit" else OPTIMISER_SETTINGS
     return _difference("model", config, saved, ignore)
+
+
+def checkpoint_step(path: str | Path, parameter: str = "ckpt_path") -> int:
+    """The optimiser steps a checkpoint was trained for (its ``global_step``)."""
+    return int(read_checkpoint(path, parameter, mmap=True)["global_step"])
 
 
 def check_checkpoint(path: str | Path, model_config: Any, subcommand: str) -> dict:

@@ -13,6 +13,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from primacy.analysis.emergence import EMERGED
 from primacy.analysis.icl import CMR_LIKE, HeadAnalysis, HeadResult
 
 
@@ -150,4 +151,52 @@ def probe_attention(means: dict[str, np.ndarray]) -> Figure:
     handles += [Line2D([], [], color="k", ls="-", label="old probe"), Line2D([], [], color="k", ls="--", label="new probe"),
                 Line2D([], [], color="0.6", ls=":", label="uniform over study items")]
     axes[0, -1].legend(handles=handles, fontsize=7, frameon=False)
+    return fig
+
+
+_EMERGENCE_PANELS = (
+    ("icl_score", "ICL score (late − early loss)"),
+    ("top_induction", "induction score"),
+    ("top_cmr_distance", "CMR distance"),
+    ("cmr_like_share", f"share of heads with CMR distance < {CMR_LIKE}"),
+    ("beta_enc", "β_enc"),
+    ("beta_rec", "β_rec"),
+    ("gamma_ft", "γ_FT"),
+    ("inv_temperature", "inverse temperature"),
+)
+
+
+def emergence(rows: list[dict], seeds: dict[str, list[dict]], title: str = "", fig: Figure | None = None) -> Figure:
+    """Fig. 7: the ICL score, the top heads' induction score, CMR distance and fitted CMR parameters, and the share
+    of CMR-like heads against training step. ``rows`` are emergence rows (with ``<measure>_se`` columns when they
+    are means over seeds, drawn as ± SE bands); ``seeds`` maps names to each seed's rows, drawn thin beneath.
+    ``fig`` draws into a given figure or subfigure (a page of several models) instead of a new one."""
+    if fig is None:
+        fig = plt.figure(figsize=(14.0, 5.6), layout="constrained")
+    axes = fig.subplots(2, 4, sharex=True)
+    steps = np.array([row["step"] for row in rows])
+    top = rows[0]["top"]
+    for ax, (key, label) in zip(axes.flat, _EMERGENCE_PANELS):
+        for name, table in seeds.items():
+            ax.plot([r["step"] for r in table], [r[key] for r in table], "-", color="0.7", lw=0.8, label=name)
+        mean = np.array([row[key] for row in rows], dtype=float)
+        ax.plot(steps, mean, "o-", ms=3, color="tab:red" if key != "icl_score" else "k", lw=1.6)
+        if f"{key}_se" in rows[0]:
+            se = np.array([row[f"{key}_se"] for row in rows], dtype=float)
+            ax.fill_between(steps, mean - se, mean + se, color="tab:red" if key != "icl_score" else "k", alpha=0.2,
+                            lw=0)
+        if key == "top_induction":
+            ax.axhline(EMERGED, color="0.5", ls=":", lw=0.8)
+        if key == "top_cmr_distance":
+            ax.axhline(CMR_LIKE, color="0.5", ls="--", lw=0.8)
+        if key in ("top_induction", "cmr_like_share", "beta_enc", "beta_rec", "gamma_ft"):
+            ax.set_ylim(-0.03, 1.03)
+        ax.set_title(label if key in ("icl_score", "cmr_like_share") else f"{label}, top {top} heads", fontsize=9)
+    for ax in axes[-1]:
+        ax.set_xlabel("training step")
+    if seeds:
+        axes[0, 0].plot([], [], "-", color="0.7", lw=0.8, label="each seed")
+        axes[0, 0].legend(handles=axes[0, 0].get_lines()[-1:], fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
     return fig

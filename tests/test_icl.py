@@ -9,7 +9,9 @@ import pytest
 import torch
 from conftest import ROOT
 
+from primacy.analysis.ablation import icl_scores
 from primacy.analysis.cmr_grid import CMRGrid
+from primacy.analysis.emergence import across_seeds, emergence_row, emergence_step
 from primacy.analysis.heads import attention_lag_crp, induction_score, repeated_prompt
 from primacy.analysis.icl import analyze_heads, capture
 from primacy.analyze import ranked_heads
@@ -18,6 +20,7 @@ from primacy.backbones.transformer import TransformerBackbone
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.language_model import LanguageModel
+from primacy.runs import load_run
 
 N = 6
 
@@ -196,3 +199,88 @@ def test_induction_quickstart_forms_a_cmr_like_induction_head(tmp_path, seed):
         heads = [r for r in csv.DictReader(f) if r["layer"] == "1"]
     assert any(float(h["induction"]) >= 0.5 and h["lag_crp_peak"] == "1" and float(h["cmr_distance"]) < 0.5
                for h in heads), heads
+
+
+def head_rows(induction, distance):
+    return [{"layer": i // 2, "head": i % 2, "induction": s, "cmr_distance": d, "beta_enc": 0.1 * (i + 1),
+             "beta_rec": 0.2, "gamma_ft": 0.3, "inv_temperature": 1.0 + i} for i, (s, d) in enumerate(zip(induction, distance))]
+
+
+def test_an_emergence_row_averages_the_best_induction_heads_and_counts_cmr_like_heads_over_all():
+    heads = head_rows(["0.9", "0.1", "0.7", "0.5"], ["0.2", "", "1.5", "0.4"])  # heads.csv cells: text, empty if flat
+    row = emergence_row(500, heads, top=2, icl_score=-1.5)
+    assert row["step"] == 500 and row["icl_score"] == -1.5 and row["top"] == 2
+    assert row["best_head"] == "L0H0" and row["best_induction"] == pytest.approx(0.9)
+    assert row["top_induction"] == pytest.approx((0.9 + 0.7) / 2)  # heads 0 and 2
+    assert row["top_cmr_distance"] == pytest.approx((0.2 + 1.5) / 2)
+    assert row["beta_enc"] == pytest.approx((0.1 + 0.3) / 2) and row["inv_temperature"] == pytest.approx((1 + 3) / 2)
+    assert row["cmr_like_share"] == pytest.approx(2 / 4)  # distances 0.2 and 0.4; the flat head is not CMR-like
+
+
+def test_emergence_step_and_the_mean_over_seeds_at_the_steps_every_seed_has():
+    seed0 = [emergence_row(s, head_rows([i, 0.0], ["0.2", "0.9"]), top=1, icl_score=-i)
+             for s, i in ((100, 0.1), (200, 0.6), (250, 0.7), (300, 0.8))]  # 250: an interrupted run's extra save
+    seed1 = [emergence_row(s, head_rows([i, 0.0], ["0.4", "0.9"]), top=1, icl_score=-i)
+             for s, i in ((100, 0.2), (200, 0.3), (300, 0.9))]
+    assert emergence_step(seed0) == 200 and emergence_step(seed1) == 300
+    assert emergence_step(seed1, threshold=0.95) is None
+    mean = across_seeds([seed0, seed1])
+    assert [row["step"] for row in mean] == [100, 200, 300]
+    assert mean[1]["top_induction"] == pytest.approx(0.45)
+    assert mean[1]["top_induction_se"] == pytest.approx(np.std([0.6, 0.3], ddof=1) / np.sqrt(2))
+    assert mean[2]["icl_score"] == pytest.approx(-0.85) and mean[0]["top_cmr_distance"] == pytest.approx(0.3)
+    assert mean[0]["seeds"] == 2 and mean[0]["top"] == 1
+
+
+@pytest.fixture(scope="module")
+def run_with_checkpoints(tmp_path_factory):
+    """An induction run that kept a numbered checkpoint every 2 steps (steps 2 and 4) besides last.ckpt."""
+    root = tmp_path_factory.mktemp("emergence") / "run"
+    main(["fit", "--config", str(ROOT / "configs" / "cpu" / "induction-attn-2L.yaml"), "--trainer.logger", "false",
+          "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+          "--trainer.default_root_dir", str(root), "--trainer.max_steps", "4", "--trainer.val_check_interval", "4",
+          "--trainer.num_sanity_val_steps", "0", "--checkpoint.every_n_train_steps", "2",
+          "--data.init_args.batch_size", "8", "--data.init_args.num_val_prompts", "8",
+          "--data.init_args.num_test_prompts", "8"])
+    return root
+
+
+def test_several_checkpoints_give_one_analysis_each_and_the_emergence_table(run_with_checkpoints, grid, tmp_path,
+                                                                             capsys):
+    run, out = run_with_checkpoints, tmp_path / "icl"
+    ckpts = sorted((run / "checkpoints").glob("*.ckpt"))
+    assert len(ckpts) == 3  # steps 2 and 4, and last.ckpt (step 4 again)
+    args = ["analyze", "icl", "--config", str(run / "config.yaml"), "--ckpt_path", *map(str, ckpts), "--out", str(out),
+            "--grid", str(grid), "--prompts", "4", "--n_items", "10", "--top", "2", "--formats", "png"]
+    main(args)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["step2", "step4"]
+    with (out / "emergence.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert [int(row["step"]) for row in table] == [2, 4]
+    for row in table:
+        step_dir = out / f"step{row['step']}"
+        with (step_dir / "heads.csv").open() as f:
+            expected = emergence_row(int(row["step"]), list(csv.DictReader(f)), top=2)
+        summary = json.loads((step_dir / "summary.json").read_text())
+        assert summary["step"] == int(row["step"]) and summary["n_prompts"] == 4 and summary["top"] == 2
+        # the ICL score is the model's own loss difference on the analysed prompts
+        model, _ = load_run(run / "config.yaml", summary["checkpoint"])
+        prompts = repeated_prompt(10, 256, 0, 4, torch.Generator().manual_seed(0))
+        assert summary["icl_score"] == pytest.approx(float(icl_scores(model, prompts, 10, 20).mean()), rel=1e-5)
+        assert float(row["icl_score"]) == pytest.approx(summary["icl_score"])
+        for key in ("top_induction", "top_cmr_distance", "beta_enc", "cmr_like_share"):
+            assert float(row[key]) == pytest.approx(expected[key]), key
+    assert (out / "emergence.png").stat().st_size > 0 and (out / "step2" / "lag_crp_fits.png").is_file()
+    assert "2 checkpoints ->" in capsys.readouterr().out
+
+    before = (out / "emergence.csv").read_bytes()
+    with pytest.raises(SystemExit):
+        main(args)
+    assert "already holds emergence.csv" in capsys.readouterr().err
+    assert (out / "emergence.csv").read_bytes() == before
+    (out / "emergence.csv").unlink()
+    with pytest.raises(SystemExit):  # the per-checkpoint results are kept too
+        main(args)
+    assert f"out={out / 'step2'} already holds heads.csv" in capsys.readouterr().err
+    main([*args, "--overwrite"])
+    assert (out / "emergence.csv").read_bytes() == before

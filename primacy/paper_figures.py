@@ -13,9 +13,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from primacy import aggregate, files, plots, results
+from primacy import aggregate, files, icl_plots, plots, results
+from primacy.analysis.cmr_grid import CMRGrid
+from primacy.analysis.emergence import MEASURES, across_seeds, emergence_step
 from primacy.analysis.probes import measure_probes
-from primacy.analyze import write_probes
+from primacy.analyze import ICLSettings, analyze_checkpoints, write_emergence, write_probes
 from primacy.errors import UsageError
 from primacy.resume import last_checkpoint
 from primacy.runs import load_run
@@ -40,7 +42,7 @@ class FigureSpec:
     name: str
     title: str
     panels: tuple[Panel, ...]
-    layout: str  # "heatmaps" (Fig. 3) or "dt" (Fig. 4 and 5)
+    layout: str  # "heatmaps" (Fig. 3), "dt" (Fig. 4 and 5), "probes" (the Transformer) or "emergence" (induction)
 
     def select(self, names: list[str] | None) -> FigureSpec:
         """The figure restricted to some panels, named by label or config name."""
@@ -84,6 +86,9 @@ FIGURES = {
     "transformer": FigureSpec("transformer", "Appendix: the Transformer at the ceiling", (
         _panel("T", "Transformer", "transformer-L32", "transformer-L128"),
     ), "probes"),
+    "induction": FigureSpec("induction", "Induction heads and CMR over training (Ji-An et al. 2024, Fig. 7)", (
+        _panel("I", "Transformer trained on repeated random tokens", "induction-attn-2L", "induction-4L"),
+    ), "emergence"),
 }
 PROBE_SETS = 64  # test sets (2L trials each) of every seed whose attention `reproduce transformer` measures
 
@@ -91,6 +96,8 @@ PROBE_SETS = 64  # test sets (2L trials each) of every seed whose attention `rep
 def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
     """Aggregates each panel's runs into ``out/<panel>/mean`` and draws the figure and its table in ``out``; returns
     the files written. ``runs`` have ``panel`` (config name) and ``dir``."""
+    if spec.layout == "emergence":
+        return _draw_emergence(spec, scale, out, runs)
     panels = []
     for panel in spec.panels:
         name = panel.config(scale)
@@ -112,13 +119,16 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
         plt.close(fig)
     if spec.layout == "probes":
         written += [path for panel in panels for path in _probes(panel, out / panel.name / "mean" / "probes")]
-    rows = [panel.row() for panel in panels]
+    return [*written, _table([panel.row() for panel in panels], out / f"{spec.name}.csv")]
+
+
+def _table(rows: list[dict[str, Any]], path: Path) -> Path:
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    files.write_text(out / f"{spec.name}.csv", text.getvalue())
-    return [*written, out / f"{spec.name}.csv"]
+    files.write_text(path, text.getvalue())
+    return path
 
 
 @dataclass
@@ -189,3 +199,47 @@ _PAGES: dict[str, list[tuple[str | None, Callable]]] = {
     "dt": [(None, _dt_columns), ("fig5", _dt_seeds)],
     "probes": [(None, _heatmaps)],
 }
+
+
+def emergence_settings() -> ICLSettings:
+    """How `reproduce induction` analyses each checkpoint: `analyze icl`'s defaults, figures as PNG only."""
+    return ICLSettings(n_items=None, prompts=64, seed=0, grid=CMRGrid.paper(), alignment="peak", top=4,
+                       formats=("png",))
+
+
+def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
+    """`analyze icl` of every numbered checkpoint of every run (into <run>/icl/step<N>, reusing what is done), each
+    panel's emergence over seeds (<panel>/mean/emergence.csv and figure), the page of every panel and the table of
+    each run's final checkpoint and emergence step."""
+    settings = emergence_settings()
+    page = plt.figure(figsize=(14.0, 5.8 * len(spec.panels)), layout="constrained")
+    subfigures = page.subfigures(len(spec.panels), 1, squeeze=False)[:, 0]
+    written, table = [], []
+    for panel, subfigure in zip(spec.panels, subfigures):
+        name = panel.config(scale)
+        seeds = {}
+        for run in (run for run in runs if run.panel == name):
+            ckpts = sorted((run.dir / "checkpoints").glob("*.ckpt"))
+            print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
+            seeds[run.dir.name] = rows = analyze_checkpoints(run.dir / "config.yaml", ckpts, run.dir / "icl", settings,
+                                                             reuse=True, report=lambda line: None)
+            table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows)})
+        mean = across_seeds(list(seeds.values()))
+        label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
+        write_emergence(mean, out / name / "mean", ("png", "pdf"), seeds, label)
+        written += [out / name / "mean" / f for f in ("emergence.csv", "emergence.png", "emergence.pdf")]
+        icl_plots.emergence(mean, seeds, label, fig=subfigure)
+    page.suptitle(f"{spec.title} · {scale} scale", fontsize=12)
+    for fmt in ("png", "pdf"):
+        files.save_figure(page, out / f"{spec.name}.{fmt}", dpi=150)
+        written.append(out / f"{spec.name}.{fmt}")
+    plt.close(page)
+    return [*written, _table(table, out / f"{spec.name}.csv")]
+
+
+def _final(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run's line of the induction table: its last checkpoint's measures and the step its induction head emerged."""
+    last = rows[-1]
+    return {"final_step": last["step"], "emerged_at_step": emergence_step(rows), "best_head": last["best_head"],
+            "best_induction": _round(last["best_induction"]),
+            **{key: _round(last[key]) for key in MEASURES}}

@@ -108,6 +108,40 @@ def test_transformer_figure_measures_where_the_queries_look(tmp_path):
     assert (probes / "probes.png").is_file() and (out / "transformer.png").is_file()
 
 
+def _csv(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys):
+    out = tmp_path / "induction"
+    command = ["reproduce", "induction", "--seeds", "2", "--out", str(out), "--jobs", "2", "--trainer.max_steps", "4",
+               "--checkpoint.every_n_train_steps", "2", "--trainer.logger", "false", "--trainer.val_check_interval", "4",
+               "--trainer.enable_model_summary", "false", "--data.init_args.batch_size", "8",
+               "--data.init_args.num_val_prompts", "8", "--data.init_args.num_test_prompts", "8"]
+    main(command)
+    panel = out / "induction-attn-2L"
+    seeds = [_csv(panel / f"seed{seed}" / "icl" / "emergence.csv") for seed in (0, 1)]
+    assert all([int(row["step"]) for row in table] == [2, 4] for table in seeds)
+    mean = _csv(panel / "mean" / "emergence.csv")
+    assert [(int(row["step"]), int(row["seeds"])) for row in mean] == [(2, 2), (4, 2)]
+    for key in ("top_induction", "top_cmr_distance", "icl_score", "cmr_like_share"):
+        assert float(mean[1][key]) == pytest.approx((float(seeds[0][1][key]) + float(seeds[1][1][key])) / 2), key
+    table = _csv(out / "induction.csv")
+    assert [(row["run"], row["final_step"]) for row in table] == [("seed0", "4"), ("seed1", "4")]
+    for row, seed in zip(table, seeds):  # the table rounds to 4 decimals
+        assert float(row["top_induction"]) == pytest.approx(float(seed[1]["top_induction"]), abs=1e-4)
+    assert (out / "induction.png").stat().st_size > 0 and (panel / "mean" / "emergence.png").is_file()
+
+    analysed = {path: path.stat().st_mtime_ns for path in out.glob("*/seed*/icl/step*/heads.csv")}
+    assert len(analysed) == 2 * 2
+    before = logs(out)
+    capsys.readouterr()
+    main(command)  # nothing trains and no checkpoint is analysed again
+    assert logs(out) == before
+    assert {path: path.stat().st_mtime_ns for path in analysed} == analysed
+
+
 def _wait_for(predicate, what: str, seconds: float = 120) -> None:
     deadline = time.time() + seconds
     while not predicate():

@@ -243,6 +243,39 @@ def ranked_heads(path: str | Path, key: str) -> list[tuple[int, int]]:
     return [(int(r["layer"]), int(r["head"])) for r in sorted(rows, key=order)]
 
 
+@dataclass(frozen=True)
+class AblationSettings:
+    """How ``analyze ablation`` tests a model: which heads, how many random draws, on which sequences."""
+
+    rank_by: str = "cmr_distance"
+    fraction: float = 0.1
+    random: int = 20
+    sequences: int = 256
+    n_items: int | None = None  # None: the task's prompt_items, else 25
+    repeats: int = 2
+    seed: int = 0
+    formats: tuple[str, ...] = ("png", "pdf")
+
+
+def ablate_checkpoint(config: str | Path, ckpt: str | Path, ranked: list[tuple[int, int]], out: Path,
+                      settings: AblationSettings) -> dict:
+    """``analyze ablation`` of one checkpoint with heads ``ranked`` best first: ablation.json and its figure in
+    ``out``; returns the result."""
+    model, task = load_run(config, ckpt)
+    n = getattr(task, "prompt_items", 25) if settings.n_items is None else settings.n_items
+    positive(n_items=n)
+    tokens = repeated_tokens(n, settings.repeats, model.hparams.vocab_size, BOS, settings.sequences,
+                             torch.Generator().manual_seed(settings.seed))
+    result = ablation_study(model, tokens, ranked, settings.fraction, settings.random, settings.seed)
+    result = {"checkpoint": str(ckpt), "rank_by": settings.rank_by, "n_items": n, "repeats": settings.repeats,
+              **result}
+    out.mkdir(parents=True, exist_ok=True)
+    files.write_text(out / "ablation.json", json.dumps(_finite(result), indent=2) + "\n")
+    figure = icl_plots.ablation_scores(result["summary"], result["k"], settings.rank_by)
+    _save(figure, out, "ablation", list(settings.formats))
+    return result
+
+
 def ablation_command(args: list[str]) -> None:
     """ICL score of the intact model, with the most CMR-like heads ablated, and with as many random heads ablated,
     on [BOS] r r ... r sequences, with paired statistics (Ji-An et al. 2024)."""
@@ -262,16 +295,9 @@ def ablation_command(args: list[str]) -> None:
     out = _check_outputs(options.out, ("ablation.json",), options.overwrite, options.formats)
     ranked = ranked_heads(options.heads, options.rank_by)
     require_backbone(options.config, TransformerBackbone, "analyze ablation")  # it ablates attention heads
-    model, task = load_run(options.config, options.ckpt_path)
-    n = getattr(task, "prompt_items", 25) if options.n_items is None else options.n_items
-    positive(n_items=n)
-    tokens = repeated_tokens(n, options.repeats, model.hparams.vocab_size, BOS, options.sequences,
-                             torch.Generator().manual_seed(options.seed))
-    result = ablation_study(model, tokens, ranked, options.fraction, options.random, options.seed)
-    result = {"rank_by": options.rank_by, "n_items": n, "repeats": options.repeats, **result}
-    out.mkdir(parents=True, exist_ok=True)
-    files.write_text(out / "ablation.json", json.dumps(_finite(result), indent=2) + "\n")
-    _save(icl_plots.ablation_scores(result["summary"], result["k"], options.rank_by), out, "ablation", options.formats)
+    settings = AblationSettings(options.rank_by, options.fraction, options.random, options.sequences,
+                                options.n_items, options.repeats, options.seed, tuple(options.formats))
+    result = ablate_checkpoint(options.config, options.ckpt_path, ranked, out, settings)
     s, c = result["summary"], result["comparisons"]
     print(f"ICL score (loss at token {result['late']} - token {result['early']}): intact {s['intact']['mean']:+.3f}, "
           f"top-{result['k']} ablated {s['top']['mean']:+.3f} (p = {c['top_minus_intact']['p_value']:.3g}), "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,7 +18,15 @@ from primacy import aggregate, files, icl_plots, plots, results
 from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.emergence import MEASURES, across_seeds, emergence_step
 from primacy.analysis.probes import measure_probes
-from primacy.analyze import ICLSettings, analyze_checkpoints, write_emergence, write_probes
+from primacy.analyze import (
+    AblationSettings,
+    ICLSettings,
+    ablate_checkpoint,
+    analyze_checkpoints,
+    ranked_heads,
+    write_emergence,
+    write_probes,
+)
 from primacy.errors import UsageError
 from primacy.resume import last_checkpoint
 from primacy.runs import load_run
@@ -223,7 +232,8 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
             print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
             seeds[run.dir.name] = rows = analyze_checkpoints(run.dir / "config.yaml", ckpts, run.dir / "icl", settings,
                                                              reuse=True, report=lambda line: None)
-            table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows)})
+            ablation = _ablation(run.dir, rows[-1]["step"])
+            table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows, ablation)})
         mean = across_seeds(list(seeds.values()))
         label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
         write_emergence(mean, out / name / "mean", ("png", "pdf"), seeds, label)
@@ -237,9 +247,22 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
     return [*written, _table(table, out / f"{spec.name}.csv")]
 
 
-def _final(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A run's line of the induction table: its last checkpoint's measures and the step its induction head emerged."""
-    last = rows[-1]
+def _ablation(run: Path, step: int) -> dict[str, Any]:
+    """`analyze ablation` of a run's final checkpoint, its most CMR-like heads by the final analysis (Ji-An et al.
+    Fig. 8), into <run>/ablation; an ablation newer than that analysis is read back."""
+    heads, out = run / "icl" / f"step{step}" / "heads.csv", run / "ablation"
+    done = out / "ablation.json"
+    if done.is_file() and done.stat().st_mtime >= heads.stat().st_mtime:
+        return json.loads(done.read_text())
+    return ablate_checkpoint(run / "config.yaml", last_checkpoint(run), ranked_heads(heads, "cmr_distance"), out,
+                             AblationSettings(formats=("png",)))
+
+
+def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, Any]:
+    """A run's line of the induction table: its last checkpoint's measures, the step its induction head emerged, and
+    the ICL score intact, with its most CMR-like heads ablated and with as many random heads ablated."""
+    last, summary = rows[-1], ablation["summary"]
     return {"final_step": last["step"], "emerged_at_step": emergence_step(rows), "best_head": last["best_head"],
-            "best_induction": _round(last["best_induction"]),
-            **{key: _round(last[key]) for key in MEASURES}}
+            "best_induction": _round(last["best_induction"]), **{key: _round(last[key]) for key in MEASURES},
+            "ablated_heads": ablation["k"], **{f"icl_{name}": _round(summary[name]["mean"]) for name in summary},
+            "p_top_vs_random": _round(ablation["comparisons"]["top_minus_random"]["p_value"], 6)}

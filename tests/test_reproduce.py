@@ -131,10 +131,14 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys):
     assert [(row["run"], row["final_step"]) for row in table] == [("seed0", "4"), ("seed1", "4")]
     for row, seed in zip(table, seeds):  # the table rounds to 4 decimals
         assert float(row["top_induction"]) == pytest.approx(float(seed[1]["top_induction"]), abs=1e-4)
+        ablation = json.loads((panel / row["run"] / "ablation" / "ablation.json").read_text())
+        assert ablation["checkpoint"].endswith("last.ckpt") and int(row["ablated_heads"]) == ablation["k"] == 1
+        assert float(row["icl_intact"]) == pytest.approx(ablation["summary"]["intact"]["mean"], abs=1e-4)
     assert (out / "induction.png").stat().st_size > 0 and (panel / "mean" / "emergence.png").is_file()
 
-    analysed = {path: path.stat().st_mtime_ns for path in out.glob("*/seed*/icl/step*/heads.csv")}
-    assert len(analysed) == 2 * 2
+    analysed = {path: path.stat().st_mtime_ns
+                for path in [*out.glob("*/seed*/icl/step*/heads.csv"), *out.glob("*/seed*/ablation/ablation.json")]}
+    assert len(analysed) == 2 * 2 + 2
     before = logs(out)
     capsys.readouterr()
     main(command)  # nothing trains and no checkpoint is analysed again

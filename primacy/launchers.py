@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -251,3 +252,20 @@ def submit(jobs: list[RunJob], folder: Path, parameters: dict[str, Any], cluster
     with executor.batch():
         submitted = [executor.submit(job) for job in jobs]
     return submitted
+
+
+SLURM_ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+               "REVOKED", "TIMEOUT")  # sacct states of a job that will not run (again) by itself
+
+
+def slurm_state(job_id: str, folder: Path) -> str | None:
+    """SLURM's state of a job (``CANCELLED``, ``PENDING``, ...), asked through submitit's sacct watcher; None where
+    SLURM cannot be asked (no sacct here, or no submitit)."""
+    if shutil.which("sacct") is None:
+        return None
+    try:
+        import submitit
+    except ImportError:
+        return None
+    state = submitit.SlurmJob(folder=folder, job_id=str(job_id)).state  # "CANCELLED by 1234", "UNKNOWN" on errors
+    return state.split()[0] if state else None

@@ -77,8 +77,13 @@ def status(run: Run, config: Any) -> Status:
     log = f"log {state['log']}" if state.get("log") else ""
     if launchers.is_alive(state):
         return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, {log}")
+    ended = ""  # a queued job that SLURM says has ended without starting the run: the files say the rest
     if state.get("state") == "queued":
-        return Status("queued", f"job {state.get('job')} (if that job no longer exists, delete {state_file(run.dir)})")
+        slurm = launchers.slurm_state(state.get("job"), run.dir.parents[1] / "submitit")
+        if slurm not in launchers.SLURM_ENDED:
+            where = slurm or f"(if that job no longer exists, delete {state_file(run.dir)})"
+            return Status("queued", f"job {state.get('job')} {where}")
+        ended, state = f"job {state.get('job')} ended {slurm} before the run started", {}
     max_steps = config.trainer.max_steps
     ckpt = last_checkpoint(run.dir)
     exit_code = state.get("exit_code")
@@ -86,7 +91,7 @@ def status(run: Run, config: Any) -> Status:
     if not ckpt.is_file():
         if failed:
             return Status("failed", f"exit code {exit_code}, {log}", run.fit_args())
-        return Status("missing", "", run.fit_args())
+        return Status("missing", ended, run.fit_args())
     try:
         step = check_checkpoint(ckpt, config.model, "fit")["global_step"]
     except UsageError as err:
@@ -94,7 +99,8 @@ def status(run: Run, config: Any) -> Status:
     if step < max_steps:
         if failed:
             return Status("failed", f"at step {step} of {max_steps}, exit code {exit_code}, {log}", run.fit_args())
-        return Status("stopped", f"at step {step} of {max_steps}: resumes", run.fit_args())
+        return Status("stopped", f"at step {step} of {max_steps}: resumes" + (f" ({ended})" if ended else ""),
+                      run.fit_args())
     summary = run.dir / "results" / "summary.json"
     if summary.is_file() and summary.stat().st_mtime >= ckpt.stat().st_mtime:
         return Status("done", f"step {step}")

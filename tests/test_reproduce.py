@@ -257,6 +257,17 @@ def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):
     main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--out", str(out), "--status",
           "--trainer.devices", "2", "--trainer.strategy", "ddp"])
     assert capsys.readouterr().out.splitlines()[-1] == "16 queued"
+    # SLURM (a fake sacct) says the first task was cancelled before it started: that run is missing again
+    (bin_dir / "sacct").write_text('#!/bin/sh\nprintf "JobID|State|NodeList\\n4242_0|CANCELLED by 0|None\\n'
+                                   '4242_[1-15]|PENDING|None\\n"\n')
+    (bin_dir / "sacct").chmod(0o755)
+    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--out", str(out), "--status",
+          "--trainer.devices", "2", "--trainer.strategy", "ddp"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["fig3a-s4-legs-L128/seed0", "missing", "job", "4242_0", "ended", "CANCELLED", "before",
+                                "the", "run", "started"]
+    assert lines[1].split() == ["fig3a-s4-legs-L128/seed1", "queued", "job", "4242_1", "PENDING"]
+    assert lines[-1] == "15 queued, 1 missing"
 
 
 def test_slurm_launcher_without_slurm_is_one_line(tmp_path, monkeypatch, capsys):

@@ -82,7 +82,8 @@ class ICLSettings:
 
     def matches(self, summary: dict) -> bool:
         """Whether an earlier summary.json was written with these settings."""
-        return all(summary.get(key) == value for key, value in self.recorded().items())
+        same_n = self.n_items is None or summary.get("n_items") == self.n_items
+        return same_n and all(summary.get(key) == value for key, value in self.recorded().items())
 
     def recorded(self) -> dict:
         return {"n_prompts": self.prompts, "prompt_seed": self.seed, "cmr_variant": self.grid.variant,
@@ -123,12 +124,18 @@ def _finite(value):
     return None if isinstance(value, float) and np.isnan(value) else value
 
 
+def _prompt_items(task, n_items: int | None) -> int:
+    """n, the length of r: as asked, else the task's ``prompt_items``, else 25."""
+    n = getattr(task, "prompt_items", 25) if n_items is None else n_items
+    positive(n_items=n)
+    return n
+
+
 def analyze_checkpoint(config: str | Path, ckpt: str | Path, out: Path, settings: ICLSettings) -> dict:
     """``analyze icl`` of one checkpoint into ``out``; returns its summary.json content, which also holds the
     checkpoint, its step and the model's ICL score on the same prompts (NaN for a model without next-token loss)."""
     model, task = load_run(config, ckpt)
-    n = getattr(task, "prompt_items", 25) if settings.n_items is None else settings.n_items
-    positive(n_items=n)
+    n = _prompt_items(task, settings.n_items)
     generator = torch.Generator().manual_seed(settings.seed)
     prompts = repeated_prompt(n, model.hparams.vocab_size, BOS, settings.prompts, generator)  # P 2n+1
     analysis = analyze_heads(model, prompts, n, settings.grid, settings.alignment)
@@ -262,8 +269,7 @@ def ablate_checkpoint(config: str | Path, ckpt: str | Path, ranked: list[tuple[i
     """``analyze ablation`` of one checkpoint with heads ``ranked`` best first: ablation.json and its figure in
     ``out``; returns the result."""
     model, task = load_run(config, ckpt)
-    n = getattr(task, "prompt_items", 25) if settings.n_items is None else settings.n_items
-    positive(n_items=n)
+    n = _prompt_items(task, settings.n_items)
     tokens = repeated_tokens(n, settings.repeats, model.hparams.vocab_size, BOS, settings.sequences,
                              torch.Generator().manual_seed(settings.seed))
     result = ablation_study(model, tokens, ranked, settings.fraction, settings.random, settings.seed)

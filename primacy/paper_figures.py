@@ -1,5 +1,6 @@
 """The figures `primacy reproduce` makes: which config draws each panel at each scale, and how a finished set of runs
-becomes the figure (each panel's `primacy aggregate`, the page in the paper's layout, and a table of its numbers)."""
+becomes the figure (each panel's `primacy aggregate`, or for induction the analysis of every checkpoint; the page in
+the paper's layout, and a table of its numbers)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,16 +130,17 @@ def _prompt_items(task, n_items: int | None) -> int:
     return n
 
 
-def analyze_checkpoint(config: str | Path, ckpt: str | Path, out: Path, settings: ICLSettings) -> dict:
-    """``analyze icl`` of one checkpoint into ``out``; returns its summary.json content, which also holds the
-    checkpoint, its step and the model's ICL score on the same prompts (NaN for a model without next-token loss)."""
+def analyze_checkpoint(config: str | Path, ckpt: str | Path, step: int, out: Path, settings: ICLSettings) -> dict:
+    """``analyze icl`` of one checkpoint (trained for ``step`` steps) into ``out``; returns its summary.json content,
+    which also holds the checkpoint, its step and the model's ICL score on the same prompts (NaN for a model without
+    next-token loss)."""
     model, task = load_run(config, ckpt)
     n = _prompt_items(task, settings.n_items)
     generator = torch.Generator().manual_seed(settings.seed)
     prompts = repeated_prompt(n, model.hparams.vocab_size, BOS, settings.prompts, generator)  # P 2n+1
     analysis = analyze_heads(model, prompts, n, settings.grid, settings.alignment)
     icl = float(icl_scores(model, prompts, n, 2 * n).mean()) if isinstance(model, LanguageModel) else float("nan")
-    extra = {"checkpoint": str(ckpt), "step": checkpoint_step(ckpt), "icl_score": icl}
+    extra = {"checkpoint": str(ckpt), "step": step, "icl_score": icl}
     return write_icl(analysis, settings, out, extra)
 
 
@@ -149,23 +149,29 @@ def read_heads(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def analyze_checkpoints(config: str | Path, ckpts: list[Path], out: Path, settings: ICLSettings,
-                        reuse: bool = False, report: Callable[[str], None] = print) -> list[dict]:
-    """``analyze icl`` of several checkpoints of one model, each into ``out/step<N>``, then ``emergence.csv`` and
-    the emergence figure in ``out``; returns the emergence rows. With ``reuse``, a checkpoint already analysed
-    with the same settings (its summary.json newer than the checkpoint) is read back, not analysed again.
-    Checkpoints of the same step (last.ckpt and a numbered one) are analysed once."""
+def checkpoints_by_step(ckpts: list[str] | list[Path]) -> dict[int, Path]:
+    """Checkpoints of one run by the step they were trained for, in step order; of several of the same step
+    (last.ckpt and its numbered twin) the first given."""
     by_step: dict[int, Path] = {}
     for ckpt in ckpts:
         by_step.setdefault(checkpoint_step(ckpt), Path(ckpt))
+    return dict(sorted(by_step.items()))
+
+
+def analyze_checkpoints(config: str | Path, by_step: dict[int, Path], out: Path, settings: ICLSettings,
+                        reuse: bool = False, report: Callable[[str], None] = print) -> list[dict]:
+    """``analyze icl`` of checkpoints of one model (``checkpoints_by_step``), each into ``out/step<N>``, then
+    ``emergence.csv`` and the emergence figure in ``out``; returns the emergence rows. With ``reuse``, a checkpoint
+    already analysed with the same settings (its summary.json newer than the checkpoint) is read back, not analysed
+    again."""
     rows = []
-    for step, ckpt in sorted(by_step.items()):
+    for step, ckpt in by_step.items():
         target = out / f"step{step}"
         summary_file = target / "summary.json"
         done = reuse and summary_file.is_file() and summary_file.stat().st_mtime >= ckpt.stat().st_mtime
         content = json.loads(summary_file.read_text()) if done else None
         if content is None or not settings.matches(content):
-            content = analyze_checkpoint(config, ckpt, target, settings)
+            content = analyze_checkpoint(config, ckpt, step, target, settings)
         row = emergence_row(step, read_heads(target / "heads.csv"), settings.top, as_float(content["icl_score"]))
         report(f"  step {step}: best head {row['best_head']} induction {row['best_induction']:.3f}, "
                f"top-{row['top']} CMR distance {row['top_cmr_distance']:.3f}, ICL score {row['icl_score']:+.3f}")
@@ -178,11 +184,7 @@ def write_emergence(rows: list[dict], out: Path, formats: tuple[str, ...] | list
                     title: str = "") -> None:
     """emergence.csv (``rows``) and the emergence figure; ``seeds`` maps names to per-seed rows drawn beneath."""
     out.mkdir(parents=True, exist_ok=True)
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(_finite(rows))
-    files.write_text(out / "emergence.csv", text.getvalue())
+    files.write_csv(out / "emergence.csv", _finite(rows))
     _save(icl_plots.emergence(rows, seeds or {}, title), out, "emergence", list(formats))
 
 
@@ -211,21 +213,22 @@ def icl_command(args: list[str]) -> None:
         positive(n_items=options.n_items)
     require_backbone(options.config, TransformerBackbone, "analyze icl")  # only attention heads can be analysed
     several = len(options.ckpt_path) > 1
-    steps = {Path(c): checkpoint_step(c) for c in options.ckpt_path} if several else {}
+    by_step = checkpoints_by_step(options.ckpt_path)  # every file checked before any work
     out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)
-    for step in steps.values():
+    for step in by_step if several else ():
         _check_outputs(str(out / f"step{step}"), ICL_FILES, options.overwrite, options.formats)
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
                            tuple(options.formats))
     if several:
-        rows = analyze_checkpoints(options.config, list(steps), out, settings)
+        rows = analyze_checkpoints(options.config, by_step, out, settings)
         first = emergence_step(rows)
         print(f"{len(rows)} checkpoints -> {out}: "
               + ("no checkpoint has a head with induction score >= 0.5" if first is None else
                  f"a head with induction score >= 0.5 from step {first}"))
         return
-    content = analyze_checkpoint(options.config, options.ckpt_path[0], out, settings)
+    (step, ckpt), = by_step.items()
+    content = analyze_checkpoint(options.config, ckpt, step, out, settings)
     best = content["top_induction_heads"][0]
     print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: top induction head L{best['layer']}H{best['head']} "
           f"score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "

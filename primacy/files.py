@@ -3,6 +3,8 @@ renamed into place, so a reader (or a run killed midway) sees the old file or th
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import secrets
 from collections.abc import Iterator
@@ -61,6 +63,15 @@ def write_text(path: str | Path, text: str) -> Path:
     with atomic_path(path) as temp:
         temp.write_text(text, encoding="utf-8")
     return Path(path)
+
+
+def write_csv(path: str | Path, rows: list[dict[str, Any]]) -> Path:
+    """A table, one dict per row with the first row's keys as the header, to ``path`` atomically; returns the path."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_text(path, text.getvalue())
 
 
 def save_npz(path: str | Path, **arrays: Any) -> Path:

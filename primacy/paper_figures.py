@@ -4,8 +4,6 @@ the paper's layout, and a table of its numbers)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,6 +22,7 @@ from primacy.analyze import (
     ICLSettings,
     ablate_checkpoint,
     analyze_checkpoints,
+    checkpoints_by_step,
     ranked_heads,
     write_emergence,
     write_probes,
@@ -129,16 +128,7 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
         plt.close(fig)
     if spec.layout == "probes":
         written += [path for panel in panels for path in _probes(panel, out / panel.name / "mean" / "probes")]
-    return [*written, _table([panel.row() for panel in panels], out / f"{spec.name}.csv")]
-
-
-def _table(rows: list[dict[str, Any]], path: Path) -> Path:
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    files.write_text(path, text.getvalue())
-    return path
+    return [*written, files.write_csv(out / f"{spec.name}.csv", [panel.row() for panel in panels])]
 
 
 @dataclass
@@ -229,7 +219,7 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         name = panel.config(scale)
         seeds = {}
         for run in (run for run in runs if run.panel == name):
-            ckpts = sorted((run.dir / "checkpoints").glob("*.ckpt"))
+            ckpts = checkpoints_by_step(sorted((run.dir / "checkpoints").glob("*.ckpt")))
             print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
             seeds[run.dir.name] = rows = analyze_checkpoints(run.dir / "config.yaml", ckpts, run.dir / "icl", settings,
                                                              reuse=True, report=lambda line: None)
@@ -245,7 +235,7 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         files.save_figure(page, out / f"{spec.name}.{fmt}", dpi=150)
         written.append(out / f"{spec.name}.{fmt}")
     plt.close(page)
-    return [*written, _table(table, out / f"{spec.name}.csv")]
+    return [*written, files.write_csv(out / f"{spec.name}.csv", table)]
 
 
 def _ablation(run: Path, step: int) -> dict[str, Any]:

@@ -23,12 +23,11 @@ from primacy.analysis.heads import repeated_prompt
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, capture_bytes, head_summary, measure_probes
 from primacy.backbones.transformer import TransformerBackbone
-from primacy.checkpoints import checkpoint_step
 from primacy.checks import figure_formats, fits_in_memory, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
-from primacy.language_model import LanguageModel
+from primacy.pretrained import DEVICES, DTYPES, transformers_module
 from primacy.runs import load_run, require_backbone, require_task
-from primacy.tasks.induction import BOS
+from primacy.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
 from primacy.tasks.verification import VerificationTask
 
 ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
@@ -78,11 +77,14 @@ class ICLSettings:
     alignment: str
     top: int  # heads in the lag-CRP figure and in the emergence table's averages
     formats: tuple[str, ...]
+    layers: tuple[int, ...] | None = None  # the layers analysed; None: all
+    batch_size: int = 64  # prompts per forward pass
 
     def matches(self, summary: dict) -> bool:
         """Whether an earlier summary.json was written with these settings."""
         same_n = self.n_items is None or summary.get("n_items") == self.n_items
-        return same_n and all(summary.get(key) == value for key, value in self.recorded().items())
+        same_layers = self.layers is None or summary.get("layers") == list(self.layers)
+        return same_n and same_layers and all(summary.get(key) == value for key, value in self.recorded().items())
 
     def recorded(self) -> dict:
         return {"n_prompts": self.prompts, "prompt_seed": self.seed, "cmr_variant": self.grid.variant,
@@ -107,7 +109,7 @@ def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: d
     _save(icl_plots.attention_pattern(analysis, ranked[0]), out, "attention_pattern", formats)
     _save(icl_plots.lag_crp_fits(analysis, ranked[:top], grid.variant), out, "lag_crp_fits", formats)
     _save(icl_plots.distance_vs_induction(analysis.heads), out, "cmr_distance_vs_induction", formats)
-    _save(icl_plots.cmr_like_share(content["cmr_like_share_by_layer"]), out, "cmr_like_share", formats)
+    _save(icl_plots.cmr_like_share(content["cmr_like_share_by_layer"], content["layers"]), out, "cmr_like_share", formats)
     best = ranked[0]
     base = (0.5, 0.5, 0.3) if np.isnan(best.cmr_distance) else (best.beta_enc, best.beta_rec, best.gamma_ft)
     _save(icl_plots.cmr_families(grid.params, grid.crps, grid.lags, base, grid.variant), out, "cmr_families", formats)
@@ -123,25 +125,28 @@ def _finite(value):
     return None if isinstance(value, float) and np.isnan(value) else value
 
 
-def _prompt_items(task, n_items: int | None) -> int:
+def _prompt_items(default: int | None, n_items: int | None) -> int:
     """n, the length of r: as asked, else the task's ``prompt_items``, else 25."""
-    n = getattr(task, "prompt_items", 25) if n_items is None else n_items
+    n = (default or 25) if n_items is None else n_items
     positive(n_items=n)
     return n
 
 
-def analyze_checkpoint(config: str | Path, ckpt: str | Path, step: int, out: Path, settings: ICLSettings) -> dict:
-    """``analyze icl`` of one checkpoint (trained for ``step`` steps) into ``out``; returns its summary.json content,
-    which also holds the checkpoint, its step and the model's ICL score on the same prompts (NaN for a model without
-    next-token loss)."""
-    model, task = load_run(config, ckpt)
-    n = _prompt_items(task, settings.n_items)
+def analyze_checkpoint(source: Checkpoint, out: Path, settings: ICLSettings) -> dict:
+    """``analyze icl`` of one checkpoint into ``out``; returns its summary.json content, which also says where the
+    model came from, its training step and its ICL score on the same prompts (NaN for a model without next-token
+    predictions)."""
+    model, default_items = source.load()
+    n = _prompt_items(default_items, settings.n_items)
     generator = torch.Generator().manual_seed(settings.seed)
-    prompts = repeated_prompt(n, model.hparams.vocab_size, BOS, settings.prompts, generator)  # P 2n+1
-    analysis = analyze_heads(model, prompts, n, settings.grid, settings.alignment)
-    icl = float(icl_scores(model, prompts, n, 2 * n).mean()) if isinstance(model, LanguageModel) else float("nan")
-    extra = {"checkpoint": str(ckpt), "step": step, "icl_score": icl}
-    return write_icl(analysis, settings, out, extra)
+    prompts = repeated_prompt(n, model.vocab_size, model.bos, settings.prompts, generator, model.allowed)  # P 2n(+1)
+    analysis = analyze_heads(model, prompts, n, settings.grid, settings.alignment, settings.layers,
+                             settings.batch_size)
+    start = analysis.start
+    icl = float("nan")
+    if model.predicts_tokens:
+        icl = float(icl_scores(model, prompts, start + n - 1, start + 2 * n - 1, settings.batch_size).mean())
+    return write_icl(analysis, settings, out, {**source.describe(model), "icl_score": icl})
 
 
 def read_heads(path: Path) -> list[dict]:
@@ -149,31 +154,23 @@ def read_heads(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def checkpoints_by_step(ckpts: list[str] | list[Path]) -> dict[int, Path]:
-    """Checkpoints of one run by the step they were trained for, in step order; of several of the same step
-    (last.ckpt and its numbered twin) the first given."""
-    by_step: dict[int, Path] = {}
-    for ckpt in ckpts:
-        by_step.setdefault(checkpoint_step(ckpt), Path(ckpt))
-    return dict(sorted(by_step.items()))
-
-
-def analyze_checkpoints(config: str | Path, by_step: dict[int, Path], out: Path, settings: ICLSettings,
-                        reuse: bool = False, report: Callable[[str], None] = print) -> list[dict]:
-    """``analyze icl`` of checkpoints of one model (``checkpoints_by_step``), each into ``out/step<N>``, then
-    ``emergence.csv`` and the emergence figure in ``out``; returns the emergence rows. With ``reuse``, a checkpoint
-    already analysed with the same settings (its summary.json newer than the checkpoint) is read back, not analysed
-    again."""
+def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSettings, reuse: bool = False,
+                        report: Callable[[str], None] = print) -> list[dict]:
+    """``analyze icl`` of checkpoints of one model in step order (``trained_checkpoints``, ``pretrained_checkpoints``),
+    each into ``out/step<N>``, then ``emergence.csv`` and the emergence figure in ``out``; returns the emergence rows.
+    With ``reuse``, a checkpoint already analysed with the same settings (its summary.json newer than the checkpoint)
+    is read back, not analysed again."""
     rows = []
-    for step, ckpt in by_step.items():
-        target = out / f"step{step}"
+    for source in sources:
+        target = out / f"step{source.step}"
         summary_file = target / "summary.json"
-        done = reuse and summary_file.is_file() and summary_file.stat().st_mtime >= ckpt.stat().st_mtime
+        done = reuse and summary_file.is_file() and not source.written_after(summary_file)
         content = json.loads(summary_file.read_text()) if done else None
         if content is None or not settings.matches(content):
-            content = analyze_checkpoint(config, ckpt, step, target, settings)
-        row = emergence_row(step, read_heads(target / "heads.csv"), settings.top, as_float(content["icl_score"]))
-        report(f"  step {step}: best head {row['best_head']} induction {row['best_induction']:.3f}, "
+            content = analyze_checkpoint(source, target, settings)
+        row = emergence_row(source.step, read_heads(target / "heads.csv"), settings.top,
+                            as_float(content["icl_score"]))
+        report(f"  step {source.step}: best head {row['best_head']} induction {row['best_induction']:.3f}, "
                f"top-{row['top']} CMR distance {row['top_cmr_distance']:.3f}, ICL score {row['icl_score']:+.3f}")
         rows.append(row)
     write_emergence(rows, out, settings.formats)
@@ -188,18 +185,66 @@ def write_emergence(rows: list[dict], out: Path, formats: tuple[str, ...] | list
     _save(icl_plots.emergence(rows, seeds or {}, title), out, "emergence", list(formats))
 
 
+def _source_arguments(parser: argparse.ArgumentParser, several: bool) -> None:
+    """--config/--ckpt_path (a run trained here) or --hf_model (a pretrained model), with several checkpoints of one
+    model when ``several``."""
+    nargs = "+" if several else None
+    group = parser.add_argument_group("the model: a run trained here (--config, --ckpt_path) or a pretrained Hugging "
+                                      "Face causal LM (--hf_model)")
+    group.add_argument("--config", help="the run's config.yaml")
+    group.add_argument("--ckpt_path", nargs=nargs,
+                       help="the checkpoint, e.g. <run>/checkpoints/last.ckpt" + (
+                           "; or several of one run (e.g. <run>/checkpoints/*.ckpt): each is analysed into "
+                           "OUT/step<N>, then OUT/emergence.csv" if several else ""))
+    group.add_argument("--hf_model", nargs=nargs,
+                       help="a hub id (gpt2, EleutherAI/pythia-160m) or a directory saved with save_pretrained" + (
+                           "; several directories of one model's checkpoints give a series like several "
+                           "--revision" if several else ""))
+    group.add_argument("--revision", nargs=nargs,
+                       help="the hub revision (a branch, tag or commit)" + (
+                           "; several revisions of one model (e.g. step1000 step2000 for Pythia) are a series of "
+                           "checkpoints, each step read from its name" if several else ""))
+    group.add_argument("--dtype", choices=list(DTYPES), default=None, help="weights of --hf_model (default float32)")
+    group.add_argument("--device", choices=DEVICES, default=None, help="where --hf_model runs (default cpu)")
+
+
+def _listed(value: str | list[str] | None) -> list[str] | None:
+    return [value] if isinstance(value, str) else value
+
+
+def _sources(options: argparse.Namespace, command: str) -> list[Checkpoint]:
+    """The checkpoints the options name, checked before any model is loaded."""
+    run = options.config is not None or options.ckpt_path is not None
+    if options.hf_model is not None and run:
+        raise UsageError("hf_model and config/ckpt_path are two sources: give --hf_model, or --config with "
+                         "--ckpt_path, not both")
+    if options.hf_model is None:
+        if options.config is None or options.ckpt_path is None:
+            raise UsageError(f"{command} needs a model: --config with --ckpt_path (a run trained here) or --hf_model "
+                             f"(a pretrained model)")
+        for name in ("revision", "dtype", "device"):
+            if getattr(options, name) is not None:
+                raise UsageError(f"{name}={getattr(options, name)} only applies to --hf_model: a run's checkpoint "
+                                 f"loads as it was trained")
+        require_backbone(options.config, TransformerBackbone, command)  # only attention heads can be analysed
+        return trained_checkpoints(options.config, _listed(options.ckpt_path))
+    transformers_module()  # a one-line message now, not after the other checks, when it is missing
+    return pretrained_checkpoints(_listed(options.hf_model), _listed(options.revision), options.dtype or "float32",
+                                  options.device or "cpu")
+
+
 def icl_command(args: list[str]) -> None:
     """Score every attention head on [BOS] r r prompts, fit CMR and a Gaussian to its lag-CRP, write tables
     and figures (docs/icl.md says what each one is); given several checkpoints, also how they change over training."""
     parser = ArgumentParser(prog="primacy analyze icl", description=icl_command.__doc__)
-    parser.add_argument("--config", required=True, help="the run's config.yaml")
-    parser.add_argument("--ckpt_path", required=True, nargs="+",
-                        help="one checkpoint, e.g. <run>/checkpoints/last.ckpt, or several of one run (e.g. "
-                             "<run>/checkpoints/*.ckpt): each is analysed into OUT/step<N>, then OUT/emergence.csv")
+    _source_arguments(parser, several=True)
     _common_arguments(parser)
     parser.add_argument("--n_items", type=int, default=None,
                         help="n, the length of r (default: the task's prompt_items, else 25)")
     parser.add_argument("--prompts", type=int, default=64, help="number of random prompts averaged")
+    parser.add_argument("--batch_size", type=int, default=16, help="prompts per forward pass")
+    parser.add_argument("--layers", type=int, nargs="+", default=None,
+                        help="analyse only these layers (0-based; default: all)")
     parser.add_argument("--grid", default=None, help="a CMR grid file (default: the paper grid shipped with primacy)")
     parser.add_argument("--alignment", choices=ALIGNMENTS, default="peak",
                         help="CMR CRP onto the lag-CRP: peak (the paper: minima subtracted, maxima matched) or "
@@ -208,27 +253,26 @@ def icl_command(args: list[str]) -> None:
                         help="heads shown in the lag-CRP figure, and averaged (best by induction) over training")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
-    positive(prompts=options.prompts, top=options.top)
+    positive(prompts=options.prompts, top=options.top, batch_size=options.batch_size)
     if options.n_items is not None:
         positive(n_items=options.n_items)
-    require_backbone(options.config, TransformerBackbone, "analyze icl")  # only attention heads can be analysed
-    several = len(options.ckpt_path) > 1
-    by_step = checkpoints_by_step(options.ckpt_path)  # every file checked before any work
+    sources = _sources(options, "analyze icl")  # every file checked before any work
+    several = len(sources) > 1
     out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)
-    for step in by_step if several else ():
-        _check_outputs(str(out / f"step{step}"), ICL_FILES, options.overwrite, options.formats)
+    for source in sources if several else ():
+        _check_outputs(str(out / f"step{source.step}"), ICL_FILES, options.overwrite, options.formats)
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
-                           tuple(options.formats))
+                           tuple(options.formats), None if options.layers is None else tuple(options.layers),
+                           options.batch_size)
     if several:
-        rows = analyze_checkpoints(options.config, by_step, out, settings)
+        rows = analyze_checkpoints(sources, out, settings)
         first = emergence_step(rows)
         print(f"{len(rows)} checkpoints -> {out}: "
               + ("no checkpoint has a head with induction score >= 0.5" if first is None else
                  f"a head with induction score >= 0.5 from step {first}"))
         return
-    (step, ckpt), = by_step.items()
-    content = analyze_checkpoint(options.config, ckpt, step, out, settings)
+    content = analyze_checkpoint(sources[0], out, settings)
     best = content["top_induction_heads"][0]
     print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: top induction head L{best['layer']}H{best['head']} "
           f"score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "
@@ -265,18 +309,19 @@ class AblationSettings:
     repeats: int = 2
     seed: int = 0
     formats: tuple[str, ...] = ("png", "pdf")
+    batch_size: int = 64  # sequences per forward pass
 
 
-def ablate_checkpoint(config: str | Path, ckpt: str | Path, ranked: list[tuple[int, int]], out: Path,
-                      settings: AblationSettings) -> dict:
+def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Path, settings: AblationSettings) -> dict:
     """``analyze ablation`` of one checkpoint with heads ``ranked`` best first: ablation.json and its figure in
     ``out``; returns the result."""
-    model, task = load_run(config, ckpt)
-    n = _prompt_items(task, settings.n_items)
-    tokens = repeated_tokens(n, settings.repeats, model.hparams.vocab_size, BOS, settings.sequences,
-                             torch.Generator().manual_seed(settings.seed))
-    result = ablation_study(model, tokens, ranked, settings.fraction, settings.random, settings.seed)
-    result = {"checkpoint": str(ckpt), "rank_by": settings.rank_by, "n_items": n, "repeats": settings.repeats,
+    model, default_items = source.load()
+    n = _prompt_items(default_items, settings.n_items)
+    tokens = repeated_tokens(n, settings.repeats, model.vocab_size, model.bos, settings.sequences,
+                             torch.Generator().manual_seed(settings.seed), model.allowed)
+    result = ablation_study(model, tokens, ranked, settings.fraction, settings.random, settings.seed,
+                            batch_size=settings.batch_size)
+    result = {**source.describe(model), "rank_by": settings.rank_by, "n_items": n, "repeats": settings.repeats,
               **result}
     out.mkdir(parents=True, exist_ok=True)
     files.write_text(out / "ablation.json", json.dumps(_finite(result), indent=2) + "\n")
@@ -289,24 +334,28 @@ def ablation_command(args: list[str]) -> None:
     """ICL score of the intact model, with the most CMR-like heads ablated, and with as many random heads ablated,
     on [BOS] r r ... r sequences, with paired statistics (Ji-An et al. 2024)."""
     parser = ArgumentParser(prog="primacy analyze ablation", description=ablation_command.__doc__)
-    _run_arguments(parser)
+    _source_arguments(parser, several=False)
+    _common_arguments(parser)
     parser.add_argument("--heads", required=True, help="heads.csv written by `primacy analyze icl`")
     parser.add_argument("--rank_by", choices=("cmr_distance", "induction"), default="cmr_distance",
                         help="which heads count as top: lowest CMR distance (the paper) or highest induction score")
     parser.add_argument("--fraction", type=float, default=0.1, help="share of heads ablated (at least one)")
-    parser.add_argument("--random", type=int, default=20, help="random draws of as many heads")
+    parser.add_argument("--random", type=int, default=20,
+                        help="random draws of as many heads, from the heads in --heads")
     parser.add_argument("--sequences", type=int, default=256, help="evaluation sequences")
+    parser.add_argument("--batch_size", type=int, default=16, help="sequences per forward pass")
     parser.add_argument("--n_items", type=int, default=None, help="length of r (default: the task's prompt_items)")
     parser.add_argument("--repeats", type=int, default=2, help="copies of r in each sequence")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
-    positive(sequences=options.sequences, random=options.random)
+    positive(sequences=options.sequences, random=options.random, batch_size=options.batch_size)
     out = _check_outputs(options.out, ("ablation.json",), options.overwrite, options.formats)
     ranked = ranked_heads(options.heads, options.rank_by)
-    require_backbone(options.config, TransformerBackbone, "analyze ablation")  # it ablates attention heads
+    source, = _sources(options, "analyze ablation")
     settings = AblationSettings(options.rank_by, options.fraction, options.random, options.sequences,
-                                options.n_items, options.repeats, options.seed, tuple(options.formats))
-    result = ablate_checkpoint(options.config, options.ckpt_path, ranked, out, settings)
+                                options.n_items, options.repeats, options.seed, tuple(options.formats),
+                                options.batch_size)
+    result = ablate_checkpoint(source, ranked, out, settings)
     s, c = result["summary"], result["comparisons"]
     print(f"ICL score (loss at token {result['late']} - token {result['early']}): intact {s['intact']['mean']:+.3f}, "
           f"top-{result['k']} ablated {s['top']['mean']:+.3f} (p = {c['top_minus_intact']['p_value']:.3g}), "

@@ -22,22 +22,25 @@ def head_name(head: HeadResult) -> str:
 
 
 def attention_pattern(analysis: HeadAnalysis, head: HeadResult) -> Figure:
-    """Fig. 2b: one head's attention on the first [BOS] r r prompt; the induction diagonal (key = query − n + 1)
-    shows as a stripe in the lower-left block (second-repeat queries, first-repeat keys)."""
-    weights = analysis.attention[head.layer, head.head]  # T T
-    n = analysis.n_items
+    """Fig. 2b: one head's attention on the first [BOS] r r prompt (r r for a model without BOS); the induction
+    diagonal (key = query − n + 1) shows as a stripe in the lower-left block (second-repeat queries, first-repeat
+    keys)."""
+    weights = analysis.attention[analysis.at(head)]  # T T
+    n, start = analysis.n_items, analysis.start
     fig, ax = plt.subplots(figsize=(5.6, 4.8), constrained_layout=True)
     sns.heatmap(weights, ax=ax, cmap="magma", vmin=0, vmax=1, square=True, cbar_kws={"label": "attention"},
                 xticklabels=False, yticklabels=False)
-    for edge in (1, n + 1):
+    for edge in (start, start + n):
         ax.axhline(edge, color="w", lw=0.6)
         ax.axvline(edge, color="w", lw=0.6)
-    ticks, labels = np.array([0, n + 1, 2 * n]) + 0.5, ["BOS", f"{n + 1}", f"{2 * n}"]  # repeats start at 1, n+1
+    ends = [start + n, start + 2 * n - 1]  # where the second repeat starts, the last token
+    ticks, labels = np.array([0, *ends]) + 0.5, ["BOS" if start else "0", *map(str, ends)]
     ax.set_xticks(ticks, labels)
     ax.set_yticks(ticks, labels, rotation=0)
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
-    ax.set_title(f"{head_name(head)} on [BOS] r r (n = {n}): induction score {head.induction:.2f}")
+    prompt = "[BOS] r r" if start else "r r"
+    ax.set_title(f"{head_name(head)} on {prompt} (n = {n}): induction score {head.induction:.2f}")
     return fig
 
 
@@ -46,9 +49,10 @@ def lag_crp_fits(analysis: HeadAnalysis, heads: list[HeadResult], variant: str) 
     fig, axes = plt.subplots(1, len(heads), figsize=(3.2 * len(heads), 3.0), constrained_layout=True, squeeze=False)
     lags = analysis.lags
     for ax, head in zip(axes[0], heads):
-        ax.plot(lags, analysis.lag_crps[head.layer, head.head], "o-", color="k", label="attention")
-        ax.plot(lags, analysis.cmr_fits[head.layer, head.head], "-", color="tab:red", label=f"CMR ({variant})")
-        ax.plot(lags, analysis.gaussian_fits[head.layer, head.head], "--", color="tab:blue", label="Gaussian")
+        at = analysis.at(head)
+        ax.plot(lags, analysis.lag_crps[at], "o-", color="k", label="attention")
+        ax.plot(lags, analysis.cmr_fits[at], "-", color="tab:red", label=f"CMR ({variant})")
+        ax.plot(lags, analysis.gaussian_fits[at], "--", color="tab:blue", label="Gaussian")
         ax.axvline(0, color="0.8", lw=0.8, zorder=0)
         ax.set_xlabel("lag")
         ax.set_title(f"{head_name(head)}: induction {head.induction:.2f}\n"
@@ -75,11 +79,12 @@ def distance_vs_induction(heads: list[HeadResult]) -> Figure:
     return fig
 
 
-def cmr_like_share(shares: list[float]) -> Figure:
-    """Fig. 6: the share of CMR-like heads (distance < 0.5) in each layer."""
+def cmr_like_share(shares: list[float], layers: list[int] | None = None) -> Figure:
+    """Fig. 6: the share of CMR-like heads (distance < 0.5) in each of ``layers`` (None: 0, 1, ...)."""
+    layers = list(range(len(shares))) if layers is None else layers
     fig, ax = plt.subplots(figsize=(max(3.0, 0.6 * len(shares) + 1.6), 3.0), constrained_layout=True)
     ax.bar(np.arange(len(shares)), shares, color="tab:red")
-    ax.set_xticks(np.arange(len(shares)))
+    ax.set_xticks(np.arange(len(shares)), [str(layer) for layer in layers])
     ax.set_xlabel("layer")
     ax.set_ylabel(f"share of heads with CMR distance < {CMR_LIKE}")
     ax.set_ylim(0, 1)

@@ -22,7 +22,6 @@ from primacy.analyze import (
     ICLSettings,
     ablate_checkpoint,
     analyze_checkpoints,
-    checkpoints_by_step,
     ranked_heads,
     write_emergence,
     write_probes,
@@ -30,6 +29,7 @@ from primacy.analyze import (
 from primacy.errors import UsageError
 from primacy.resume import last_checkpoint
 from primacy.runs import load_run
+from primacy.sources import TrainedCheckpoint, trained_checkpoints
 
 SCALES = ("cpu", "paper")
 DT_QUANTILES = (0.05, 0.5, 0.95)
@@ -219,10 +219,10 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         name = panel.config(scale)
         seeds = {}
         for run in (run for run in runs if run.panel == name):
-            ckpts = checkpoints_by_step(sorted((run.dir / "checkpoints").glob("*.ckpt")))
+            ckpts = trained_checkpoints(run.dir / "config.yaml", sorted((run.dir / "checkpoints").glob("*.ckpt")))
             print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
-            seeds[run.dir.name] = rows = analyze_checkpoints(run.dir / "config.yaml", ckpts, run.dir / "icl", settings,
-                                                             reuse=True, report=lambda line: None)
+            seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, run.dir / "icl", settings, reuse=True,
+                                                             report=lambda line: None)
             ablation = _ablation(run.dir, rows[-1]["step"])
             table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows, ablation)})
         mean = across_seeds(list(seeds.values()))
@@ -245,8 +245,8 @@ def _ablation(run: Path, step: int) -> dict[str, Any]:
     done = out / "ablation.json"
     if done.is_file() and done.stat().st_mtime >= heads.stat().st_mtime:
         return json.loads(done.read_text())
-    return ablate_checkpoint(run / "config.yaml", last_checkpoint(run), ranked_heads(heads, "cmr_distance"), out,
-                             AblationSettings(formats=("png",)))
+    source = TrainedCheckpoint(run / "config.yaml", last_checkpoint(run), step)
+    return ablate_checkpoint(source, ranked_heads(heads, "cmr_distance"), out, AblationSettings(formats=("png",)))
 
 
 def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, Any]:

@@ -20,19 +20,20 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from primacy.analysis.head_model import Head, HeadModel, head_model
 from primacy.analysis.heads import repeated_prompt
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.errors import UsageError
 from primacy.language_model import LanguageModel
 
-Head = tuple[int, int]  # (layer, head), 0-based
 
+def repeated_tokens(n: int, repeats: int, vocab_size: int, bos: int | None, batch: int,
+                    generator: torch.Generator, allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """[BOS] followed by ``repeats`` copies of r, n distinct random tokens (never ``bos``): (batch, 1 + n·repeats);
+    without BOS (``bos`` None) just the copies.
 
-def repeated_tokens(n: int, repeats: int, vocab_size: int, bos: int, batch: int,
-                    generator: torch.Generator) -> torch.Tensor:
-    """[BOS] followed by ``repeats`` copies of r, n distinct random tokens (never ``bos``): (batch, 1 + n·repeats).
-
-    r is drawn as by ``repeated_prompt``, so ``repeats=2`` gives the same prompts from the same generator state.
+    r is drawn as by ``repeated_prompt`` (from ``allowed``), so ``repeats=2`` gives the same prompts from the same
+    generator state.
     Example::
 
         repeated_tokens(3, 3, vocab_size=10, bos=0, batch=1, generator=torch.Generator().manual_seed(0))
@@ -40,42 +41,44 @@ def repeated_tokens(n: int, repeats: int, vocab_size: int, bos: int, batch: int,
     """
     if repeats < 2:
         raise UsageError(f"repeats={repeats} is invalid: it must be at least 2 (a first sight and a copy)")
-    r = repeated_prompt(n, vocab_size, bos, batch, generator)[:, 1 : n + 1]  # B n
-    return torch.cat([torch.full((batch, 1), bos, dtype=torch.long), r.repeat(1, repeats)], dim=1)  # B 1+n·repeats
+    prompt = repeated_prompt(n, vocab_size, bos, batch, generator, allowed)  # B 2n(+1)
+    start = 0 if bos is None else 1
+    return torch.cat([prompt[:, :start], prompt[:, start : start + n].repeat(1, repeats)], dim=1)  # B 1+n·repeats
 
 
-def icl_positions(tokens: torch.Tensor) -> tuple[int, int]:
-    """(early, late) for [BOS] r r ... sequences (B, T): the last token of the first repeat and the last token.
+def icl_positions(tokens: torch.Tensor, start: int = 1) -> tuple[int, int]:
+    """(early, late) for [BOS] r r ... sequences (B, T) (r r ... with ``start=0``, a model without BOS): the last
+    token of the first repeat and the last token.
 
-    The repeat length n is the shortest period of tokens[:, 1:] shared by every row; at least two repeats (the
+    The repeat length n is the shortest period of tokens[:, start:] shared by every row; at least two repeats (the
     last may be cut short) must fit. Raises UsageError for sequences without such a period.
     """
-    body = tokens[:, 1:]  # B T-1
+    body = tokens[:, start:]  # B T-start
     for n in range(1, body.shape[1] // 2 + 1):
         if torch.equal(body[:, n:], body[:, :-n]):
-            return n, tokens.shape[1] - 1
+            return start + n - 1, tokens.shape[1] - 1
     raise UsageError(f"tokens of shape {tuple(tokens.shape)} are not [BOS] r r ... sequences with one repeat length "
                      f"in every row: pass early and late explicitly")
 
 
-def icl_scores(model: LanguageModel, tokens: torch.Tensor, early: int, late: int) -> torch.Tensor:
+def icl_scores(model: HeadModel | LanguageModel, tokens: torch.Tensor, early: int, late: int,
+               batch_size: int = 64) -> torch.Tensor:
     """Per-sequence ICL score, loss at token ``late`` minus loss at token ``early``: tokens (B, T) -> (B,).
 
     Positions are 0-based and name the predicted token (1..T-1). Runs without gradients in eval mode, restoring
-    the model's mode afterwards. Negative means later tokens are predicted better from their context.
+    the model's mode afterwards, ``batch_size`` sequences at a time. Negative means later tokens are predicted better
+    from their context.
     """
     t = tokens.shape[1]
     for name, value in (("early", early), ("late", late)):
         if not 1 <= value <= t - 1:
             raise UsageError(f"{name}={value} is invalid: it must lie in [1, {t - 1}] for sequences of length {t}")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            loss, _ = model.token_losses({"tokens": tokens})  # B T-1; column i predicts token i + 1
-    finally:
-        model.train(was_training)
-    return loss[:, late - 1] - loss[:, early - 1]
+    model = head_model(model)
+    scores = []
+    for begin in range(0, len(tokens), batch_size):
+        loss = model.token_losses(tokens[begin : begin + batch_size])  # b T-1; column i predicts token i + 1
+        scores.append(loss[:, late - 1] - loss[:, early - 1])
+    return torch.cat(scores)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def _summary(scores: torch.Tensor) -> dict[str, float]:
 
 
 def ablation_study(
-    model: LanguageModel,
+    model: HeadModel | LanguageModel,
     tokens: torch.Tensor,
     ranked_heads: list[Head],
     fraction: float = 0.1,
@@ -138,19 +141,21 @@ def ablation_study(
     early: int | None = None,
     late: int | None = None,
     resamples: int = 10_000,
+    batch_size: int = 64,
 ) -> dict:
     """ICL scores of the intact model, with the top ``fraction`` of ``ranked_heads`` ablated, and with as many
     random heads ablated; JSON-serialisable.
 
     Args:
-        model: a LanguageModel with a TransformerBackbone.
+        model: a LanguageModel with a TransformerBackbone, or any HeadModel with next-token losses.
         tokens: evaluation sequences (B, T), e.g. ``repeated_tokens``; B >= 2.
         ranked_heads: (layer, head) pairs, best first (e.g. most CMR-like first); at least one, no duplicates.
         fraction: share of ``ranked_heads`` to ablate, in (0, 1]; ⌈fraction · len(ranked_heads)⌉ heads (k).
-        n_random: draws of k distinct heads from all of the model's heads.
+        n_random: draws of k distinct heads from ``ranked_heads`` (every head of the model when all are ranked).
         seed: seeds the random draws and the resampling of the paired statistics.
         early, late: ICL-score positions; None takes them from ``icl_positions(tokens)``.
         resamples: bootstrap and permutation resamples of each paired comparison.
+        batch_size: sequences per forward pass.
 
     Returns a dict with ``early``, ``late``, ``k``, ``top_heads`` and ``random_heads`` (lists of [layer, head]),
     ``scores`` (per-sequence ICL scores for ``intact``, ``top`` and ``random``; ``random`` averages the draws per
@@ -158,11 +163,11 @@ def ablation_study(
     ``random_minus_intact`` and ``top_minus_random`` as PairedStats fields. A positive difference means the
     ablation raised the score, i.e. hurt in-context learning.
     """
-    backbone = model.backbone
-    if not isinstance(backbone, TransformerBackbone):
-        raise UsageError(f"the model's backbone is a {type(backbone).__name__}: head ablation needs a "
-                         f"TransformerBackbone")
-    every = backbone.heads()
+    if not hasattr(model, "ov_circuit") and not isinstance(getattr(model, "backbone", None), TransformerBackbone):
+        raise UsageError(f"the model's backbone is a {type(getattr(model, 'backbone', None)).__name__}: head "
+                         f"ablation needs a TransformerBackbone")
+    model = head_model(model)
+    every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     try:
         ranked = [(operator.index(layer), operator.index(head)) for layer, head in ranked_heads]
     except (TypeError, ValueError):
@@ -173,7 +178,7 @@ def ablation_study(
     unknown = [head for head in ranked if head not in every]
     if unknown:
         raise UsageError(f"ranked_heads names {unknown}, not heads of this model: layer must lie in "
-                         f"[0, {len(backbone.blocks) - 1}] and head in [0, {backbone.n_heads - 1}]")
+                         f"[0, {model.n_layers - 1}] and head in [0, {model.n_heads - 1}]")
     if len(set(ranked)) < len(ranked):
         raise UsageError(f"ranked_heads={ranked} is invalid: it names a head more than once")
     if not 0 < fraction <= 1:
@@ -183,7 +188,7 @@ def ablation_study(
     if len(tokens) < 2:
         raise UsageError(f"tokens has {len(tokens)} sequences: paired statistics need at least 2")
     if early is None or late is None:
-        default_early, default_late = icl_positions(tokens)
+        default_early, default_late = icl_positions(tokens, 0 if model.bos is None else 1)
         early = default_early if early is None else early
         late = default_late if late is None else late
     early, late = operator.index(early), operator.index(late)
@@ -191,15 +196,16 @@ def ablation_study(
     k = max(1, math.ceil(fraction * len(ranked) - 1e-9))  # tolerance: 0.1 · 30 is 3.0000000000000004
     top = ranked[:k]
     generator = torch.Generator().manual_seed(seed)
-    draws = [[every[i] for i in torch.randperm(len(every), generator=generator)[:k].tolist()] for _ in range(n_random)]
+    pool = sorted(ranked)  # every head in layer order when all are ranked
+    draws = [[pool[i] for i in torch.randperm(len(pool), generator=generator)[:k].tolist()] for _ in range(n_random)]
 
-    intact = icl_scores(model, tokens, early, late)  # B
-    with backbone.ablate_heads(top):
-        ablated = icl_scores(model, tokens, early, late)  # B
+    intact = icl_scores(model, tokens, early, late, batch_size)  # B
+    with model.ablate_heads(top):
+        ablated = icl_scores(model, tokens, early, late, batch_size)  # B
     per_draw = []
     for heads in draws:
-        with backbone.ablate_heads(heads):
-            per_draw.append(icl_scores(model, tokens, early, late))
+        with model.ablate_heads(heads):
+            per_draw.append(icl_scores(model, tokens, early, late, batch_size))
     random = torch.stack(per_draw).mean(0)  # B
 
     def compare(first: torch.Tensor, second: torch.Tensor) -> dict:

@@ -1,8 +1,9 @@
 """Attention-head scores on the repeated-token prompt [BOS] r r (Olsson et al. 2022; Ji-An et al. 2024).
 
 Positions are 0-based: BOS is 0, the first repeat of the n tokens occupies 1..n and the second n+1..2n, so a
-query q of the second repeat saw the same token before at p(q) = q - n. Attention matrices are (..., T, T),
-query by key, as captured by ``TransformerBackbone.capture_attention``.
+query q of the second repeat saw the same token before at p(q) = q - n. A model without a BOS token gets r r: every
+function takes ``start``, the position of r's first token (1 after BOS, 0 without). Attention matrices are
+(..., T, T), query by key, as captured by ``TransformerBackbone.capture_attention``.
 """
 
 from __future__ import annotations
@@ -12,31 +13,39 @@ import torch
 from primacy.errors import UsageError
 
 
-def repeated_prompt(n: int, vocab_size: int, bos: int, batch: int, generator: torch.Generator) -> torch.Tensor:
-    """[BOS] r r with r of ``n`` distinct random tokens (never ``bos``): (batch, 2n + 1) int64."""
-    if not 1 <= n < vocab_size:
-        raise UsageError(f"n={n} is invalid: it needs 1 <= n < vocab_size={vocab_size} (distinct tokens, BOS excluded)")
+def repeated_prompt(n: int, vocab_size: int, bos: int | None, batch: int, generator: torch.Generator,
+                    allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """[BOS] r r with r of ``n`` distinct random tokens: (batch, 2n + 1) int64, or r r (batch, 2n) when ``bos`` is
+    None. Tokens are drawn from ``allowed`` (a (vocab_size,) bool mask, e.g. a tokenizer's vocabulary without its
+    special tokens), by default every token but ``bos``; ``bos`` is never drawn."""
+    usable = torch.ones(vocab_size, dtype=torch.bool) if allowed is None else allowed.clone()  # V
+    if bos is not None:
+        usable[bos] = False
+    if not 1 <= n <= int(usable.sum()):
+        raise UsageError(f"n={n} is invalid: it needs 1 <= n <= {int(usable.sum())}, the number of tokens prompts "
+                         f"may draw (distinct tokens; BOS and special tokens excluded)")
     keys = torch.rand(batch, vocab_size, generator=generator)  # B V
-    keys[:, bos] = -1.0  # never drawn
+    keys[:, ~usable] = -1.0  # never drawn
     r = keys.topk(n, dim=1).indices  # B n, distinct per row
-    return torch.cat([torch.full((batch, 1), bos, dtype=torch.long), r, r], dim=1)
+    head = [] if bos is None else [torch.full((batch, 1), bos, dtype=torch.long)]
+    return torch.cat([*head, r, r], dim=1)
 
 
-def second_repeat(n: int) -> torch.Tensor:
-    """Query positions of the second repeat, n+1..2n: (n,)."""
-    return torch.arange(n + 1, 2 * n + 1)
+def second_repeat(n: int, start: int = 1) -> torch.Tensor:
+    """Query positions of the second repeat, start+n..start+2n-1 (n+1..2n after BOS): (n,)."""
+    return torch.arange(start + n, start + 2 * n)
 
 
-def induction_score(weights: torch.Tensor, n: int) -> torch.Tensor:
+def induction_score(weights: torch.Tensor, n: int, start: int = 1) -> torch.Tensor:
     """Mean post-softmax attention from each second-repeat query q to p(q) + 1, the token that followed the earlier
     occurrence: (..., T, T) -> (...). A perfect induction head scores 1. Only second-repeat rows enter."""
-    q = second_repeat(n)
+    q = second_repeat(n, start)
     return weights[..., q, q - n + 1].mean(-1)
 
 
-def duplicate_token_score(weights: torch.Tensor, n: int) -> torch.Tensor:
+def duplicate_token_score(weights: torch.Tensor, n: int, start: int = 1) -> torch.Tensor:
     """Mean attention from each second-repeat query q to p(q), the earlier occurrence of its own token."""
-    q = second_repeat(n)
+    q = second_repeat(n, start)
     return weights[..., q, q - n].mean(-1)
 
 
@@ -46,29 +55,31 @@ def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
     return weights[..., q, q - 1].mean(-1)
 
 
-def lag_profile(scores: torch.Tensor, queries: torch.Tensor, anchors: torch.Tensor, lags: torch.Tensor) -> torch.Tensor:
+def lag_profile(scores: torch.Tensor, queries: torch.Tensor, anchors: torch.Tensor, lags: torch.Tensor,
+                start: int = 1) -> torch.Tensor:
     """Mean of scores[q, anchor(q) + lag] over queries, for each lag: (..., T, T) -> (..., len(lags)).
 
-    A key is valid when 1 <= anchor + lag <= q (a token of the sequence, not BOS, and not in the query's future).
+    A key is valid when start <= anchor + lag <= q (a token of the sequence, not BOS, and not in the query's future).
     Only queries for which every lag is valid enter, so every lag averages the same queries and masked entries
     never do. Raises if no query qualifies.
     """
     keys = anchors[:, None] + lags[None, :]  # Q lags
-    valid = ((keys >= 1) & (keys <= queries[:, None])).all(dim=1)  # Q
+    valid = ((keys >= start) & (keys <= queries[:, None])).all(dim=1)  # Q
     if not valid.any():
         raise ValueError(f"no query has every lag {lags.tolist()} within its causal window")
     q, k = queries[valid], keys[valid]  # Q', Q' lags
     return scores[..., q[:, None], k].mean(-2)
 
 
-def attention_lag_crp(scores: torch.Tensor, n: int, max_lag: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_lag_crp(scores: torch.Tensor, n: int, max_lag: int = 5,
+                      start: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """The attention lag-CRP: mean pre-softmax score at p(q) + lag over second-repeat queries, lags -max..+max.
 
     Returns (lags (2·max_lag + 1,), profile (..., 2·max_lag + 1)). An induction head peaks at +1.
     """
     lags = torch.arange(-max_lag, max_lag + 1)
-    q = second_repeat(n)
-    return lags, lag_profile(scores, q, q - n, lags)
+    q = second_repeat(n, start)
+    return lags, lag_profile(scores, q, q - n, lags, start)
 
 
 def copying_score(w_e: torch.Tensor, w_v: torch.Tensor, w_o: torch.Tensor, w_u: torch.Tensor) -> torch.Tensor:
@@ -79,6 +90,20 @@ def copying_score(w_e: torch.Tensor, w_v: torch.Tensor, w_o: torch.Tensor, w_u: 
     those of Y X, so the d_head x d_head product W_O W_U W_E W_V is decomposed instead of the V x V one.
     Positive means the head copies the attended token to the output.
     """
-    small = (w_o @ w_u @ w_e @ w_v).double()  # d_head d_head
+    return ov_copying_score(w_v, w_o, unembed_embed(w_e, w_u)).to(w_e.dtype)
+
+
+def unembed_embed(w_e: torch.Tensor, w_u: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+    """W_U W_E (D, D) in float32, summed over vocabulary chunks so no float32 copy of a large vocabulary is made;
+    shared by every head's copying score."""
+    total = torch.zeros(w_u.shape[0], w_e.shape[1], dtype=torch.float32, device=w_e.device)  # D D
+    for begin in range(0, w_e.shape[0], chunk):
+        total += w_u[:, begin : begin + chunk].float() @ w_e[begin : begin + chunk].float()
+    return total
+
+
+def ov_copying_score(w_v: torch.Tensor, w_o: torch.Tensor, ue: torch.Tensor) -> torch.Tensor:
+    """``copying_score`` from a head's W_V (D, d_head), W_O (d_head, D) and ``unembed_embed`` (D, D), in float64."""
+    small = w_o.double() @ ue.double() @ w_v.double()  # d_head d_head
     eig = torch.linalg.eigvals(small)
-    return (eig.sum().real / eig.abs().sum()).to(w_e.dtype)
+    return eig.sum().real / eig.abs().sum()

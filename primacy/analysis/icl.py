@@ -3,6 +3,7 @@ scores, the attention lag-CRP, and its CMR and Gaussian fits (Ji-An et al. 2024,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -11,12 +12,14 @@ from torch import nn
 
 from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.fits import fit_cmr, fit_gaussian
+from primacy.analysis.head_model import HeadModel, check_layers, head_model
 from primacy.analysis.heads import (
     attention_lag_crp,
-    copying_score,
     duplicate_token_score,
     induction_score,
+    ov_copying_score,
     previous_token_score,
+    unembed_embed,
 )
 from primacy.errors import UsageError
 
@@ -51,7 +54,8 @@ class HeadResult:
 
 @dataclass(frozen=True)
 class HeadAnalysis:
-    """All heads of a model: the table, the lag-CRPs (layers, heads, lags) and the prompt-averaged attention."""
+    """The analysed heads of a model: the table, the lag-CRPs (layers, heads, lags) and the first prompt's
+    attention. Axis 0 of the arrays runs over ``layers``, the model layers analysed."""
 
     heads: list[HeadResult]
     lags: np.ndarray  # (K,)
@@ -61,48 +65,63 @@ class HeadAnalysis:
     attention: np.ndarray  # (layers, heads, T, T) post-softmax weights of the first prompt
     prompt: np.ndarray  # (T,) the first prompt's tokens
     n_items: int
+    layers: tuple[int, ...] = ()  # model layer of each row of the arrays; () means 0, 1, ...
+    start: int = 1  # position of r's first token: 1 after BOS, 0 for a model without one
 
     def by_induction(self) -> list[HeadResult]:
         """Heads by induction score, highest first."""
         return sorted(self.heads, key=lambda h: -h.induction)
 
-
-def capture(model: nn.Module, prompts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pre- and post-softmax attention of every layer on ``prompts`` (B, T): (layers, B, heads, T, T) each."""
-    backbone = getattr(model, "backbone", None)
-    if not hasattr(backbone, "capture_attention"):
-        raise UsageError(f"backbone {type(backbone).__name__} has no attention to capture: use a TransformerBackbone")
-    with torch.no_grad(), backbone.capture_attention() as layers:
-        model.backbone(model.embedding(prompts))
-    return torch.stack([a.scores for a in layers]), torch.stack([a.weights for a in layers])
+    def at(self, head: HeadResult) -> tuple[int, int]:
+        """Index of ``head`` into the (layers, heads, ...) arrays."""
+        return (self.layers.index(head.layer) if self.layers else head.layer), head.head
 
 
-def analyze_heads(model: nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid,
-                  alignment: str = "peak") -> HeadAnalysis:
-    """Scores and fits of every head on [BOS] r r prompts (B, 2n + 1), averaged over prompts; ``alignment`` is
-    how CMR CRPs are mapped onto a lag-CRP (``fit_cmr``)."""
-    if prompts.shape[1] != 2 * n_items + 1:
-        raise UsageError(f"prompts have length {prompts.shape[1]}: a [BOS] r r prompt of n_items={n_items} "
-                         f"has length {2 * n_items + 1}")
-    scores, weights = capture(model, prompts)  # layers B heads T T
-    lags, crps = attention_lag_crp(scores, n_items)  # K, (layers B heads K)
-    crps = crps.mean(1).double().numpy()  # layers heads K
-    per_head = {
-        "induction": induction_score(weights, n_items).mean(1),
-        "duplicate_token": duplicate_token_score(weights, n_items).mean(1),
-        "previous_token": previous_token_score(weights).mean(1),
-    }  # each (layers, heads)
-    closed = isinstance(getattr(model, "unembedding", None), nn.Linear)  # an OV circuit needs W_U
-    lags = lags.numpy()
+def capture(model: HeadModel | nn.Module, prompts: torch.Tensor,
+            layers: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pre- and post-softmax attention of ``layers`` (None: every layer) on ``prompts`` (B, T): (layers, B, heads,
+    T, T) each."""
+    model = head_model(model)
+    return model.attention(prompts, check_layers(layers, model.n_layers))
+
+
+def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid,
+                  alignment: str = "peak", layers: Sequence[int] | None = None, batch_size: int = 64) -> HeadAnalysis:
+    """Scores and fits of every head of ``layers`` (None: all) on [BOS] r r prompts (P, 2n + 1), or r r (P, 2n) for
+    a model without BOS, averaged over prompts; ``alignment`` is how CMR CRPs are mapped onto a lag-CRP
+    (``fit_cmr``). Prompts run ``batch_size`` at a time and only per-head sums are kept, so memory does not grow
+    with their number."""
+    model = head_model(model)
+    start = 0 if model.bos is None else 1
+    if prompts.shape[1] != 2 * n_items + start:
+        what = "an r r prompt (the model has no BOS)" if start == 0 else "a [BOS] r r prompt"
+        raise UsageError(f"prompts have length {prompts.shape[1]}: {what} of n_items={n_items} has length "
+                         f"{2 * n_items + start}")
+    chosen = check_layers(layers, model.n_layers)
+    sums: dict[str, torch.Tensor] = {}
+    for begin in range(0, len(prompts), batch_size):
+        scores, weights = model.attention(prompts[begin : begin + batch_size], chosen)  # layers b heads T T
+        lags, crps = attention_lag_crp(scores.double(), n_items, start=start)  # K, (layers b heads K)
+        batch = {"lag_crp": crps, "induction": induction_score(weights, n_items, start),
+                 "duplicate_token": duplicate_token_score(weights, n_items, start),
+                 "previous_token": previous_token_score(weights)}  # each (layers, b, heads, ...)
+        for key, value in batch.items():
+            sums[key] = sums.get(key, 0) + value.double().sum(1)
+        if begin == 0:
+            first = weights[:, 0].float().cpu().numpy()  # layers heads T T
+    means = {key: (value / len(prompts)).cpu().numpy() for key, value in sums.items()}
+    crps, lags = means.pop("lag_crp"), lags.numpy()  # layers heads K
     heads, cmr_fits, gauss_fits = [], np.full_like(crps, np.nan), np.full_like(crps, np.nan)
+    ue = None
     with torch.no_grad():
-        for layer in range(crps.shape[0]):
-            for head in range(crps.shape[1]):
-                curve = crps[layer, head]
-                copying = float("nan")
-                if closed:
-                    w_v, w_o = model.backbone.ov_weights(layer, head)
-                    copying = float(copying_score(model.embedding.weight, w_v, w_o, model.unembedding.weight.T))
+        for row, layer in enumerate(chosen):
+            for head in range(model.n_heads):
+                curve = crps[row, head]
+                copying, circuit = float("nan"), model.ov_circuit(layer, head)
+                if circuit is not None:
+                    w_e, w_v, w_o, w_u = circuit
+                    ue = unembed_embed(w_e, w_u) if ue is None else ue  # the same for every head
+                    copying = float(ov_copying_score(w_v, w_o, ue))
                 fits = {"cmr_distance": np.nan, "beta_enc": np.nan, "beta_rec": np.nan, "gamma_ft": np.nan,
                         "inv_temperature": np.nan, "gaussian_distance": np.nan}
                 if np.ptp(curve) > 0:
@@ -110,11 +129,12 @@ def analyze_heads(model: nn.Module, prompts: torch.Tensor, n_items: int, grid: C
                     fits = {"cmr_distance": cmr.distance, "beta_enc": cmr.beta_enc, "beta_rec": cmr.beta_rec,
                             "gamma_ft": cmr.gamma_ft, "inv_temperature": cmr.inv_temperature,
                             "gaussian_distance": gauss.distance}
-                    cmr_fits[layer, head], gauss_fits[layer, head] = cmr.fitted, gauss.fitted
+                    cmr_fits[row, head], gauss_fits[row, head] = cmr.fitted, gauss.fitted
                 heads.append(HeadResult(
                     layer=layer, head=head, copying=copying, lag_crp_peak=int(lags[curve.argmax()]),
-                    **{k: float(v[layer, head]) for k, v in per_head.items()}, **fits))
-    return HeadAnalysis(heads, lags, crps, cmr_fits, gauss_fits, weights[:, 0].numpy(), prompts[0].numpy(), n_items)
+                    **{k: float(v[row, head]) for k, v in means.items()}, **fits))
+    return HeadAnalysis(heads, lags, crps, cmr_fits, gauss_fits, first, prompts[0].cpu().numpy(), n_items,
+                        tuple(chosen), start)
 
 
 def summary(analysis: HeadAnalysis, top: int = 4) -> dict:
@@ -122,6 +142,8 @@ def summary(analysis: HeadAnalysis, top: int = 4) -> dict:
     layers = sorted({h.layer for h in analysis.heads})
     return {
         "n_items": analysis.n_items,
+        "bos": analysis.start == 1,
+        "layers": layers,
         "n_layers": len(layers),
         "n_heads": len(analysis.heads) // len(layers),
         "cmr_like_threshold": CMR_LIKE,

@@ -1,0 +1,273 @@
+"""Pretrained Hugging Face causal language models as ``HeadModel``s, for ``primacy analyze icl|ablation --hf_model``.
+
+A model is loaded with the ``transformers`` library (the optional extra ``primacy[hf]``) from a hub id or a local
+directory, with eager attention. Its attention is read where the model computes it: every ``softmax`` an attention
+module calls is intercepted (a ``TorchFunctionMode``), its input being the pre-softmax scores (scaled q·k plus the
+causal mask, after rotary embeddings and whatever else the architecture does) and its output the weights the model
+returns with ``output_attentions``. The OV circuit and head ablation need the layout of the attention weights; three
+families cover GPT-2, GPT-NeoX (Pythia) and every model with separate q/k/v/o projections (Llama, Mistral, Qwen,
+grouped-query attention included).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from primacy.analysis.head_model import Head, OVCircuit
+from primacy.errors import UsageError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DEVICES = ("cpu", "cuda")
+INSTALL = "pip install -e \".[hf]\" (or pip install transformers)"
+FAMILIES = {  # attention family: the child modules that identify it
+    "gpt2": ("c_attn", "c_proj"),
+    "gpt_neox": ("query_key_value", "dense"),
+    "qkvo": ("q_proj", "k_proj", "v_proj", "o_proj"),
+}
+OUTPUT = {"gpt2": "c_proj", "gpt_neox": "dense", "qkvo": "o_proj"}  # the projection the heads' outputs enter
+
+
+def transformers_module():
+    """The ``transformers`` package, or a one-line UsageError saying how to install it."""
+    try:
+        import transformers
+    except ImportError:
+        raise UsageError(f"hf_model needs the transformers library, which is not installed: {INSTALL}") from None
+    return transformers
+
+
+def family(module: nn.Module) -> str | None:
+    """The attention family of ``module`` (a key of FAMILIES), or None if it is not an attention module."""
+    for name, children in FAMILIES.items():
+        if all(isinstance(getattr(module, child, None), nn.Module) for child in children):
+            return name
+    return None
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The tokens prompts draw from: ``allowed`` (vocab_size,) bool, the BOS token (None: none) and where they
+    came from (``tokenizer`` or ``config``)."""
+
+    allowed: torch.Tensor | None
+    bos: int | None
+    source: str
+
+    def describe(self) -> dict:
+        count = None if self.allowed is None else int(self.allowed.sum())
+        return {"vocabulary": self.source, "bos_token": self.bos, "prompt_tokens": count}
+
+
+def vocabulary(tokenizer, config, vocab_size: int) -> Vocabulary:
+    """The tokenizer's tokens without its special tokens, with its BOS token if it has one; without a tokenizer (or
+    with one that has only special tokens, what ``transformers`` builds for a directory without tokenizer files),
+    every id below the embedding's ``vocab_size`` and the config's ``bos_token_id``."""
+    if tokenizer is None or len(tokenizer) <= len(set(tokenizer.all_special_ids)):
+        bos = getattr(config, "bos_token_id", None)
+        if bos is not None and not 0 <= bos < vocab_size:
+            raise UsageError(f"bos_token_id={bos} of the model's config is invalid: the embedding has {vocab_size} "
+                             f"tokens")
+        return Vocabulary(None, bos, "config")
+    allowed = torch.zeros(vocab_size, dtype=torch.bool)
+    allowed[: min(len(tokenizer), vocab_size)] = True
+    special = [i for i in tokenizer.all_special_ids if 0 <= i < vocab_size]
+    allowed[special] = False
+    bos = tokenizer.bos_token_id
+    return Vocabulary(allowed, bos if bos is not None and 0 <= bos < vocab_size else None, "tokenizer")
+
+
+class _SoftmaxTap(TorchFunctionMode):
+    """Records the input and output of every ``softmax`` called while an attention module of a chosen layer runs."""
+
+    def __init__(self, chosen: set[int]) -> None:
+        super().__init__()
+        self.chosen, self.layer = chosen, None
+        self.calls: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is F.softmax and self.layer in self.chosen:
+            self.calls.setdefault(self.layer, []).append((args[0].detach().float(), out.detach().float()))
+        return out
+
+
+class _Done(Exception):
+    """Raised after the last chosen layer's attention, so the rest of the model does not run."""
+
+
+class PretrainedHeads:
+    """``HeadModel`` of a Hugging Face causal language model (``load_pretrained`` makes one).
+
+    Args:
+        model: an ``AutoModelForCausalLM`` with eager attention, in eval mode.
+        vocab: the tokens prompts draw from and the BOS token.
+        name: what the model was loaded from, for messages.
+    """
+
+    def __init__(self, model: nn.Module, vocab: Vocabulary, name: str) -> None:
+        self.model, self.name = model, name
+        config = model.config
+        self.model_type = getattr(config, "model_type", type(model).__name__)
+        self.attention_modules = [m for m in model.modules() if family(m) is not None]
+        n_layers = getattr(config, "num_hidden_layers", None)
+        if not self.attention_modules or len(self.attention_modules) != n_layers:
+            raise UsageError(f"hf_model={name} ({self.model_type}) has no attention heads primacy can read: it knows "
+                             f"GPT-2, GPT-NeoX and q/k/v/o-projection (Llama, Mistral, Qwen) attention")
+        self.families = [family(m) for m in self.attention_modules]
+        self.n_layers, self.n_heads = n_layers, config.num_attention_heads
+        self.n_kv_heads = getattr(config, "num_key_value_heads", None) or self.n_heads
+        self.d_head = getattr(config, "head_dim", None) or config.hidden_size // self.n_heads
+        self.vocab_size = model.get_input_embeddings().weight.shape[0]
+        self.vocab = vocab
+        self.bos, self.allowed = vocab.bos, vocab.allowed
+        self.predicts_tokens = True
+        self.device = next(model.parameters()).device
+
+    def attention(self, tokens: torch.Tensor, layers: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        tap = _SoftmaxTap(set(layers))
+        last = max(layers)
+
+        def enter(layer: int):
+            def hook(module, args):
+                tap.layer = layer
+            return hook
+
+        def leave(layer: int):
+            def hook(module, args, output):
+                tap.layer = None
+                if layer == last:
+                    raise _Done
+            return hook
+
+        handles = [m.register_forward_pre_hook(enter(i)) for i, m in enumerate(self.attention_modules)]
+        handles += [m.register_forward_hook(leave(i)) for i, m in enumerate(self.attention_modules)]
+        try:
+            with torch.no_grad(), tap:
+                self.model(tokens.to(self.device), use_cache=False)
+        except _Done:
+            pass
+        finally:
+            for handle in handles:
+                handle.remove()
+        expected = (len(tokens), self.n_heads, tokens.shape[1], tokens.shape[1])
+        for layer in layers:
+            calls = tap.calls.get(layer, [])
+            if len(calls) != 1 or tuple(calls[0][0].shape) != expected:
+                raise UsageError(f"hf_model={self.name} ({self.model_type}) has no attention weights primacy can "
+                                 f"read in layer {layer}: its eager attention made {len(calls)} softmax calls, not "
+                                 f"one of shape {expected}")
+        scores = torch.stack([tap.calls[layer][0][0] for layer in layers]).cpu()  # layers B heads T T
+        weights = torch.stack([tap.calls[layer][0][1] for layer in layers]).cpu()
+        return scores, weights
+
+    def _value_output(self, layer: int, head: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """W_V (D, d_head) and W_O (d_head, D) of a head, row-vector convention, biases aside."""
+        attn, kind, d = self.attention_modules[layer], self.families[layer], self.d_head
+        columns = slice(head * d, (head + 1) * d)
+        if kind == "gpt2":  # Conv1D: y = x W, W (D, 3D) holding q, k, v side by side
+            width = attn.c_attn.weight.shape[0]
+            return attn.c_attn.weight[:, 2 * width :][:, columns], attn.c_proj.weight[columns]
+        if kind == "gpt_neox":  # Linear (3D, D), rows grouped per head as q, k, v
+            begin = head * 3 * d + 2 * d
+            return attn.query_key_value.weight[begin : begin + d].T, attn.dense.weight[:, columns].T
+        kv = head // (self.n_heads // self.n_kv_heads)  # grouped-query attention: the group's key/value head
+        return attn.v_proj.weight[kv * d : (kv + 1) * d].T, attn.o_proj.weight[:, columns].T
+
+    def ov_circuit(self, layer: int, head: int) -> OVCircuit | None:
+        unembedding = self.model.get_output_embeddings()
+        if unembedding is None:
+            return None
+        w_v, w_o = self._value_output(layer, head)
+        return self.model.get_input_embeddings().weight, w_v, w_o, unembedding.weight.T
+
+    @contextmanager
+    def ablate_heads(self, heads: Iterable[Head]) -> Iterator[None]:
+        """Zero the heads' slices of their layer's output-projection input (forward pre-hooks; no weight is
+        touched) while the block is open."""
+        by_layer: dict[int, list[int]] = {}
+        for layer, head in heads:
+            if not (0 <= layer < self.n_layers and 0 <= head < self.n_heads):
+                raise UsageError(f"head (layer, head)={(layer, head)} is invalid: layer must lie in "
+                                 f"[0, {self.n_layers - 1}] and head in [0, {self.n_heads - 1}]")
+            by_layer.setdefault(layer, []).append(head)
+
+        def zero(chosen: list[int]):
+            def hook(module, args):
+                x = args[0].clone()  # B T heads·d_head
+                view = x.view(*x.shape[:-1], self.n_heads, self.d_head)
+                view[..., chosen, :] = 0
+                return (x, *args[1:])
+            return hook
+
+        handles = [getattr(self.attention_modules[layer], OUTPUT[self.families[layer]]).register_forward_pre_hook(
+            zero(chosen)) for layer, chosen in by_layer.items()]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def token_losses(self, tokens: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            logits = self.model(tokens.to(self.device), use_cache=False).logits[:, :-1].float()  # B T-1 V
+        targets = tokens[:, 1:].to(self.device)
+        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none").cpu()  # B T-1
+
+
+def check_source(name: str) -> None:
+    """A one-line error for a local path that cannot be a model directory (a hub id is left to the hub)."""
+    path = Path(name).expanduser()
+    if path.is_file():
+        raise UsageError(f"hf_model={name} is a file: give a model directory (saved with save_pretrained) or a hub id")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise UsageError(f"hf_model={name} is a directory without config.json: give a model directory saved with "
+                         f"save_pretrained, or a hub id")
+    if not path.exists() and name.startswith(("/", ".", "~")):
+        raise UsageError(f"hf_model={name} does not exist: give a model directory or a hub id such as gpt2")
+
+
+def load_pretrained(name: str, revision: str | None = None, dtype: str = "float32",
+                    device: str = "cpu") -> PretrainedHeads:
+    """A causal LM from a hub id or local directory, with eager attention, its tokenizer's vocabulary (or the
+    config's without one); every failure is a one-line UsageError naming the parameter."""
+    transformers = transformers_module()
+    if dtype not in DTYPES:
+        raise UsageError(f"dtype={dtype} is unknown: choose one of {', '.join(DTYPES)}")
+    if device not in DEVICES:
+        raise UsageError(f"device={device} is unknown: choose one of {', '.join(DEVICES)}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("device=cuda is invalid: this machine has no CUDA device, use --device cpu")
+    check_source(name)
+    transformers.utils.logging.disable_progress_bar()  # one model, one line of output: no per-shard progress bars
+    where = f"hf_model={name}" + (f" (revision={revision})" if revision else "")
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            name, revision=revision, dtype=DTYPES[dtype], attn_implementation="eager")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"{where} could not be loaded: {reason}") from None
+    model.to(device).eval()
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name, revision=revision)
+    except (OSError, ValueError, KeyError, TypeError):  # no tokenizer files: token ids from the config
+        tokenizer = None
+    vocab_size = model.get_input_embeddings().weight.shape[0]
+    return PretrainedHeads(model, vocabulary(tokenizer, model.config, vocab_size), where)
+
+
+def checkpoint_name_step(name: str) -> int:
+    """The training step in a revision or directory name: its last number (``step143000`` -> 143000)."""
+    numbers = re.findall(r"\d+", Path(name).name or name)
+    if not numbers:
+        raise UsageError(f"checkpoint {name} names no training step: give revisions or directories whose names end "
+                         f"in their step (e.g. step1000)")
+    return int(numbers[-1])

@@ -216,11 +216,15 @@ class PretrainedHeads:
             for handle in handles:
                 handle.remove()
 
-    def token_losses(self, tokens: torch.Tensor) -> torch.Tensor:
+    def token_losses(self, tokens: torch.Tensor, predicted: Sequence[int] | None = None) -> torch.Tensor:
+        """Only the logits of the predicting positions are computed (``logits_to_keep``): with a large vocabulary
+        the unembedding is a large share of the model."""
+        predicted = list(range(1, tokens.shape[1])) if predicted is None else list(predicted)
+        keep = torch.tensor([p - 1 for p in predicted], device=self.device)  # the position predicting each
         with torch.no_grad():
-            logits = self.model(tokens.to(self.device), use_cache=False).logits[:, :-1].float()  # B T-1 V
-        targets = tokens[:, 1:].to(self.device)
-        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none").cpu()  # B T-1
+            logits = self.model(tokens.to(self.device), use_cache=False, logits_to_keep=keep).logits.float()  # B k V
+        targets = tokens[:, predicted].to(self.device)  # B k
+        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none").cpu()  # B k
 
 
 def check_source(name: str) -> None:

@@ -122,6 +122,7 @@ def test_ablation_zeroes_the_heads_slice_of_the_output_projection_input(models, 
     expected = module(by_hand.view(*x.shape))  # the layer-1 input is unchanged by a layer-1 ablation
     assert torch.allclose(y_ablated, expected, atol=1e-6)
     assert not torch.allclose(ablated, intact) and torch.equal(again, intact), "undone when the block closes"
+    assert torch.allclose(heads.token_losses(tokens, (3, 7)), intact[:, [2, 6]], atol=1e-5), "only some positions"
     assert all(torch.equal(v, before[k]) for k, v in heads.model.state_dict().items()), "no weight is touched"
 
 

@@ -76,8 +76,8 @@ def icl_scores(model: HeadModel | LanguageModel, tokens: torch.Tensor, early: in
     model = head_model(model)
     scores = []
     for begin in range(0, len(tokens), batch_size):
-        loss = model.token_losses(tokens[begin : begin + batch_size])  # b T-1; column i predicts token i + 1
-        scores.append(loss[:, late - 1] - loss[:, early - 1])
+        loss = model.token_losses(tokens[begin : begin + batch_size], (early, late))  # b 2
+        scores.append(loss[:, 1] - loss[:, 0])
     return torch.cat(scores)
 
 

@@ -51,8 +51,9 @@ class HeadModel(Protocol):
         """While open, the heads contribute nothing to their layer's output projection."""
         ...
 
-    def token_losses(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy of predicting tokens 1..T-1, no gradients: (B, T-1); only if ``predicts_tokens``."""
+    def token_losses(self, tokens: torch.Tensor, predicted: Sequence[int] | None = None) -> torch.Tensor:
+        """Cross-entropy of predicting the tokens at positions ``predicted`` (each in 1..T-1; None: all of them), no
+        gradients: (B, len(predicted)) or (B, T-1); only if ``predicts_tokens``."""
         ...
 
 
@@ -95,7 +96,7 @@ class RunHeads:
     def ablate_heads(self, heads: Iterable[Head]) -> AbstractContextManager[None]:
         return self.backbone.ablate_heads(heads)
 
-    def token_losses(self, tokens: torch.Tensor) -> torch.Tensor:
+    def token_losses(self, tokens: torch.Tensor, predicted: Sequence[int] | None = None) -> torch.Tensor:
         if not self.predicts_tokens:
             raise UsageError(f"{type(self.model).__name__} makes no next-token predictions: the ICL score needs a "
                              f"language model")
@@ -103,9 +104,10 @@ class RunHeads:
         self.model.eval()
         try:
             with torch.no_grad():
-                return self.model.token_losses({"tokens": tokens})[0]  # B T-1
+                loss = self.model.token_losses({"tokens": tokens})[0]  # B T-1; column i predicts token i + 1
         finally:
             self.model.train(was_training)
+        return loss if predicted is None else loss[:, [p - 1 for p in predicted]]
 
 
 def head_model(model: HeadModel | nn.Module, bos: int = BOS) -> HeadModel:

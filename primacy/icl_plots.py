@@ -12,6 +12,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from primacy.analysis.emergence import EMERGED
 from primacy.analysis.icl import CMR_LIKE, HeadAnalysis, HeadResult
@@ -204,4 +205,53 @@ def emergence(rows: list[dict], seeds: dict[str, list[dict]], title: str = "", f
         axes[0, 0].legend(handles=axes[0, 0].get_lines()[-1:], fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def head_history(steps: np.ndarray, induction: np.ndarray, cmr_distance: np.ndarray, lag_crp_peak: np.ndarray,
+                 first_induction_step: int | None = None, title: str = "") -> Figure:
+    """Every head's scores over training (``HeadScoreTracker``): induction score, CMR distance (a gap where the
+    lag-CRP was flat) and the lag-CRP peak of the best head (highest induction score at the last step, in red).
+
+    steps (S,); induction, cmr_distance, lag_crp_peak (S, layers, heads). ``first_induction_step`` (the first step
+    with a head at induction score >= 0.5; None if none) is marked by a vertical line.
+    """
+    steps = np.asarray(steps)
+    induction, cmr_distance = np.asarray(induction, float), np.asarray(cmr_distance, float)
+    lag_crp_peak = np.asarray(lag_crp_peak)
+    layers, heads = induction.shape[1:]
+    best = np.unravel_index(np.nanargmax(induction[-1]), (layers, heads))  # (layer, head)
+    name = f"L{best[0]}H{best[1]}"
+    palette = sns.color_palette("viridis", layers)
+    fig, axes = plt.subplots(1, 3, figsize=(12.0, 3.4), constrained_layout=True, sharex=True)
+    for ax, values, threshold, style in ((axes[0], induction, EMERGED, ":"), (axes[1], cmr_distance, CMR_LIKE, "--")):
+        for layer in range(layers):
+            for head in range(heads):
+                if (layer, head) != best:
+                    ax.plot(steps, values[:, layer, head], "-", color=palette[layer], lw=0.9, alpha=0.6)
+        ax.plot(steps, values[:, best[0], best[1]], "o-", ms=3, color="tab:red", lw=1.8, label=f"best head {name}")
+        ax.axhline(threshold, color="0.5", ls=style, lw=0.8)
+    axes[0].set_ylim(-0.03, 1.03)
+    axes[0].set_title(f"induction score, every head (induction head from {EMERGED})", fontsize=9)
+    axes[0].legend(handles=[Line2D([], [], color="tab:red", marker="o", ms=3, label=f"best head {name}")]
+                   + [Line2D([], [], color=palette[layer], label=f"layer {layer}") for layer in range(layers)],
+                   fontsize=7, frameon=False)
+    if np.isfinite(cmr_distance).any() and np.nanmin(cmr_distance) > 0:
+        axes[1].set_yscale("log")
+    axes[1].set_title(f"CMR distance, every head (CMR-like below {CMR_LIKE})", fontsize=9)
+    peak = lag_crp_peak[:, best[0], best[1]]
+    axes[2].step(steps, peak, "o-", where="mid", ms=3, color="tab:red")
+    axes[2].axhline(1, color="0.5", ls=":", lw=0.8)  # an induction head's peak
+    axes[2].set_ylim(min(peak.min(), -1) - 0.5, max(peak.max(), 1) + 0.5)
+    axes[2].yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[2].set_ylabel("lag")
+    axes[2].set_title(f"lag-CRP peak of {name} (induction: +1)", fontsize=9)
+    for ax in axes:
+        if first_induction_step is not None:
+            ax.axvline(first_induction_step, color="k", ls="-.", lw=0.8)
+        ax.set_xlabel("training step")
+    if first_induction_step is not None:
+        axes[0].text(first_induction_step, 0.02, f" step {first_induction_step}", fontsize=7, va="bottom")
+    if title:
+        fig.suptitle(title, fontsize=10)
     return fig

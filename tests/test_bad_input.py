@@ -94,7 +94,15 @@ COMMANDS = [
     ("analyze-ablation-heads-missing", ["analyze", "ablation", "--config", "{induction}/config.yaml", "--ckpt_path",
                                         "{induction}/checkpoints/last.ckpt", "--out", "{tmp}/abl", "--heads",
                                         "{tmp}/heads.csv"], "heads="),
-    ("analyze-icl-required-missing", ["analyze", "icl", "--config", "x"], "required: --ckpt_path, --out"),
+    ("analyze-icl-required-missing", ["analyze", "icl", "--config", "x"], "required: --out"),
+    ("analyze-icl-no-checkpoint", ["analyze", "icl", "--config", "{induction}/config.yaml", "--out", "{tmp}/icl"],
+     "analyze icl needs a model: --config with --ckpt_path (a run trained here) or --hf_model"),
+    ("analyze-icl-dtype-of-a-run", ["analyze", "icl", "--config", "{induction}/config.yaml", "--ckpt_path",
+                                    "{induction}/checkpoints/last.ckpt", "--out", "{tmp}/icl", "--dtype", "float16"],
+     "dtype=float16 only applies to --hf_model"),
+    ("analyze-icl-n-items-five", ["analyze", "icl", "--config", "{induction}/config.yaml", "--ckpt_path",
+                                  "{induction}/checkpoints/last.ckpt", "--out", "{tmp}/icl", "--n_items", "5"],
+     "n_items=5 is invalid: the lag-CRP over lags ±5 needs n_items >= 6"),
 ]
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from primacy.analysis.cmr_grid import CMRGrid
-from primacy.analysis.fits import fit_cmr, fit_gaussian
+from primacy.analysis.fits import FIT_LAGS, fit_cmr, fit_gaussian
 from primacy.analysis.head_model import HeadModel, check_layers, head_model
 from primacy.analysis.heads import (
     attention_lag_crp,
@@ -93,6 +93,9 @@ def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: 
     with their number."""
     model = head_model(model)
     start = 0 if model.bos is None else 1
+    if n_items < FIT_LAGS.max() + 1:
+        raise UsageError(f"n_items={n_items} is invalid: the lag-CRP over lags ±{FIT_LAGS.max()} needs n_items >= "
+                         f"{FIT_LAGS.max() + 1}")
     if prompts.shape[1] != 2 * n_items + start:
         what = "an r r prompt (the model has no BOS)" if start == 0 else "a [BOS] r r prompt"
         raise UsageError(f"prompts have length {prompts.shape[1]}: {what} of n_items={n_items} has length "

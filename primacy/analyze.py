@@ -20,7 +20,7 @@ from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.emergence import as_float, emergence_row, emergence_step
 from primacy.analysis.fits import ALIGNMENTS
 from primacy.analysis.heads import repeated_prompt
-from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
+from primacy.analysis.icl import HeadAnalysis, analyze_heads, check_prompt_items, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, capture_bytes, head_summary, measure_probes
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import figure_formats, fits_in_memory, positive, writable_directory
@@ -255,7 +255,7 @@ def icl_command(args: list[str]) -> None:
     options = parser.parse_args(args)
     positive(prompts=options.prompts, top=options.top, batch_size=options.batch_size)
     if options.n_items is not None:
-        positive(n_items=options.n_items)
+        check_prompt_items(options.n_items)
     sources = _sources(options, "analyze icl")  # every file checked before any work
     several = len(sources) > 1
     out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)

@@ -265,7 +265,7 @@ def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, 
               "layers": ["--hf_model", models["llama"], "--layers", 2],
               "two-sources": ["--hf_model", models["llama"], "--config", tmp_path / "config.yaml"],
               "series-grid": ["--hf_model", models["llama"], models["neox"], "--revision", "step1", "step2"]}[case]
-    _fails_in_one_line(["analyze", "icl", *source, "--out", tmp_path / "out", "--prompts", 2, "--n_items", 4],
+    _fails_in_one_line(["analyze", "icl", *source, "--out", tmp_path / "out", "--prompts", 2, "--n_items", 6],
                        expected, capsys)
     assert not (tmp_path / "out").exists(), "nothing written"
 

@@ -77,6 +77,13 @@ class HeadAnalysis:
         return (self.layers.index(head.layer) if self.layers else head.layer), head.head
 
 
+def check_prompt_items(n_items: int) -> None:
+    """n, the length of r, is long enough for the lag-CRP: a second-repeat query with every lag behind it."""
+    if n_items < FIT_LAGS.max() + 1:
+        raise UsageError(f"n_items={n_items} is invalid: the lag-CRP over lags ±{FIT_LAGS.max()} needs n_items >= "
+                         f"{FIT_LAGS.max() + 1}")
+
+
 def capture(model: HeadModel | nn.Module, prompts: torch.Tensor,
             layers: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Pre- and post-softmax attention of ``layers`` (None: every layer) on ``prompts`` (B, T): (layers, B, heads,
@@ -93,9 +100,7 @@ def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: 
     with their number."""
     model = head_model(model)
     start = 0 if model.bos is None else 1
-    if n_items < FIT_LAGS.max() + 1:
-        raise UsageError(f"n_items={n_items} is invalid: the lag-CRP over lags ±{FIT_LAGS.max()} needs n_items >= "
-                         f"{FIT_LAGS.max() + 1}")
+    check_prompt_items(n_items)
     if prompts.shape[1] != 2 * n_items + start:
         what = "an r r prompt (the model has no BOS)" if start == 0 else "a [BOS] r r prompt"
         raise UsageError(f"prompts have length {prompts.shape[1]}: {what} of n_items={n_items} has length "

@@ -268,10 +268,16 @@ def load_pretrained(name: str, revision: str | None = None, dtype: str = "float3
     return PretrainedHeads(model, vocabulary(tokenizer, model.config, vocab_size), where)
 
 
-def checkpoint_name_step(name: str) -> int:
-    """The training step in a revision or directory name: its last number (``step143000`` -> 143000)."""
-    numbers = re.findall(r"\d+", Path(name).name or name)
-    if not numbers:
+def checkpoint_name_step(name: str, required: bool = True) -> int | None:
+    """The training step in a revision or directory name: the number after ``step`` or ``checkpoint-``
+    (``step143000``, ``pythia-70m-step512``, ``checkpoint-500``), else, if ``required``, its last number; None when
+    not required and the name says no step (``gpt2``, ``pythia-70m``)."""
+    label = Path(name).name or name
+    marked = re.findall(r"(?:step|checkpoint)[-_]?(\d+)", label)
+    if marked:
+        return int(marked[-1])
+    numbers = re.findall(r"\d+", label) if required else []
+    if required and not numbers:
         raise UsageError(f"checkpoint {name} names no training step: give revisions or directories whose names end "
                          f"in their step (e.g. step1000)")
-    return int(numbers[-1])
+    return int(numbers[-1]) if numbers else None

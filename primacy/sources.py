@@ -81,9 +81,8 @@ def pretrained_checkpoints(names: list[str], revisions: list[str] | None, dtype:
     pairs = [(name, revision) for name in names for revision in revisions]
     if len(pairs) == 1:
         (name, revision), = pairs
-        label = revision or Path(name).name
-        step = checkpoint_name_step(label) if label and any(c.isdigit() for c in label) else None
-        return [PretrainedCheckpoint(name, revision, step, dtype, device)]
+        return [PretrainedCheckpoint(name, revision, checkpoint_name_step(revision or name, required=False), dtype,
+                                     device)]
     series = [PretrainedCheckpoint(name, revision, checkpoint_name_step(revision or name), dtype, device)
               for name, revision in pairs]
     steps = [c.step for c in series]

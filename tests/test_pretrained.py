@@ -199,6 +199,7 @@ def test_analyze_icl_and_ablation_on_a_saved_model(models, tmp_path, capsys):
         assert (out / name).is_file(), name
     summary = json.loads((out / "summary.json").read_text())
     assert summary["hf_model"] == str(models["gpt2"]) and summary["vocabulary"] == "tokenizer"
+    assert summary["step"] is None, "the 2 of gpt2 is not a training step"
     assert summary["bos_token"] == 0 and summary["prompt_tokens"] == V - 6 - len(SPECIAL)
     assert np.isfinite(summary["icl_score"])
     with (out / "heads.csv").open() as f:
@@ -236,6 +237,10 @@ def test_a_checkpoint_series_gives_the_emergence_table(models, tmp_path):
 def test_checkpoint_steps_come_from_names():
     assert checkpoint_name_step("step143000") == 143000
     assert checkpoint_name_step("/models/pythia-70m-step512/") == 512
+    assert checkpoint_name_step("runs/checkpoint-500") == 500
+    assert checkpoint_name_step("ckpt-7") == 7, "a series' names need a step: their last number"
+    assert checkpoint_name_step("pythia-70m", required=False) is None, "a model's size is not its step"
+    assert checkpoint_name_step("gpt2", required=False) is None
 
 
 @pytest.mark.parametrize(("case", "expected"), [

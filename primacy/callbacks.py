@@ -22,6 +22,7 @@ from primacy import files, icl_plots, plots, results
 from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.emergence import EMERGED
 from primacy.analysis.fits import FIT_LAGS, fit_cmr
+from primacy.analysis.head_model import RunHeads
 from primacy.analysis.heads import attention_lag_crp, induction_score, repeated_prompt
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import figure_formats, fits_in_memory
@@ -405,17 +406,15 @@ class HeadScoreTracker(Callback):
     def score(self, pl_module: L.LightningModule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Induction score, lag-CRP peak and CMR distance (NaN for a flat lag-CRP) of every head on the prompts,
         averaged over them: (layers, heads) each. The model's modes are restored afterwards."""
-        backbone, n = pl_module.backbone, self.n
+        heads, n = RunHeads(pl_module), self.n
         modes = [(module, module.training) for module in pl_module.modules()]
         pl_module.eval()  # dropout would draw from the global generator
         try:
-            with torch.no_grad(), backbone.capture_attention() as captured:
-                backbone(pl_module.embedding(self.tokens.to(pl_module.device)))
+            scores, weights = heads.attention(self.tokens.to(pl_module.device), range(heads.n_layers))
         finally:
             for module, training in modes:
                 module.training = training
-        scores = torch.stack([a.scores for a in captured]).float().cpu()  # layers P heads T T
-        weights = torch.stack([a.weights for a in captured]).float().cpu()
+        scores, weights = scores.float().cpu(), weights.float().cpu()  # layers P heads T T each
         induction = induction_score(weights, n).mean(1).double().numpy()  # layers heads
         lags, crps = attention_lag_crp(scores.double(), n)  # K, (layers P heads K)
         lags, crps = lags.numpy(), crps.mean(1).numpy()  # K, (layers heads K)

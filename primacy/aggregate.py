@@ -1,6 +1,6 @@
 """Aggregate runs that differ only by seed: mean and standard error of the accuracy matrix, summary and
-recognition-contiguity curve, the mean heatmap, and every run's initial and final Δt distribution on one
-figure (Fig. 5)."""
+recognition-contiguity curves (raw and controlled), the mean heatmap and contiguity figure, and every run's initial
+and final Δt distribution on one figure (Fig. 5)."""
 
 from __future__ import annotations
 
@@ -80,8 +80,9 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     """Write summary.json, accuracy.npz, heatmap.png/.pdf and (if the runs recorded Δt) dt_histograms.png.
 
     The recognition-contiguity curve is aggregated (``contiguity_curve`` and ``contiguity_lags`` in the summary,
-    ``contiguity_curves``, ``contiguity_mean``, ``contiguity_se`` in accuracy.npz) when every run has it; runs
-    written before it existed leave it out.
+    ``contiguity_curves``, ``contiguity_mean``, ``contiguity_se`` in accuracy.npz, contiguity.png/.pdf) when every
+    run has it, and so is the controlled one (``controlled_contiguity_curve``; ``controlled_contiguity_curves``,
+    ``controlled_contiguity_mean``, ``controlled_contiguity_se``); runs written before either existed leave it out.
     """
     run_dirs = [Path(r) for r in run_dirs]
     out = Path(out_dir)
@@ -96,11 +97,12 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     arrays = {"matrices": matrices, "matrix_mean": matrix_mean, "matrix_se": matrix_se,
               "distractor_accuracy": distractors, "distractor_mean": distractor_mean, "distractor_se": distractor_se}
     curve_keys = results.CURVE_KEYS
-    if all("contiguity_curve" in r for r in runs):
-        curve_keys += ("contiguity_curve",)
-        curves = np.stack([np.asarray(r["contiguity_curve"], dtype=float) for r in runs])  # R 2L-1
-        arrays["contiguity_curves"] = curves
-        arrays["contiguity_mean"], arrays["contiguity_se"] = _mean_se(curves)
+    for key, name in (("contiguity_curve", "contiguity"), ("controlled_contiguity_curve", "controlled_contiguity")):
+        if all(key in r for r in runs):
+            curve_keys += (key,)
+            curves = np.stack([np.asarray(r[key], dtype=float) for r in runs])  # R 2L-1
+            arrays[f"{name}_curves"] = curves
+            arrays[f"{name}_mean"], arrays[f"{name}_se"] = _mean_se(curves)
     files.save_npz(out / "accuracy.npz", **arrays)
 
     summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs]}
@@ -125,6 +127,16 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     for fmt in ("png", "pdf"):
         files.save_figure(fig, out / f"heatmap.{fmt}", dpi=dpi)
     plt.close(fig)
+
+    if "contiguity_mean" in arrays:
+        controlled = "controlled_contiguity_mean" in arrays
+        fig = plots.contiguity(np.asarray(summary["contiguity_lags"]), arrays["contiguity_mean"],
+                               arrays["controlled_contiguity_mean"] if controlled else None,
+                               f"recognition contiguity · {title.splitlines()[0]}", arrays["contiguity_se"],
+                               arrays["controlled_contiguity_se"] if controlled else None)
+        for fmt in ("png", "pdf"):
+            files.save_figure(fig, out / f"contiguity.{fmt}", dpi=dpi)
+        plt.close(fig)
 
     if histories:
         fig = plots.dt_histograms(histories, [r.name for r in run_dirs])

@@ -21,7 +21,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from primacy import files, icl_plots, plots, results
 from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.emergence import EMERGED
-from primacy.analysis.fits import FIT_LAGS, fit_cmr
+from primacy.analysis.fits import FIT_LAGS, fit_cmr, is_flat
 from primacy.analysis.head_model import RunHeads
 from primacy.analysis.heads import attention_lag_crp, induction_score, repeated_prompt
 from primacy.backbones.transformer import TransformerBackbone
@@ -179,14 +179,15 @@ class RunConfig(SaveConfigCallback):
 
 
 class ResultsWriter(Callback):
-    """At the end of ``test``, writes <run>/results/: summary.json, accuracy.npz, verification.csv and
-    heatmap.png/.pdf, from the model's ``test_accuracy`` metric. After each validation it redraws
+    """At the end of ``test``, writes <run>/results/: summary.json, accuracy.npz, verification.csv, contiguity.csv,
+    heatmap.png/.pdf and contiguity.png/.pdf (raw and controlled recognition contiguity), from the model's
+    ``test_accuracy`` metric. After each validation it redraws
     results/val_heatmap.png (and logs it to wandb), so the matrix can be watched while training. Models without
     a study x query matrix (the induction task's LanguageModel) get results/summary.json with their logged
     ``test/`` metrics and the run's settings.
 
     Args:
-        formats: figure file formats of the test heatmap.
+        formats: figure file formats of the test figures.
         dpi: resolution of raster figures.
         val_heatmap: draw the validation heatmap.
     """
@@ -207,6 +208,7 @@ class ResultsWriter(Callback):
         _announce_replacing(out)
         content = results.write(out, result, settings)
         self._draw(result, content, settings, [out / f"heatmap.{fmt}" for fmt in self.formats])
+        self._draw_contiguity(result, settings, [out / f"contiguity.{fmt}" for fmt in self.formats])
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if _matrix_metric(pl_module, "test") is not None or not trainer.is_global_zero:
@@ -238,6 +240,16 @@ class ResultsWriter(Callback):
                  f"{settings['condition']} · {content['n_sets']} sets ({stage})\n"
                  f"accuracy {content['overall_accuracy']:.3f} · early−late {content['early_minus_late']:+.3f}")
         fig = plots.heatmap(np.asarray(result["matrix"]), np.asarray(result["distractor_accuracy_by_query"]), title)
+        for path in paths:
+            files.save_figure(fig, path, dpi=self.dpi)
+        plt.close(fig)
+
+
+    def _draw_contiguity(self, result: dict, settings: dict, paths: list[Path]) -> None:
+        title = (f"recognition contiguity · {settings['backbone']} · L={settings['n_items']} · "
+                 f"{settings['condition']}")
+        fig = plots.contiguity(np.asarray(result["contiguity_lags"]), np.asarray(result["contiguity_curve"]),
+                               np.asarray(result["controlled_contiguity_curve"]), title)
         for path in paths:
             files.save_figure(fig, path, dpi=self.dpi)
         plt.close(fig)
@@ -420,7 +432,7 @@ class HeadScoreTracker(Callback):
         lags, crps = lags.numpy(), crps.mean(1).numpy()  # K, (layers heads K)
         distance = np.full(induction.shape, np.nan)
         for head in np.ndindex(distance.shape):
-            if np.ptp(crps[head]) > 0:  # a flat curve has no fit
+            if not is_flat(crps[head]):  # a flat curve (up to rounding) has no fit
                 distance[head] = fit_cmr(crps[head], lags, CMRGrid.paper()).distance  # the grid is read once
         return induction, lags[crps.argmax(-1)].astype(np.int64), distance
 

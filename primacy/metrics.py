@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
-from primacy.analysis.serial_position import summarize
+from primacy.analysis.serial_position import expected_contiguity_hits, summarize
+from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
 
 
@@ -43,9 +44,18 @@ class StudyQueryAccuracy(Metric):
     "old" answers to such queries k and ``contiguity_counts[d + L - 1]`` the queries. Distractors between
     k' and k are skipped, because a lure retrieves no study context: in the ``uniform`` test condition the
     pairs are adjacent queries (k' = k - 1); in ``half``, where every other query is a distractor, they are
-    k' = k - 2 with one lure between. The accuracy on k' does not matter. Lags near ±(L - 1) are only
-    possible for items studied near the ends of the list, so the curve there also reflects the
-    serial-position curve.
+    k' = k - 2 with one lure between. The accuracy on k' does not matter.
+
+    That raw curve is confounded with position at every lag: d < 0 pairs an early study position s with a
+    later s', so a model with primacy and no contiguity at all scores higher at negative lags. The control:
+    ``contiguity_cells[s', s, q]`` counts the eligible queries by previous study position s', study position s
+    and query position q (L³ int32, never written to result files), and compute() derives
+    ``contiguity_expected[d + L - 1]`` = Σ over those queries with lag d of the final accuracy of their own cell
+    (s, q) (float64). The controlled curve (hits - expected) / counts is then zero at every lag, up to sampling
+    noise, for any model whose hit probability depends only on (s, q); what remains is contiguity. The cell
+    accuracies include that contiguity too, so an effect at some lags also shows, scaled by those lags' share of
+    the cells' queries, as a small dip at the others (at L = 32, +0.2 at |d| = 1 reads as about +0.19 there and
+    -0.012 elsewhere).
     """
 
     full_state_update = False
@@ -63,6 +73,10 @@ class StudyQueryAccuracy(Metric):
         self.add_state("distractor_counts", torch.zeros(n_items, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("contiguity_hits", torch.zeros(2 * n_items - 1, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("contiguity_counts", torch.zeros(2 * n_items - 1, dtype=torch.long), dist_reduce_fx="sum")
+        fits_in_memory("the recognition-contiguity cell counts", 4 * n_items**3, n_items=n_items)
+        # int32: half the memory of int64 at L = 256 (67 MB); a sync or merge sums it to int64 (torch.sum promotes).
+        self.add_state("contiguity_cells", torch.zeros(n_items, n_items, n_items, dtype=torch.int32),
+                       dist_reduce_fx="sum")
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor, study_pos: torch.Tensor) -> None:
         if logits.shape[-1] != self.n_items:
@@ -80,13 +94,20 @@ class StudyQueryAccuracy(Metric):
         lag_index = (lag + n - 1)[eligible]  # lag d -> index d + L - 1
         self.contiguity_hits += torch.bincount(lag_index, weights=correct[eligible], minlength=2 * n - 1).long()
         self.contiguity_counts += torch.bincount(lag_index, minlength=2 * n - 1)
+        previous_pos = study_pos - lag  # B L: s' = s - d
+        cell = ((previous_pos * n + study_pos) * n + query_pos)[eligible]  # flat (s', s, q) index
+        cells = self.contiguity_cells.view(-1)  # a view: index_add_ writes into the state
+        cells.index_add_(0, cell, torch.ones_like(cell, dtype=cells.dtype))  # no L³ temporary per batch
 
     def compute(self) -> dict[str, torch.Tensor | float]:
         """``summarize``'s dict plus the summed states (hits, counts, distractor_hits, distractor_counts,
-        contiguity_hits, contiguity_counts)."""
+        contiguity_hits, contiguity_counts) and ``contiguity_expected`` (2L - 1,) float64, derived from
+        ``contiguity_cells`` and the accuracy matrix."""
+        expected = expected_contiguity_hits(self.contiguity_cells, self.hits.double() / self.counts.double())  # 2L-1
         states = {"hits": self.hits, "counts": self.counts,
                   "distractor_hits": self.distractor_hits, "distractor_counts": self.distractor_counts,
-                  "contiguity_hits": self.contiguity_hits, "contiguity_counts": self.contiguity_counts}
+                  "contiguity_hits": self.contiguity_hits, "contiguity_counts": self.contiguity_counts,
+                  "contiguity_expected": expected}
         return {**summarize(**states), **states}
 
 

@@ -101,6 +101,39 @@ def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray
     return ax_new, ax_mat, ax_row, ax_col
 
 
+def contiguity(lags: np.ndarray, raw: np.ndarray, controlled: np.ndarray | None = None, title: str = "",
+               raw_se: np.ndarray | None = None, controlled_se: np.ndarray | None = None) -> Figure:
+    """Recognition contiguity by lag d (``StudyQueryAccuracy``): the raw curve (accuracy of the queries at lag d)
+    and, when given, the controlled one (that accuracy minus the accuracy of each query's own study x query cell),
+    whose zero line is what a model without contiguity shows; read the controlled one, since the raw curve also
+    carries the serial-position curve. Standard-error bands where ``*_se`` is given (a mean over seeds).
+
+    lags: (2L - 1,) -(L - 1) .. L - 1; raw, controlled, raw_se, controlled_se: (2L - 1,), NaN where a lag has no
+    queries (those points are left out).
+    """
+    panels = [("raw", raw, raw_se, "accuracy", False)]  # title, curve, SE, y label, zero line
+    if controlled is not None:
+        panels.append(("controlled for study and query position", controlled, controlled_se,
+                       "accuracy − own cell's accuracy", True))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.2), squeeze=False, constrained_layout=True)
+    lags = np.asarray(lags)
+    for ax, (name, curve, se, label, zero_line) in zip(axes[0], panels):
+        curve = np.asarray(curve, float)
+        ax.plot(lags, curve, "o-", color="k", ms=2.5, lw=1.0)  # NaN (a lag without queries, d = 0) is a gap
+        if se is not None:
+            se = np.nan_to_num(np.asarray(se, float))  # one seed: no band
+            ax.fill_between(lags, curve - se, curve + se, where=~np.isnan(curve), color="k", alpha=0.15, lw=0)
+        if zero_line:
+            ax.axhline(0.0, color="tab:red", lw=0.8, ls="--")
+        ax.set_xlim(lags.min() - 0.5, lags.max() + 0.5)
+        ax.set_xlabel("lag d (study position − previous old query's)")
+        ax.set_ylabel(label)
+        ax.set_title(name, fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
 def dt_trajectory(steps: np.ndarray, dt: np.ndarray, title: str = "") -> Figure:
     """Fig. 4 (top): at every recorded step, the channels' Δt sorted, as a heatmap of log10 Δt over training.
 

@@ -21,7 +21,10 @@ from primacy.errors import UsageError
 COUNT_KEYS = ("hits", "counts", "distractor_hits", "distractor_counts")
 # Recognition contiguity (StudyQueryAccuracy): always written now, absent from runs written before it existed.
 CONTIGUITY_KEYS = ("contiguity_hits", "contiguity_counts")
-CURVE_KEYS = ("serial_position_curve", "query_position_curve", "lag_curve")
+# Its position control (float64, 2L - 1): absent from runs written before the controlled curve existed.
+EXPECTED_KEY = "contiguity_expected"
+CURVE_KEYS = ("serial_position_curve", "query_position_curve", "delay_curve")
+RENAMED_KEYS = {"lag_curve": "delay_curve"}  # summary.json keys of older runs -> their names now
 SCALAR_KEYS = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
                "primacy_index", "recency_index", "early_minus_late")
 
@@ -34,13 +37,16 @@ def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """The summary.json content: scalars, curves, the number of test sets and the run's key settings.
 
     ``contiguity_curve`` (null where a lag has no pairs) and ``contiguity_lags`` are included when ``result``
-    has them.
+    has them, and ``controlled_contiguity_curve`` (the same lags) when it has that.
     """
     counts = result["counts"]
     contiguity = {}
     if "contiguity_curve" in result:
         contiguity = {"contiguity_curve": [_json_number(float(v)) for v in result["contiguity_curve"]],
                       "contiguity_lags": [int(d) for d in result["contiguity_lags"]]}
+    if "controlled_contiguity_curve" in result:
+        contiguity["controlled_contiguity_curve"] = [_json_number(float(v))
+                                                     for v in result["controlled_contiguity_curve"]]
     return {
         **{k: _json_number(float(result[k])) for k in SCALAR_KEYS},
         **{k: [_json_number(float(v)) for v in result[k]] for k in CURVE_KEYS},
@@ -54,11 +60,13 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
     """Write summary.json, accuracy.npz, verification.csv and contiguity.csv under ``out_dir``; returns the summary.
 
     ``result`` is StudyQueryAccuracy.compute()'s dict; ``settings`` holds at least ``condition``. A result
-    without the contiguity states (``summarize`` of an older run's counts) gives no contiguity.csv.
+    without the contiguity states (``summarize`` of an older run's counts) gives no contiguity.csv; one without
+    ``contiguity_expected`` leaves its ``controlled`` column empty.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     keys = COUNT_KEYS + (CONTIGUITY_KEYS if "contiguity_counts" in result else ())
+    keys += (EXPECTED_KEY,) if EXPECTED_KEY in result else ()
     arrays = {k: np.asarray(torch.as_tensor(result[k]).cpu()) for k in keys}
     files.save_npz(out / "accuracy.npz", **arrays)
     content = write_summary(out, summary(result, settings))
@@ -103,14 +111,18 @@ def write_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -> None
 
 
 def write_contiguity_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -> None:
-    """Long format: one row per recognition-contiguity lag d = -(L - 1) .. L - 1 (empty accuracy where n = 0)."""
+    """Long format: one row per recognition-contiguity lag d = -(L - 1) .. L - 1: ``accuracy`` (the raw curve) and
+    ``controlled`` (the controlled curve: accuracy minus the mean accuracy of the queries' own cells), both empty
+    where n = 0, ``controlled`` also when ``arrays`` has no ``contiguity_expected``."""
     hits, counts = arrays["contiguity_hits"], arrays["contiguity_counts"]
+    expected = arrays.get(EXPECTED_KEY)
     n = (counts.shape[0] + 1) // 2
     with files.atomic_path(path) as temp, temp.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["condition", "lag", "accuracy", "n"])
+        writer.writerow(["condition", "lag", "accuracy", "controlled", "n"])
         for index, (h, c) in enumerate(zip(hits, counts)):
-            writer.writerow([condition, index - (n - 1), _ratio(h, c), int(c)])
+            controlled = "" if expected is None else _ratio(h - expected[index], c)
+            writer.writerow([condition, index - (n - 1), _ratio(h, c), controlled, int(c)])
 
 
 def _ratio(hits: float, count: float) -> str:
@@ -122,7 +134,9 @@ def read(out_dir: str | Path) -> dict[str, Any]:
 
     Runs written before the recognition-contiguity curve existed have no contiguity arrays: their dict then
     lacks ``contiguity_hits``, ``contiguity_counts``, ``contiguity_curve`` and ``contiguity_lags`` (as their
-    summary lacks the last two) and everything else is as before.
+    summary lacks the last two) and everything else is as before. Runs written before its control existed lack
+    ``contiguity_expected`` and ``controlled_contiguity_curve`` only. A summary's ``lag_curve`` (the name before
+    ``delay_curve``) is read as ``delay_curve``.
 
     A damaged, truncated, empty or foreign summary.json or accuracy.npz is a UsageError that names the file and
     says how to make it again.
@@ -130,11 +144,14 @@ def read(out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     remedy = _retest(out)
     path = out / "accuracy.npz"
-    arrays = _load_npz(path, COUNT_KEYS, CONTIGUITY_KEYS, remedy)
+    arrays = _load_npz(path, COUNT_KEYS, CONTIGUITY_KEYS + (EXPECTED_KEY,), remedy)
     present = [k for k in CONTIGUITY_KEYS if k in arrays]
     if len(present) == 1:
         raise UsageError(f"{path} has {present[0]} without its partner: contiguity_hits and contiguity_counts "
                          f"are written together; {remedy}")
+    if EXPECTED_KEY in arrays and not present:
+        raise UsageError(f"{path} has {EXPECTED_KEY} without contiguity_hits and contiguity_counts, which are "
+                         f"written with it; {remedy}")
     _check_counts(path, arrays, remedy)
     states = {k: torch.from_numpy(v) for k, v in arrays.items()}
     return {"summary": _load_summary(out / "summary.json", remedy), **summarize(**states), **states}
@@ -192,7 +209,7 @@ def _check_counts(path: Path, arrays: dict[str, np.ndarray], remedy: str) -> Non
     hits = arrays["hits"]
     n = hits.shape[0] if hits.ndim else 0
     shapes = {"hits": (n, n), "counts": (n, n), "distractor_hits": (n,), "distractor_counts": (n,),
-              "contiguity_hits": (2 * n - 1,), "contiguity_counts": (2 * n - 1,)}
+              "contiguity_hits": (2 * n - 1,), "contiguity_counts": (2 * n - 1,), EXPECTED_KEY: (2 * n - 1,)}
     for key, value in arrays.items():
         if value.dtype.kind not in "biuf":
             raise UsageError(f"{path} has {key} of dtype {value.dtype}, expected numbers: {remedy}")
@@ -219,7 +236,16 @@ def _load_summary(path: Path, remedy: str) -> dict[str, Any]:
     if not isinstance(content, dict):
         raise UsageError(f"{path} is damaged (it holds a JSON {type(content).__name__}, expected an object of "
                          f"results): {remedy}")
-    return content
+    return renamed(content)
+
+
+def renamed(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary with the keys older runs wrote under other names (``RENAMED_KEYS``) under their names now."""
+    summary = dict(summary)
+    for old, new in RENAMED_KEYS.items():
+        if old in summary and new not in summary:
+            summary[new] = summary.pop(old)
+    return summary
 
 
 def write_dt_history(path: str | Path, steps: np.ndarray, dt: np.ndarray, layers: list[str], channels: list[int]) -> None:

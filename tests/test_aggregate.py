@@ -21,9 +21,10 @@ SETTINGS = {"condition": "half", "n_items": 3, "vocab_size": 16, "backbone": "S4
 CONTIGUITY_COUNTS = (4, 8, 0, 8, 4)  # lags -2 .. 2; d = 0 never occurs (no item is queried twice)
 
 
-def fake_run(root, name, seed, hits_scale, settings=SETTINGS, contiguity_counts=CONTIGUITY_COUNTS):
+def fake_run(root, name, seed, hits_scale, settings=SETTINGS, contiguity_counts=CONTIGUITY_COUNTS, controlled=True):
     """A results directory as a test writes it; ``contiguity_counts=None`` gives one written before the
-    recognition-contiguity curve existed."""
+    recognition-contiguity curve existed, ``controlled=False`` one written before its control existed. The
+    controlled curve is [0.25, 0.25, -, -0.25, 0.5] x ``hits_scale``."""
     counts = torch.full((3, 3), 10)
     hits = (counts * torch.tensor([[0.9, 0.8, 0.7], [0.6, 0.5, 0.4], [0.3, 0.2, 0.1]]) * hits_scale).round().long()
     states = {"hits": hits, "counts": counts, "distractor_hits": torch.tensor([25, 20, 15]),
@@ -32,6 +33,9 @@ def fake_run(root, name, seed, hits_scale, settings=SETTINGS, contiguity_counts=
         c = torch.tensor(contiguity_counts)
         states["contiguity_counts"] = c
         states["contiguity_hits"] = (c * torch.tensor([0.5, 0.75, 0.0, 0.25, 1.0]) * hits_scale).round().long()
+        if controlled:
+            share = torch.tensor([0.25, 0.5, 0.0, 0.5, 0.5], dtype=torch.float64)  # expected hits / counts
+            states["contiguity_expected"] = c * share * hits_scale
     from primacy.analysis.serial_position import summarize
 
     run = root / name
@@ -70,7 +74,59 @@ def test_contiguity_curve_is_averaged_over_seeds(tmp_path):
     assert per_run[0]["contiguity_curve"] == [0.5, 0.75, None, 0.25, 1.0]
     assert per_run[0]["contiguity_lags"] == [-2, -1, 0, 1, 2]
     rows = (runs[0] / "results" / "contiguity.csv").read_text().splitlines()
-    assert rows[0] == "condition,lag,accuracy,n" and rows[1] == "half,-2,0.5,4" and rows[3] == "half,0,,0"
+    assert rows[0] == "condition,lag,accuracy,controlled,n" and rows[1] == "half,-2,0.5,0.25,4"
+    assert rows[3] == "half,0,,,0" and rows[4] == "half,1,0.25,-0.25,8"
+
+
+def test_controlled_contiguity_curve_is_written_and_averaged_over_seeds(tmp_path):
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 0.5)]
+    per_run = json.loads((runs[0] / "results" / "summary.json").read_text())
+    assert per_run["controlled_contiguity_curve"] == [0.25, 0.25, None, -0.25, 0.5]
+    np.testing.assert_allclose(np.load(runs[0] / "results" / "accuracy.npz")["contiguity_expected"], [1, 4, 0, 4, 2])
+    summary = aggregate(runs, tmp_path / "agg")
+    assert summary["controlled_contiguity_curve"]["mean"] == pytest.approx([0.1875, 0.1875, None, -0.1875, 0.375])
+    assert summary["controlled_contiguity_curve"]["se"][0] == pytest.approx(0.0625)  # |0.25 - 0.125| / 2
+    data = np.load(tmp_path / "agg" / "accuracy.npz")
+    assert data["controlled_contiguity_curves"].shape == (2, 5)
+    np.testing.assert_allclose(data["controlled_contiguity_mean"], [0.1875, 0.1875, np.nan, -0.1875, 0.375])
+    for name in ("contiguity.png", "contiguity.pdf"):
+        assert (tmp_path / "agg" / name).is_file()
+
+
+def test_runs_written_before_the_controlled_curve_read_and_aggregate_without_it(tmp_path):
+    old = fake_run(tmp_path, "old", 0, 1.0, controlled=False)
+    loaded = results.read(old / "results")
+    assert "contiguity_expected" not in loaded and "controlled_contiguity_curve" not in loaded
+    assert "controlled_contiguity_curve" not in loaded["summary"] and "contiguity_curve" in loaded
+    rows = (old / "results" / "contiguity.csv").read_text().splitlines()
+    assert rows[0] == "condition,lag,accuracy,controlled,n" and rows[1] == "half,-2,0.5,,4"
+    summary = aggregate([old, fake_run(tmp_path, "new", 1, 0.5)], tmp_path / "agg")
+    assert "controlled_contiguity_curve" not in summary and "contiguity_curve" in summary
+    assert "controlled_contiguity_mean" not in np.load(tmp_path / "agg" / "accuracy.npz").files
+    assert (tmp_path / "agg" / "contiguity.png").is_file(), "the raw curve is still drawn"
+
+
+def test_expected_contiguity_without_the_contiguity_counts_is_refused(tmp_path):
+    run = fake_run(tmp_path, "a", 0, 1.0)
+    path = run / "results" / "accuracy.npz"
+    arrays = dict(np.load(path))
+    del arrays["contiguity_hits"], arrays["contiguity_counts"]
+    np.savez(path, **arrays)
+    with pytest.raises(UsageError, match="contiguity_expected without contiguity_hits and contiguity_counts"):
+        results.read(run / "results")
+
+
+def test_a_summary_written_with_lag_curve_reads_it_as_delay_curve(tmp_path):
+    runs = [fake_run(tmp_path, "a", 0, 1.0), fake_run(tmp_path, "b", 1, 0.5)]
+    path = runs[0] / "results" / "summary.json"
+    content = json.loads(path.read_text())
+    delay = content.pop("delay_curve")
+    path.write_text(json.dumps({**content, "lag_curve": delay}))  # as runs wrote it before the rename
+    loaded = results.read(runs[0] / "results")
+    assert loaded["summary"]["delay_curve"] == delay and "lag_curve" not in loaded["summary"]
+    assert loaded["delay_curve"].tolist() == pytest.approx(delay)
+    summary = aggregate(runs, tmp_path / "agg")
+    assert "delay_curve" in summary and "lag_curve" not in summary
 
 
 def test_a_lag_one_seed_never_tested_is_averaged_over_the_others(tmp_path):
@@ -85,7 +141,7 @@ def test_runs_written_before_the_contiguity_curve_still_read_and_aggregate(tmp_p
     loaded = results.read(old / "results")
     for key in ("contiguity_hits", "contiguity_counts", "contiguity_curve", "contiguity_lags"):
         assert key not in loaded and key not in loaded["summary"]
-    assert loaded["lag_curve"].shape == (5,)
+    assert loaded["delay_curve"].shape == (5,)
     new = fake_run(tmp_path, "new", 1, 0.5)
     summary = aggregate([old, new], tmp_path / "agg")  # mixed: the curve is left out, the rest aggregates
     assert "contiguity_curve" not in summary and summary["n_runs"] == 2

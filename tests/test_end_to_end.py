@@ -68,6 +68,14 @@ def test_run_writes_the_recognition_contiguity_curve(trained):
     assert summary["contiguity_curve"] == pytest.approx(expected)
     rows = list(csv.DictReader((out / "contiguity.csv").open()))
     assert [int(r["lag"]) for r in rows] == list(range(-7, 8)) and [int(r["n"]) for r in rows] == counts.tolist()
+    # The control: the first old query of a trial (query position 0 or 1 in half) has no partner; every other
+    # cell's 64 queries are all paired, so the expected hits over all lags are the hits of query positions 2..7.
+    predicted = data["contiguity_expected"]
+    assert predicted.sum() == pytest.approx(data["hits"][:, 2:].sum(), rel=1e-12)
+    controlled = [(h - e) / c if c else None for h, e, c in zip(hits, predicted, counts)]
+    assert summary["controlled_contiguity_curve"] == pytest.approx(controlled)
+    assert [float(r["controlled"]) if r["controlled"] else None for r in rows] == pytest.approx(controlled, abs=1e-5)
+    assert (out / "contiguity.png").is_file()
 
 
 def test_test_from_checkpoint_reproduces_the_results(trained):

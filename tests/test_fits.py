@@ -7,7 +7,7 @@ import torch
 
 from primacy.analysis.cmr import cmr_crp
 from primacy.analysis.cmr_grid import PAPER_VALUES, CMRGrid, main
-from primacy.analysis.fits import fit_cmr, fit_gaussian
+from primacy.analysis.fits import fit_cmr, fit_gaussian, is_flat
 from primacy.errors import UsageError
 
 SIM = {"n_items": 30, "n_starts": 4, "n_chains": 100, "max_samples": 20}
@@ -189,3 +189,28 @@ def test_the_shipped_grid_is_read_once_and_shared_read_only():
     assert CMRGrid.paper() is grid
     with pytest.raises(ValueError, match="read-only"):
         grid.crps[0, 0] = 1.0
+
+
+# Constant up to float rounding: exactly constant 0.3 still has a variance of 3e-33 (the mean is rounded).
+FLAT_CURVES = {
+    "exactly constant": np.full(11, 0.3),
+    "constant with 1e-17 noise": 0.01 + 1e-17 * np.random.default_rng(0).standard_normal(11),
+    "zero with 1e-17 noise": 1e-17 * np.random.default_rng(1).standard_normal(11),
+}
+
+
+@pytest.mark.parametrize("name", FLAT_CURVES)
+def test_a_curve_constant_up_to_rounding_is_flat_for_both_fits(grid, name):
+    curve, lags = FLAT_CURVES[name], np.arange(-5, 6)
+    assert is_flat(curve)
+    for alignment in ("peak", "affine"):
+        with pytest.raises(UsageError, match="curve is flat"):
+            fit_cmr(curve, lags, grid, alignment=alignment)  # not "CMR-like with distance 0"
+    with pytest.raises(UsageError, match="curve is flat"):
+        fit_gaussian(curve, lags)
+
+
+def test_small_curves_that_vary_are_not_flat():
+    crp = np.where(np.arange(-5, 6) == 1, 0.4, 0.06)
+    assert not is_flat(1e-6 * crp) and not is_flat(100.0 + 1e-3 * crp)
+    assert is_flat(100.0 + 1e-7 * crp), "a variation of 1e-10 of the values is rounding"

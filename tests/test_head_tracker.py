@@ -10,7 +10,7 @@ import torch
 from conftest import QUIET, ROOT, TINY_RUNS
 
 from primacy.analysis.cmr_grid import CMRGrid
-from primacy.analysis.fits import fit_cmr
+from primacy.analysis.fits import fit_cmr, is_flat
 from primacy.analysis.heads import repeated_prompt
 from primacy.cli import main
 from primacy.runs import load_run
@@ -73,7 +73,7 @@ def direct_scores(run, n: int, prompts: int, seed: int) -> tuple[np.ndarray, np.
             induction[layer, head] = np.mean([weights[:, head, q, q - n + 1].mean() for q in range(n + 1, 2 * n + 1)])
             curve = np.array([np.mean([scores[:, head, q, q - n + lag] for q in queries]) for lag in lags])
             peak[layer, head] = lags[curve.argmax()]
-            if np.ptp(curve) > 0:
+            if not is_flat(curve):
                 distance[layer, head] = fit_cmr(curve, lags, CMRGrid.paper()).distance
     return induction, peak, distance
 

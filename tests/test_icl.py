@@ -13,7 +13,7 @@ from primacy.analysis.ablation import icl_scores
 from primacy.analysis.cmr_grid import CMRGrid
 from primacy.analysis.emergence import across_seeds, emergence_row, emergence_step
 from primacy.analysis.heads import attention_lag_crp, induction_score, repeated_prompt
-from primacy.analysis.icl import analyze_heads, capture
+from primacy.analysis.icl import HeadResult, analyze_heads, capture, fit_head
 from primacy.analyze import ranked_heads
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.transformer import TransformerBackbone
@@ -284,3 +284,13 @@ def test_several_checkpoints_give_one_analysis_each_and_the_emergence_table(run_
     assert f"out={out / 'step2'} already holds heads.csv" in capsys.readouterr().err
     main([*args, "--overwrite"])
     assert (out / "emergence.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("noise", [0.0, 1e-17])
+def test_a_head_whose_lag_crp_is_flat_up_to_rounding_has_no_fit_and_is_not_cmr_like(grid, noise):
+    curve = np.full(11, 0.3) + noise * np.random.default_rng(0).standard_normal(11)
+    columns, cmr, gauss = fit_head(curve, np.arange(-5, 6), CMRGrid.load(grid))
+    assert cmr is None and gauss is None and all(np.isnan(v) for v in columns.values())
+    head = HeadResult(layer=0, head=0, induction=0.0, duplicate_token=0.0, previous_token=0.0, copying=float("nan"),
+                      lag_crp_peak=0, **columns)
+    assert not head.cmr_like and head.row()["cmr_like"] is False

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from primacy.analysis.serial_position import lag_curve, position_indices, summarize
+from primacy.analysis.serial_position import delay_curve, position_indices, summarize
 from primacy.metrics import StudyQueryAccuracy, contiguity_pairs
 from primacy.tasks.verification import CyclicDesign, held_out_sets
 
@@ -28,9 +28,9 @@ def test_hand_computed_example():
     assert out["distractor_accuracy"] == 0.5
     assert out["serial_position_curve"].tolist() == [0.0, 1.0]
     assert out["query_position_curve"].tolist() == [1.0, 0.0]
-    # lag d = j + L - i - 1: cell (1, 0) has d = 0, cell (0, 1) has d = 2, nothing at d = 1
-    lag = out["lag_curve"]
-    assert lag[0] == 1.0 and math.isnan(lag[1]) and lag[2] == 0.0
+    # delay d = j + L - i - 1: cell (1, 0) has d = 0, cell (0, 1) has d = 2, nothing at d = 1
+    delay = out["delay_curve"]
+    assert delay[0] == 1.0 and math.isnan(delay[1]) and delay[2] == 0.0
 
 
 def test_two_updates_sum_like_one():
@@ -43,7 +43,8 @@ def test_two_updates_sum_like_one():
     parts.update(logits[:15], targets[:15], study_pos[:15])
     parts.update(logits[15:], targets[15:], study_pos[15:])
     a, b = whole.compute(), parts.compute()
-    for key in ("hits", "counts", "distractor_hits", "distractor_counts", "contiguity_hits", "contiguity_counts"):
+    for key in ("hits", "counts", "distractor_hits", "distractor_counts", "contiguity_hits", "contiguity_counts",
+                "contiguity_expected"):
         assert torch.equal(a[key], b[key])
     assert a["overall_accuracy"] == b["overall_accuracy"]
 
@@ -57,10 +58,10 @@ def test_position_indices_follow_the_definitions():
     assert out["early_minus_late"] == pytest.approx(0.5)
 
 
-def test_lag_curve_averages_cells_by_delay():
-    matrix = torch.arange(9, dtype=torch.float64).view(3, 3)  # L = 3, lags 0..4
+def test_delay_curve_averages_cells_by_the_tokens_between_item_and_query():
+    matrix = torch.arange(9, dtype=torch.float64).view(3, 3)  # L = 3, delays 0..4
     # d = j + 3 - i - 1: d=0 <- (2,0); d=1 <- (1,0),(2,1); d=2 <- (0,0),(1,1),(2,2); d=3 <- (0,1),(1,2); d=4 <- (0,2)
-    assert lag_curve(matrix).tolist() == [6.0, 5.0, 4.0, 3.0, 2.0]
+    assert delay_curve(matrix).tolist() == [6.0, 5.0, 4.0, 3.0, 2.0]
 
 
 def test_rejects_trials_of_the_wrong_length():
@@ -160,9 +161,11 @@ def test_states_merge_across_processes_and_reset():
     second.update(logits[10:], targets[10:], study_pos[10:])
     first.merge_state(second)
     merged, expected = first.compute(), whole.compute()
-    for key in ("hits", "counts", "distractor_hits", "distractor_counts", "contiguity_hits", "contiguity_counts"):
+    for key in ("hits", "counts", "distractor_hits", "distractor_counts", "contiguity_hits", "contiguity_counts",
+                "contiguity_expected"):
         assert torch.equal(merged[key], expected[key]), key
-    torch.testing.assert_close(merged["contiguity_curve"], expected["contiguity_curve"], equal_nan=True)
+    for key in ("contiguity_curve", "controlled_contiguity_curve"):
+        torch.testing.assert_close(merged[key], expected[key], equal_nan=True, rtol=0, atol=0)
     whole.reset()
     assert int(whole.contiguity_hits.sum()) == int(whole.contiguity_counts.sum()) == 0
     assert whole.contiguity_counts.shape == (11,)
@@ -176,3 +179,93 @@ def test_summarize_without_contiguity_states_has_no_curve():
         summarize(**states, contiguity_hits=torch.zeros(3), contiguity_counts=torch.zeros(3))
     with pytest.raises(ValueError, match="both or neither"):
         summarize(**states, contiguity_hits=torch.zeros(5))
+
+
+def reference_expected(logits, targets, study_pos):
+    """Slow, obvious version of ``contiguity_expected``: per eligible query, its own cell's final accuracy."""
+    n = study_pos.shape[1]
+    hits, counts = torch.zeros(n, n, dtype=torch.float64), torch.zeros(n, n, dtype=torch.float64)
+    correct = ((logits > 0) == targets.bool()).tolist()
+    for row_pos, row_correct in zip(study_pos.tolist(), correct):
+        for q, (pos, ok) in enumerate(zip(row_pos, row_correct)):
+            if pos >= 0:
+                counts[pos, q] += 1
+                hits[pos, q] += ok
+    expected = [0.0] * (2 * n - 1)
+    for row_pos in study_pos.tolist():
+        previous = None
+        for q, pos in enumerate(row_pos):
+            if pos < 0:
+                continue
+            if previous is not None:
+                expected[pos - previous + n - 1] += float(hits[pos, q] / counts[pos, q])
+            previous = pos
+    return torch.tensor(expected, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("n_items", [2, 5, 8])
+def test_contiguity_expected_matches_the_slow_reference(n_items):
+    logits, targets, study_pos = random_trials(60, n_items, seed=10 + n_items)
+    metric = StudyQueryAccuracy(n_items)
+    metric.update(logits, targets, study_pos)
+    out = metric.compute()
+    torch.testing.assert_close(out["contiguity_expected"], reference_expected(logits, targets, study_pos))
+    controlled = (out["contiguity_hits"] - out["contiguity_expected"]) / out["contiguity_counts"]
+    torch.testing.assert_close(out["controlled_contiguity_curve"], controlled, equal_nan=True)
+    assert metric.contiguity_cells.dtype == torch.int32 and metric.contiguity_cells.shape == (n_items,) * 3
+    assert int(metric.contiguity_cells.sum()) == int(out["contiguity_counts"].sum())
+
+
+def test_contiguity_cells_keep_counting_after_a_merge():
+    """A merge sums the int32 cell counts to int64 (torch.sum promotes): later updates still add to them."""
+    logits, targets, study_pos = random_trials(30, 6, seed=2)
+    whole, first, second = StudyQueryAccuracy(6), StudyQueryAccuracy(6), StudyQueryAccuracy(6)
+    whole.update(logits, targets, study_pos)
+    first.update(logits[:10], targets[:10], study_pos[:10])
+    second.update(logits[10:20], targets[10:20], study_pos[10:20])
+    first.merge_state(second)
+    first.update(logits[20:], targets[20:], study_pos[20:])
+    assert torch.equal(first.contiguity_cells.long(), whole.contiguity_cells.long())
+    assert torch.equal(first.compute()["contiguity_expected"], whole.compute()["contiguity_expected"])
+
+
+L_SIM = 32
+
+
+def simulated_test(condition: str, contiguity: float, n_sets: int = 256, seed: int = 0) -> dict:
+    """The real test design (``CyclicDesign``) answered by a simulated model with primacy and no recency: an old
+    query is answered "old" with probability 0.75 - 0.4 · s / (L - 1) for study position s, plus ``contiguity`` when
+    the previous old query asked for a neighbour (|lag| = 1); distractors are always rejected."""
+    study = held_out_sets(n_sets, L_SIM, 256, seed=seed)
+    design = CyclicDesign.build(study, 256, seed=seed, condition=condition)
+    batch = design.batch(torch.arange(len(design)))
+    study_pos = batch["study_pos"]  # B L
+    eligible, lag = contiguity_pairs(study_pos)  # B L
+    p_old = 0.75 - 0.4 * study_pos.clamp(min=0) / (L_SIM - 1) + contiguity * (eligible & (lag.abs() == 1))  # B L
+    says_old = torch.rand(study_pos.shape, generator=torch.Generator().manual_seed(seed)) < p_old  # B L
+    metric = StudyQueryAccuracy(L_SIM)
+    metric.update(torch.where((study_pos >= 0) & says_old, 1.0, -1.0), batch["targets"], study_pos)
+    return metric.compute()
+
+
+@pytest.mark.parametrize("condition", ["half", "uniform"])
+def test_controlled_contiguity_is_flat_for_a_model_with_primacy_and_no_contiguity(condition):
+    out = simulated_test(condition, contiguity=0.0)
+    lags, raw, controlled = out["contiguity_lags"], out["contiguity_curve"], out["controlled_contiguity_curve"]
+    backward, forward = raw[(lags >= -16) & (lags <= -8)].mean(), raw[(lags >= 8) & (lags <= 16)].mean()
+    assert backward - forward > 0.1, "the raw curve shows a spurious backward advantage: it carries primacy"
+    assert abs(float(controlled.nanmean())) < 0.01
+    backward, forward = controlled[(lags >= -16) & (lags <= -8)].mean(), controlled[(lags >= 8) & (lags <= 16)].mean()
+    assert abs(float(backward - forward)) < 0.02
+    assert controlled[lags == 0].isnan().all(), "no item is queried twice: lag 0 has no queries"
+
+
+@pytest.mark.parametrize("condition", ["half", "uniform"])
+def test_controlled_contiguity_recovers_a_built_in_contiguity_effect(condition):
+    out = simulated_test(condition, contiguity=0.2)
+    lags, controlled = out["contiguity_lags"], out["controlled_contiguity_curve"]
+    # +0.2 at |d| = 1, less the share of it that the cell means absorb (about 2 of 31 queries a cell: ~0.013)
+    assert (controlled[lags.abs() == 1] > 0.15).all() and (controlled[lags.abs() == 1] < 0.21).all()
+    far = controlled[lags.abs() >= 2]
+    assert abs(float(far.nanmean())) < 0.02
+    assert abs(float(far[:20].mean() - far[-20:].mean())) < 0.02, "no serial-position slope is left"

@@ -1,7 +1,8 @@
 """Fitting lag curves (an attention head's lag-CRP) with CMR CRPs from a grid and with a Gaussian bump.
 
 Both fits report the same distance (Ji-An et al. 2024): the mean squared difference between the fitted curve and
-the head's curve, divided by the variance of the head's curve. CMR-like means distance < 0.5.
+the head's curve, divided by the variance of the head's curve. CMR-like means distance < 0.5. A flat curve
+(``is_flat``) has no distance: both fits refuse it, and callers check ``is_flat`` first.
 """
 
 from __future__ import annotations
@@ -14,6 +15,21 @@ from primacy.analysis.cmr_grid import CMRGrid
 from primacy.errors import UsageError
 
 FIT_LAGS = np.arange(-5, 6)  # the CRP is compared on lags -5..+5
+FLAT_RTOL = 1e-6  # range / max |value| below which a curve is flat: float32 rounding of attention scores
+FLAT_ATOL = 1e-12  # range below which a curve near zero everywhere is flat
+
+
+def is_flat(curve: np.ndarray) -> bool:
+    """Whether ``curve`` is constant up to rounding: max - min <= FLAT_RTOL · max |curve| + FLAT_ATOL.
+
+    Its variance (the distance's denominator) is then rounding noise, ~1e-33 for a float64 constant, and MSE /
+    variance would be arbitrary, as likely 0 ("CMR-like") as anything else. The relative tolerance is 1e-6, not
+    float64's ~1e-15, because the lag-CRPs fitted here average float32 attention scores (rounding ~1e-7 of their
+    magnitude, more after sums); the absolute floor makes a curve of noise around zero flat too. Curves that are
+    not flat vary by far more: a CMR CRP by >= 1e-3, an attention lag-CRP by units of its scores.
+    """
+    curve = np.asarray(curve, dtype=np.float64)
+    return bool(np.ptp(curve) <= FLAT_RTOL * np.abs(curve).max() + FLAT_ATOL)
 
 
 @dataclass(frozen=True)
@@ -46,12 +62,15 @@ def _on_fit_lags(curve: np.ndarray, lags: np.ndarray) -> np.ndarray:
     return curve[..., [lags.tolist().index(k) for k in FIT_LAGS]]
 
 
+def _check_not_flat(curve: np.ndarray) -> None:
+    if is_flat(curve):
+        raise UsageError(f"the curve is flat (range {np.ptp(curve):.3g} <= {FLAT_RTOL:g} x max |curve| "
+                         f"{np.abs(curve).max():.3g} + {FLAT_ATOL:g}): a fit distance needs a curve that varies")
+
+
 def _distance(fitted: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Mean squared difference / variance of the target, along the last axis."""
-    var = target.var()
-    if var == 0:
-        raise UsageError("the curve is flat (zero variance): no fit distance is defined")
-    return ((fitted - target) ** 2).mean(-1) / var
+    """Mean squared difference / variance of the target, along the last axis (the target is not flat)."""
+    return ((fitted - target) ** 2).mean(-1) / target.var()
 
 
 ALIGNMENTS = ("peak", "affine")
@@ -64,12 +83,13 @@ def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *,
     ``alignment="peak"`` (the paper): curve and CRP each minus its minimum, the CRP scaled so its maximum equals the
     curve's; that scale is the inverse temperature. ``alignment="affine"``: offset + scale · CRP by least squares
     (scale >= 0), the scale reported as the inverse temperature. Either way the distance is the mean squared
-    difference divided by the curve's variance.
+    difference divided by the curve's variance. A flat curve (``is_flat``) is a UsageError.
     """
     if alignment not in ALIGNMENTS:
         raise UsageError(f"alignment={alignment!r} is unknown: choose one of {', '.join(ALIGNMENTS)}")
     grid = CMRGrid.paper() if grid is None else grid
     curve = _on_fit_lags(curve, lags)
+    _check_not_flat(curve)
     crps = _on_fit_lags(grid.crps, grid.lags)  # G 11
     crps = crps / crps.sum(-1, keepdims=True)
     if alignment == "peak":
@@ -93,11 +113,13 @@ def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *,
 def fit_gaussian(curve: np.ndarray, lags: np.ndarray) -> GaussianFit:
     """a + b·exp(-(lag - μ)² / 2σ²) by least squares on the raw curve, b >= 0, μ in [min lag, max lag],
     σ in [0.1, 2·lag range]: (a, b) are solved exactly for every (μ, σ) on a dense grid, then the best cell is
-    refined on a finer grid around it (no dependence on a starting point such as the maximum's value)."""
+    refined on a finer grid around it (no dependence on a starting point such as the maximum's value). A flat curve
+    (``is_flat``) is a UsageError."""
     lags = np.asarray(lags, dtype=np.float64)
     target = np.asarray(curve, dtype=np.float64)
     if target.shape != lags.shape:
         raise UsageError(f"curve has {target.shape[-1]} values for {len(lags)} lags: they must match")
+    _check_not_flat(target)
     span = lags.max() - lags.min()
 
     def solve(mu: np.ndarray, sigma: np.ndarray):

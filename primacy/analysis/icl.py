@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from primacy.analysis.cmr_grid import CMRGrid
-from primacy.analysis.fits import FIT_LAGS, fit_cmr, fit_gaussian
+from primacy.analysis.fits import FIT_LAGS, CMRFit, GaussianFit, fit_cmr, fit_gaussian, is_flat
 from primacy.analysis.head_model import HeadModel, check_layers, head_model
 from primacy.analysis.heads import (
     attention_lag_crp,
@@ -37,7 +37,7 @@ class HeadResult:
     previous_token: float
     copying: float  # NaN when the model has no unembedding (the verification model's readout is one logit)
     lag_crp_peak: int  # the lag of the lag-CRP's maximum
-    cmr_distance: float  # NaN when the lag-CRP is flat
+    cmr_distance: float  # NaN when the lag-CRP is flat (``is_flat``)
     beta_enc: float
     beta_rec: float
     gamma_ft: float
@@ -82,6 +82,22 @@ def check_prompt_items(n_items: int) -> None:
     if n_items < FIT_LAGS.max() + 1:
         raise UsageError(f"n_items={n_items} is invalid: the lag-CRP over lags ±{FIT_LAGS.max()} needs n_items >= "
                          f"{FIT_LAGS.max() + 1}")
+
+
+FIT_COLUMNS = ("cmr_distance", "beta_enc", "beta_rec", "gamma_ft", "inv_temperature", "gaussian_distance")
+
+
+def fit_head(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid,
+             alignment: str = "peak") -> tuple[dict[str, float], CMRFit | None, GaussianFit | None]:
+    """A head's fit columns of the table (``FIT_COLUMNS``) and its CMR and Gaussian fits, from its lag-CRP (K,) on
+    ``lags`` (K,). A flat lag-CRP (``is_flat``: constant up to rounding) has no fit: every column NaN, both fits None,
+    so the head is not CMR-like."""
+    if is_flat(curve):
+        return dict.fromkeys(FIT_COLUMNS, float("nan")), None, None
+    cmr, gauss = fit_cmr(curve, lags, grid, alignment=alignment), fit_gaussian(curve, lags)
+    columns = {"cmr_distance": cmr.distance, "beta_enc": cmr.beta_enc, "beta_rec": cmr.beta_rec,
+               "gamma_ft": cmr.gamma_ft, "inv_temperature": cmr.inv_temperature, "gaussian_distance": gauss.distance}
+    return columns, cmr, gauss
 
 
 def capture(model: HeadModel | nn.Module, prompts: torch.Tensor,
@@ -130,13 +146,8 @@ def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: 
                     w_e, w_v, w_o, w_u = circuit
                     ue = unembed_embed(w_e, w_u) if ue is None else ue  # the same for every head
                     copying = float(ov_copying_score(w_v, w_o, ue))
-                fits = {"cmr_distance": np.nan, "beta_enc": np.nan, "beta_rec": np.nan, "gamma_ft": np.nan,
-                        "inv_temperature": np.nan, "gaussian_distance": np.nan}
-                if np.ptp(curve) > 0:
-                    cmr, gauss = fit_cmr(curve, lags, grid, alignment=alignment), fit_gaussian(curve, lags)
-                    fits = {"cmr_distance": cmr.distance, "beta_enc": cmr.beta_enc, "beta_rec": cmr.beta_rec,
-                            "gamma_ft": cmr.gamma_ft, "inv_temperature": cmr.inv_temperature,
-                            "gaussian_distance": gauss.distance}
+                fits, cmr, gauss = fit_head(curve, lags, grid, alignment)
+                if cmr is not None:
                     cmr_fits[row, head], gauss_fits[row, head] = cmr.fitted, gauss.fitted
                 heads.append(HeadResult(
                     layer=layer, head=head, copying=copying, lag_crp_peak=int(lags[curve.argmax()]),

@@ -1,24 +1,30 @@
 """Serial-position summaries of a study x query accuracy matrix (definitions in DESIGN.md) and the
-recognition-contiguity curve (defined in primacy.metrics.StudyQueryAccuracy)."""
+recognition-contiguity curves, raw and controlled (defined in primacy.metrics.StudyQueryAccuracy)."""
 
 from __future__ import annotations
 
 import torch
 
 
-def lag_curve(matrix: torch.Tensor) -> torch.Tensor:
-    """Mean accuracy by lag d = j + (L - i) - 1, the number of tokens between an item and its query.
+def delay_curve(matrix: torch.Tensor) -> torch.Tensor:
+    """Mean accuracy by retention delay: the number of tokens between an item's presentation and its query.
 
-    matrix: (L, L) study x query accuracy, NaN where a cell has no trials. Returns (2L - 1,): d runs from 0 (last item queried first)
-    to 2L - 2 (first item queried last).
+    Study item i (0-based) is token i of the input and query position j is token L + j, so the tokens strictly
+    between them number d = j + (L - i) - 1, from 0 (the last item queried first, right after it) to 2L - 2 (the
+    first item queried last). ``delay_curve[d]`` is the unweighted mean of the cells (i, j) with that d.
+    (Not a lag-CRP: that is ``contiguity_curve``.)
+
+    matrix: (L, L) study x query accuracy, NaN where a cell has no trials. Returns (2L - 1,), NaN at a delay whose
+    cells have no trials.
     """
     n = matrix.shape[0]
-    i, j = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
-    lag = (j + n - i - 1).flatten()  # L*L
+    positions = torch.arange(n, device=matrix.device)
+    i, j = torch.meshgrid(positions, positions, indexing="ij")
+    delay = (j + n - i - 1).flatten()  # L*L
     values = matrix.flatten()
     seen = ~values.isnan()  # cells without trials do not count
-    sums = torch.zeros(2 * n - 1, dtype=matrix.dtype).index_add_(0, lag[seen], values[seen])
-    return sums / torch.bincount(lag[seen], minlength=2 * n - 1).to(matrix.dtype)
+    sums = torch.zeros(2 * n - 1, dtype=matrix.dtype, device=matrix.device).index_add_(0, delay[seen], values[seen])
+    return sums / torch.bincount(delay[seen], minlength=2 * n - 1).to(matrix.dtype)
 
 
 def contiguity_curve(hits: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,6 +39,37 @@ def contiguity_curve(hits: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Te
         )
     n = (hits.shape[0] + 1) // 2
     return torch.arange(-(n - 1), n), hits.double() / counts.double()
+
+
+def expected_contiguity_hits(cells: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+    """Contiguity hits expected by lag if every query were answered at the accuracy of its own cell.
+
+    cells: (L, L, L) eligible old queries by (previous study position s', study position s, query position q)
+    (``StudyQueryAccuracy.contiguity_cells``); matrix: (L, L) study x query accuracy (NaN where a cell has no trials,
+    which then has no eligible queries either). Returns (2L - 1,) float64 at index d + L - 1:
+    expected[d] = Σ_{s - s' = d} Σ_q cells[s', s, q] · matrix[s, q].
+    """
+    n = matrix.shape[0]
+    if cells.shape != (n, n, n):
+        raise ValueError(f"contiguity cells {tuple(cells.shape)} must have shape (L, L, L) = {(n, n, n)}")
+    accuracy = matrix.double().nan_to_num(0.0)  # L L
+    # One s' at a time: an L x L float64 temporary, not an L³ one (L = 256: 0.5 MB rather than 134 MB).
+    by_pair = torch.stack([(cells[p].double() * accuracy).sum(-1) for p in range(n)])  # L L: (s', s)
+    positions = torch.arange(n, device=matrix.device)
+    previous, study = torch.meshgrid(positions, positions, indexing="ij")  # L L each
+    index = (study - previous + n - 1).flatten()  # lag d -> index d + L - 1
+    return torch.zeros(2 * n - 1, dtype=torch.float64, device=matrix.device).index_add_(0, index, by_pair.flatten())
+
+
+def controlled_contiguity_curve(hits: torch.Tensor, expected: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Recognition contiguity controlled for serial and query position: by lag, the mean over eligible queries of
+    hit - accuracy of the query's own (study, query) cell, i.e. (hits - expected) / counts.
+
+    hits, counts: (2L - 1,) ``contiguity_hits`` and ``contiguity_counts``; expected: (2L - 1,) from
+    ``expected_contiguity_hits``. Returns (2L - 1,) float64, NaN where a lag has no queries. A model without contiguity
+    (hit probability a function of the cell alone) gives zero at every lag, up to sampling noise.
+    """
+    return (hits.double() - expected.double()) / counts.double()
 
 
 def position_indices(curve: torch.Tensor) -> dict[str, float]:
@@ -52,17 +89,26 @@ def position_indices(curve: torch.Tensor) -> dict[str, float]:
     }
 
 
-def _contiguity(hits: torch.Tensor | None, counts: torch.Tensor | None, n_items: int) -> dict[str, torch.Tensor]:
+def _contiguity(hits: torch.Tensor | None, counts: torch.Tensor | None, expected: torch.Tensor | None,
+                n_items: int) -> dict[str, torch.Tensor]:
     if (hits is None) != (counts is None):
         raise ValueError("contiguity_hits and contiguity_counts go together: pass both or neither")
     if hits is None:
+        if expected is not None:
+            raise ValueError("contiguity_expected needs contiguity_hits and contiguity_counts: pass them too")
         return {}
     if hits.shape != (2 * n_items - 1,):
         raise ValueError(
             f"contiguity_hits has shape {tuple(hits.shape)}: L={n_items} study positions need ({2 * n_items - 1},)"
         )
     lags, accuracy = contiguity_curve(hits, counts)
-    return {"contiguity_curve": accuracy, "contiguity_lags": lags}
+    out = {"contiguity_curve": accuracy, "contiguity_lags": lags}
+    if expected is not None:
+        if expected.shape != hits.shape:
+            raise ValueError(f"contiguity_expected has shape {tuple(expected.shape)}: it must match contiguity_hits "
+                             f"{tuple(hits.shape)}")
+        out["controlled_contiguity_curve"] = controlled_contiguity_curve(hits, expected, counts)
+    return out
 
 
 def summarize(
@@ -72,6 +118,7 @@ def summarize(
     distractor_counts: torch.Tensor,
     contiguity_hits: torch.Tensor | None = None,
     contiguity_counts: torch.Tensor | None = None,
+    contiguity_expected: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor | float]:
     """Accuracy matrix, curves and indices from summed trial counts.
 
@@ -79,6 +126,8 @@ def summarize(
     distractor_counts: (L,) correct "new" answers and trials by query position. Cells without trials are NaN.
     contiguity_hits, contiguity_counts: (2L - 1,) by recognition-contiguity lag; with them the dict also has
     ``contiguity_curve`` and ``contiguity_lags``; without them (results written before they existed) it has not.
+    contiguity_expected: (2L - 1,) (``expected_contiguity_hits``); with it the dict also has
+    ``controlled_contiguity_curve``, the curve to read (results written before it existed lack it).
     """
     hits, counts = hits.double(), counts.double()
     distractor_hits, distractor_counts = distractor_hits.double(), distractor_counts.double()
@@ -90,10 +139,10 @@ def summarize(
         "distractor_accuracy_by_query": distractor_hits / distractor_counts,  # L
         "serial_position_curve": curve,
         "query_position_curve": matrix.nanmean(dim=0),
-        "lag_curve": lag_curve(matrix),
+        "delay_curve": delay_curve(matrix),
         "overall_accuracy": float((hits.sum() + distractor_hits.sum()) / total),
         "target_accuracy": float(hits.sum() / counts.sum()),
         "distractor_accuracy": float(distractor_hits.sum() / distractor_counts.sum()),
         **position_indices(curve),
-        **_contiguity(contiguity_hits, contiguity_counts, hits.shape[0]),
+        **_contiguity(contiguity_hits, contiguity_counts, contiguity_expected, hits.shape[0]),
     }

@@ -56,9 +56,11 @@ def test_float64_kernel_equals_dense_matrix_powers_of_ssm(measure, d_state, dt_r
             assert relative_error(fast, dense_kernel(model, length)) < 1e-9, (measure, length)
 
 
-# FouT barely decays, so float32 errors of Ā^L grow like L·eps, as they do when stepping the float32 recurrence
-# (1e-5 at L = 256); measured worst cases over this grid: LegS 1.5e-5, LagT 2e-6, FouT 6e-5.
-FLOAT32_TOLERANCE = {"legs": 3e-5, "lagt": 3e-5, "fout": 1e-4}
+# Powers come from float64 exponents and the feedback series runs in float64, so the error is a few float32
+# roundings of the parameters' products; FouT's barely decaying modes still accumulate a little with the length.
+# Measured worst cases over this grid (3 seeds): LegS 2.9e-7, LagT 3.0e-7, FouT 1.9e-6 (6.6e-7 up to L = 64).
+# The frequency-domain kernel this replaced reached LegS 5.7e-6, LagT 2.7e-6, FouT 1.2e-5.
+FLOAT32_TOLERANCE = {"legs": 1e-6, "lagt": 1e-6, "fout": 5e-6}
 
 
 @pytest.mark.parametrize("measure", MEASURES)
@@ -99,21 +101,6 @@ def test_kernels_of_different_lengths_are_prefixes_of_one_impulse_response():
     torch.manual_seed(0)
     layer = S4Backbone(d_model=4, d_state=16).double()
     assert torch.allclose(layer.kernel(100)[:, :37], layer.kernel(37), atol=1e-12)
-
-
-def test_frequency_nodes_are_cached_per_length_and_follow_dtype_changes():
-    layer = S4Backbone(d_model=2, d_state=8)
-    layer.kernel(16)
-    cached = layer._node_cache
-    layer.kernel(16)
-    assert layer._node_cache is cached, "same length: reused"
-    assert "_node_cache" not in layer.state_dict()
-    layer.double()
-    k64 = layer.kernel(16)
-    assert layer._node_cache.dtype == torch.float64 and k64.dtype == torch.float64
-    assert relative_error(k64, dense_kernel(layer, 16)) < 1e-9, "recomputed in float64, not upcast float32 nodes"
-    layer.kernel(10)
-    assert layer._node_cache.shape == (2, 6, 2)
 
 
 def test_kernel_stays_float32_under_autocast():

@@ -39,6 +39,19 @@ def test_kernel_equals_the_explicit_recurrence_in_float64(init, discretization):
 
 
 @pytest.mark.parametrize("init,discretization", CASES)
+def test_float32_kernel_is_within_1e_6_of_the_exact_one_at_any_length(init, discretization):
+    # Powers from float64 exponents: measured worst 5.8e-7 up to L = 1024 (3 seeds); exp(l · log Ā) with a float32
+    # log reached 5.5e-5 (LegS, bilinear) from the phase error l · eps · |log Ā|.
+    torch.manual_seed(0)
+    layer = S4DBackbone(d_model=8, d_state=64, init=init, discretization=discretization, dt_min=1e-3, dt_max=1.0)
+    for length in (1, 2, 17, 64, 1024):
+        exact = reference_kernel(layer, length)  # the float32 parameters, evaluated in float64
+        fast = layer.kernel(length)
+        assert fast.dtype == torch.float32 and fast.shape == (8, length)
+        assert (fast.double() - exact).abs().max() <= 1e-6 * exact.abs().max(), length
+
+
+@pytest.mark.parametrize("init,discretization", CASES)
 def test_float32_convolution_matches_stepping_the_recurrence(init, discretization):
     torch.manual_seed(0)
     layer = S4DBackbone(d_model=8, d_state=32, init=init, discretization=discretization)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from primacy.backbones.ssm_block import SSMBlock, choose
-from primacy.ssm.dplr import bilinear_halves, dplr_kernel, frequency_nodes
+from primacy.ssm.dplr import bilinear_halves, dplr_kernel
 from primacy.ssm.hippo import MEASURES, nplr
 from primacy.ssm.timescale import DtTransform
 
@@ -21,13 +21,10 @@ class S4Backbone(SSMBlock):
     """One S4 block with a DPLR SSM: y = GLU(Linear(GELU(K * u + D u))), no residual, no norm.
 
     The SSM is A = diag(Λ) - P P* (rank one, P shared on both sides as in S4) in the eigenbasis of the HiPPO
-    matrix's normal part, discretised by the bilinear rule with one Δt per channel; the kernel comes from the
-    truncated generating function at the roots of unity (Cauchy sums with the Woodbury correction) and an
-    inverse FFT, see ``primacy.ssm.dplr``. Λ, P, B, C are stored as N/2 conjugate-pair halves.
-
-    ``c`` stores C itself, not C̃ = C (I - Ā^L) as the S4 code does: the kernel forms C̃ for each length, so
-    kernels of different lengths are prefixes of one impulse response, the recurrent ``step`` agrees with the
-    convolution, and ``ssm()`` needs no length. Forming C̃ costs log2(L) dense (N, N) products per channel.
+    matrix's normal part, discretised by the bilinear rule with one Δt per channel. Its Ā is a diagonal plus a
+    rank-one term, so the kernel is Vandermonde sums of the diagonal part plus the rank-one feedback solved as a
+    power series (see ``primacy.ssm.dplr``): kernels of different lengths are prefixes of one impulse response and
+    the recurrent ``step`` agrees with the convolution. Λ, P, B, C are stored as N/2 conjugate-pair halves.
 
     Args:
         d_model: channels H.
@@ -76,23 +73,6 @@ class S4Backbone(SSMBlock):
         self._init_block(d_model, dt_min, dt_max, dt_transform, train_dt, lr_dynamics)
         self._mark_dynamics(self.log_neg_a_real, self.a_imag, self.p, self.b)
 
-        # (1 - z, 1 + z) at the roots of unity for the last length used, computed in float64 (see _nodes).
-        self.register_buffer("_node_cache", torch.zeros(2, 0, 2), persistent=False)
-        self._node_key: tuple[int, torch.dtype] | None = None
-
-    def _nodes(self, length: int, dtype: torch.dtype) -> torch.Tensor:
-        """``frequency_nodes(length)`` in complex ``dtype`` on this module's device: (2, L//2 + 1), cached.
-
-        The cache follows .to(device); it is recomputed (from float64) when the length or the precision changes,
-        including after .double(), which would otherwise leave float32-rounded nodes in a float64 buffer.
-        """
-        real = dtype.to_real()
-        if self._node_key != (length, real) or self._node_cache.dtype != real:
-            nodes = torch.view_as_real(frequency_nodes(length))  # 2 K 2, float64 on the CPU
-            self._node_cache = nodes.to(device=self._node_cache.device, dtype=real)
-            self._node_key = (length, real)
-        return torch.view_as_complex(self._node_cache)
-
     def halves(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The stored halves Λ, P, B, C (H, N/2) complex, and Δt (H,)."""
         lam = torch.complex(-torch.exp(self.log_neg_a_real), self.a_imag)
@@ -114,7 +94,7 @@ class S4Backbone(SSMBlock):
         """The SSM convolution kernel (H, length), without the D skip; never below float32, autocast or not."""
         with torch.autocast(device_type=self.c.device.type, enabled=False):
             lam, p, b, c, dt = self.halves()
-            return dplr_kernel(lam, p, b, c, dt, self._nodes(length, lam.dtype), length)
+            return dplr_kernel(lam, p, b, c, dt, length)
 
     def discrete(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """M, M' (H, N/2, N/2), B̄, C (H, N/2): x_t = M x_{t-1} + M' x̄_{t-1} + B̄ u_t, y_t = 2 Re(C x_t)."""

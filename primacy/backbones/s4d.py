@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from primacy.backbones.ssm_block import SSMBlock, choose
-from primacy.ssm.diagonal import Discretization, discretize, vandermonde_kernel
+from primacy.ssm.diagonal import Discretization, discretize, log_discrete, vandermonde
 from primacy.ssm.hippo import nplr
 from primacy.ssm.timescale import DtTransform
 
@@ -83,8 +83,9 @@ class S4DBackbone(SSMBlock):
 
     def kernel(self, length: int) -> torch.Tensor:
         """The SSM convolution kernel (H, length), without the D skip."""
-        a_bar, b_bar, c = self.discrete()
-        return vandermonde_kernel(a_bar, c * b_bar, length)
+        a, b, c, dt = self.ssm()
+        _, b_bar = discretize(a, b, dt, self.discretization)
+        return vandermonde((c * b_bar)[:, None], log_discrete(a, dt, self.discretization), length)[:, 0]
 
     def initial_state(self, batch_size: int) -> torch.Tensor:
         return torch.zeros(batch_size, self.d_model, self.d_state // 2, dtype=torch.view_as_complex(self.c).dtype,

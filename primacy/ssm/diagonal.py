@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -27,13 +28,42 @@ def discretize(
     raise ValueError(f"discretization={method!r} is unknown: choose 'bilinear' or 'zoh'")
 
 
-def vandermonde_kernel(a_bar: torch.Tensor, cb: torch.Tensor, length: int) -> torch.Tensor:
-    """K[h, l] = 2 Re Σ_n cb[h, n] Ā[h, n]^l for l < length: the kernel of N conjugate pairs.
+def log_discrete(a: torch.Tensor, dt: torch.Tensor, method: Discretization) -> torch.Tensor:
+    """log Ā of ``discretize`` in complex128, from the working-precision a (H, N) and dt (H,): (H, N).
 
-    a_bar, cb: (H, N) complex. Returns (H, length) real.
+    bilinear: log Ā = log(1 + z) - log(1 - z) = 2 atanh(z), z = ΔA/2; zoh: log Ā = ΔA. Forming z in float64
+    matters: Ā^l = exp(l log Ā), so a relative error ε in log Ā is an error of l·ε·|log Ā| in Ā^l's phase, and
+    float32's ε would cost 1e-5 at l = 256. Any multiple of 2πi in the branch is harmless for integer powers.
     """
-    powers = torch.exp(torch.log(a_bar)[:, :, None] * torch.arange(length, device=a_bar.device))  # H N T
-    return 2 * torch.einsum("hn,hnt->ht", cb, powers).real
+    dta = dt.to(torch.float64)[:, None] * a.to(torch.complex128)  # H N
+    if method == "bilinear":
+        return 2 * torch.atanh(dta / 2)
+    if method == "zoh":
+        return dta
+    raise ValueError(f"discretization={method!r} is unknown: choose 'bilinear' or 'zoh'")
+
+
+def vandermonde(v: torch.Tensor, log_a: torch.Tensor, length: int) -> torch.Tensor:
+    """2 Re Σ_n v[h, k, n] Ā[h, n]^l for l < length, Ā = exp(log_a): K sums of N conjugate pairs' powers.
+
+    v: (H, K, N) complex (the working precision); log_a: (H, N) complex, ideally complex128 (``log_discrete``).
+    Returns (H, K, length) real in v's precision.
+
+    The (H, N, length) powers are never materialised: with l = a·S + b (S = ceil(√length)), Ā^l = Ā^{aS} Ā^b, so
+    the sum is a product of (v ⊙ Ā^{aS}) (H, K·A, N) with Ā^b (H, N, S). Only those two small power tables are
+    exponentiated, from exponents formed in float64 (on MPS, which has no float64, in v's precision), so each
+    power carries about 2 float32 roundings whatever l is.
+    """
+    inner = math.isqrt(max(length - 1, 0)) + 1  # S
+    outer = -(-length // inner)  # A, with A·S >= length
+    wide = log_a if v.device.type != "mps" else log_a.to(v.dtype)
+    real = wide.real.dtype
+    small = torch.exp(wide[:, :, None] * torch.arange(inner, dtype=real, device=v.device)).to(v.dtype)  # H N S
+    steps = inner * torch.arange(outer, dtype=real, device=v.device)  # A
+    large = torch.exp(wide[:, None, :] * steps[:, None]).to(v.dtype)  # H A N
+    weighted = (v[:, :, None, :] * large[:, None]).flatten(1, 2)  # H K·A N
+    sums = (weighted @ small).real.unflatten(1, (v.shape[1], outer)).flatten(2)  # H K A·S
+    return 2 * sums[..., :length]
 
 
 def causal_conv(u: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:

@@ -64,7 +64,7 @@ FLOAT32_TOLERANCE = {"legs": 1e-6, "lagt": 1e-6, "fout": 5e-6}
 
 
 @pytest.mark.parametrize("measure", MEASURES)
-def test_float32_kernel_is_within_about_1e_5_of_the_exact_one(measure):
+def test_float32_kernel_is_within_a_few_roundings_of_the_exact_one(measure):
     torch.manual_seed(0)
     layer = S4Backbone(d_model=8, d_state=64, measure=measure, dt_min=1e-3, dt_max=1.0)
     for model in (layer, perturbed(layer)):

@@ -82,15 +82,18 @@ def series_product(a: torch.Tensor, b: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def series_inverse(q: torch.Tensor, n: int) -> torch.Tensor:
-    """The first n coefficients of 1 / q for a power series q (..., >= n) with q[..., 0] = 1: Newton's iteration
-    r ← r (2 - q r), which doubles the number of correct coefficients each time (log2 n steps)."""
+    """The first n coefficients of 1 / q for a power series q (..., >= n) with q[..., 0] = 1.
+
+    Newton's iteration r ← r (2 - q r) mod x^m doubles m, the number of correct coefficients, each time (log2 n
+    steps). Each step is one FFT product: 2 R - Q R², at a size that holds its full degree (no wrap-around).
+    """
     r = torch.ones_like(q[..., :1])
     done = 1
     while done < n:
-        done = min(2 * done, n)
-        residual = -series_product(q[..., :done], r, done)  # -q r
-        residual[..., 0] += 2  # 2 - q r
-        r = series_product(r, residual, done)
+        previous, done = done, min(2 * done, n)
+        size = done + 2 * previous - 1  # q mod x^done times r twice
+        q_hat, r_hat = torch.fft.rfft(q[..., :done], n=size), torch.fft.rfft(r, n=size)
+        r = torch.fft.irfft(r_hat * (2 - q_hat * r_hat), n=size)[..., :done]
     return r
 
 
@@ -128,7 +131,7 @@ def dplr_kernel_reference(
     Here C̃ comes from a dense matrix power and each Cauchy matrix (H, N/2, L) is materialised.
     """
     # Dense full system in the eigenbasis, C̃ = C (I - Ā^L) by a matrix power.
-    lam_f, p_f, b_f, c_f = (torch.cat([t.conj(), t], dim=-1) for t in (lam, p, b, c))  # H N each
+    lam_f, p_f, c_f = (torch.cat([t.conj(), t], dim=-1) for t in (lam, p, c))  # H N each
     a = torch.diag_embed(lam_f) - p_f[:, :, None] * p_f.conj()[:, None, :]  # H N N
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
     a_bar = torch.linalg.solve(eye - dt[:, None, None] / 2 * a, eye + dt[:, None, None] / 2 * a)  # H N N

@@ -1,6 +1,9 @@
 """S4 (DPLR) numerics against dense matrix powers of its own ssm(), and every constructor flag doing what it says."""
 
 import copy
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -200,3 +203,12 @@ def test_dynamics_get_no_weight_decay_and_their_own_learning_rate():
 def test_bad_settings_are_rejected(kwargs, message):
     with pytest.raises(UsageError, match=message):
         S4Backbone(**kwargs)
+
+
+def test_the_kernel_benchmark_runs_and_its_references_compute_the_same_layers():
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "s4_kernel.py"
+    out = subprocess.run([sys.executable, str(script), "--repeats", "1", "--widths", "4", "--lengths", "8", "24"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in out.splitlines() if line.split()[0] in ("kernel", "layer")]
+    assert [(r[0], r[2]) for r in rows] == [("kernel", "8"), ("layer", "8"), ("kernel", "24"), ("layer", "24")]
+    assert all(float(value) > 0 for row in rows for value in row[3:])

@@ -244,7 +244,6 @@ class ResultsWriter(Callback):
             files.save_figure(fig, path, dpi=self.dpi)
         plt.close(fig)
 
-
     def _draw_contiguity(self, result: dict, settings: dict, paths: list[Path]) -> None:
         title = (f"recognition contiguity · {settings['backbone']} · L={settings['n_items']} · "
                  f"{settings['condition']}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 import signal
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import lightning as L
+from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -31,6 +33,8 @@ TRAINER_DEFAULTS = {
     "plugins": {"class_path": "primacy.files.AtomicCheckpointIO"},
 }
 
+
+TERMINAL_REFRESH_BATCHES = 10  # the progress bar's redraw interval in a terminal: several times a second on a CPU
 
 _UNKNOWN_CLASS = re.compile(r'Parser key "backbone":.*?Expected a path but (\S+) either not accessible', re.DOTALL)
 
@@ -55,6 +59,10 @@ class PrimacyCLI(LightningCLI):
     """LightningCLI whose runs keep everything under ``trainer.default_root_dir``; ``fit`` tests the final model."""
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
+        if args is None:  # the `primacy` command, whose process ends with the run
+            # What the imports made lives until the end: out of the garbage collector's sight, full collections during
+            # the run scan only newer objects, and the interpreter exits in 0.3 s rather than 1.5 s.
+            gc.freeze()
         registry.load_all()  # so short backbone names (plugins too) resolve
         load_models_and_tasks()  # and short model and task names (--model.help SequenceModel)
         super().__init__(
@@ -109,6 +117,9 @@ class PrimacyCLI(LightningCLI):
         callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
         if console.wants_line_progress(trainer.get("enable_progress_bar"), callbacks):
             kwargs["callbacks"] = [*callbacks, console.LineProgress()]
+        elif trainer.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in callbacks):
+            # Lightning's default bar redraws at every batch, which took 1.4 ms, 7 % of a quickstart step on a CPU.
+            kwargs["callbacks"] = [*callbacks, TQDMProgressBar(refresh_rate=TERMINAL_REFRESH_BATCHES)]
         console.quiet_wandb(trainer.get("logger"))
         return super().instantiate_trainer(**kwargs)
 

@@ -1,5 +1,7 @@
 """Bad input fails fast with one line naming the parameter; nothing already written is lost."""
 
+import csv
+
 import pytest
 from conftest import ROOT
 
@@ -55,3 +57,16 @@ def test_default_logger_is_offline_wandb_inside_the_run_directory(tmp_path):
           "--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1", "--results.formats", "[png]"])
     offline_runs = list((run / "wandb").glob("offline-run-*"))
     assert len(offline_runs) == 1, "one offline wandb run, stored in the run directory"
+
+
+def test_training_loss_and_accuracy_reach_the_logger_every_log_every_n_steps(tmp_path):
+    run = tmp_path / "run"
+    main(["fit", "--config", QUICKSTART, "--trainer.default_root_dir", str(run), "--trainer.enable_progress_bar",
+          "false", "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", str(run),
+          "--trainer.log_every_n_steps", "2", "--trainer.max_steps", "7", "--trainer.val_check_interval", "7",
+          "--trainer.num_sanity_val_steps", "0", "--data.init_args.batch_size", "4", "--data.init_args.num_val_sets",
+          "1", "--test_after_fit", "false"])
+    rows = list(csv.DictReader((run / "version_0" / "metrics.csv").open()))
+    logged = {int(r["step"]): (r["train/loss"], r["train/acc"]) for r in rows if r["train/loss"]}
+    assert sorted(logged) == [1, 3, 5], "Lightning's steps 2, 4 and 6, counted from 0"
+    assert all(float(loss) > 0 and 0 <= float(acc) <= 1 for loss, acc in logged.values())

@@ -1,14 +1,18 @@
 """A command line a person can use: short help that shows the config's own options, one line for a mistyped option,
 a bad value or a broken config file, and run output without third-party noise or ANSI codes."""
 
+import io
 import re
+import sys
 import warnings
 
 import pytest
 from conftest import QUIET, ROOT, TINY_RUNS
+from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
 from primacy.cli import main
 from primacy.console import KNOWN_WARNINGS
+from primacy.lightning_cli import TERMINAL_REFRESH_BATCHES, PrimacyCLI
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 COMMANDS = ("fit", "validate", "test", "predict", "aggregate", "analyze", "kernels", "models", "reproduce")
@@ -130,3 +134,20 @@ def test_a_short_run_prints_no_ansi_codes_and_no_silenced_warnings(tmp_path, cap
     assert "litlogger" not in out + err
     silenced = [str(w.message) for w in caught if any(re.match(m, str(w.message)) for m, _, _ in KNOWN_WARNINGS)]
     assert silenced == []
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_in_a_terminal_the_progress_bar_is_redrawn_every_few_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    tiny = TINY_RUNS["verification"]
+    i = tiny.index(QUIET[0])
+    cli = PrimacyCLI(args=["fit", *tiny[:i], "--trainer.logger", "false", *tiny[i + len(QUIET):],
+                           "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.max_steps", "2",
+                           "--test_after_fit", "false"])
+    bars = [c for c in cli.trainer.callbacks if isinstance(c, ProgressBar)]
+    assert len(bars) == 1 and isinstance(bars[0], TQDMProgressBar), "Lightning's bar, not plain lines"
+    assert bars[0].refresh_rate == TERMINAL_REFRESH_BATCHES > 1, "not redrawn at every batch"

@@ -75,9 +75,15 @@ def bilinear_halves(
     return m, outer * g.conj()[:, None, :], b_bar
 
 
+def fft_size(n: int) -> int:
+    """The smallest power of two >= n: an FFT length that holds n coefficients without wrap-around, and a fast one
+    (n itself may be prime)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 def series_product(a: torch.Tensor, b: torch.Tensor, n: int) -> torch.Tensor:
     """The first n coefficients of the product of power series a (..., i) and b (..., j), by FFT: (..., n)."""
-    size = a.shape[-1] + b.shape[-1]  # the full product has size - 1 coefficients: no wrap-around
+    size = fft_size(a.shape[-1] + b.shape[-1] - 1)  # the full product's coefficients
     return torch.fft.irfft(torch.fft.rfft(a, n=size) * torch.fft.rfft(b, n=size), n=size)[..., :n]
 
 
@@ -91,7 +97,7 @@ def series_inverse(q: torch.Tensor, n: int) -> torch.Tensor:
     done = 1
     while done < n:
         previous, done = done, min(2 * done, n)
-        size = done + 2 * previous - 1  # q mod x^done times r twice
+        size = fft_size(done + 2 * previous - 2)  # q mod x^done times r twice
         q_hat, r_hat = torch.fft.rfft(q[..., :done], n=size), torch.fft.rfft(r, n=size)
         r = torch.fft.irfft(r_hat * (2 - q_hat * r_hat), n=size)[..., :done]
     return r

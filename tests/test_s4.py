@@ -11,7 +11,7 @@ import torch
 from primacy.backbones.s4 import S4Backbone
 from primacy.errors import UsageError
 from primacy.optim import param_groups
-from primacy.ssm.dplr import dplr_kernel_reference
+from primacy.ssm.dplr import FeedbackSeries, dplr_kernel_reference
 from primacy.ssm.hippo import nplr
 
 MEASURES = ("legs", "lagt", "fout")
@@ -85,6 +85,27 @@ def test_fast_kernel_equals_the_materialised_cauchy_reference(measure):
     for length in (5, 64):
         slow = dplr_kernel_reference(*layer.halves(), length).detach()
         assert relative_error(layer.kernel(length), slow) < 1e-9
+
+
+@pytest.mark.parametrize("measure", MEASURES)
+def test_kernel_gradients_equal_those_of_the_reference(measure):
+    torch.manual_seed(0)
+    layer = perturbed(S4Backbone(d_model=3, d_state=8, measure=measure, dt_max=0.5).double())
+    weights = torch.randn(3, 20, dtype=torch.float64)
+    params = [p for p in layer.parameters() if p.requires_grad]
+    fast = torch.autograd.grad((layer.kernel(20) * weights).sum(), params, allow_unused=True, materialize_grads=True)
+    slow = torch.autograd.grad((dplr_kernel_reference(*layer.halves(), 20) * weights).sum(), params,
+                               allow_unused=True, materialize_grads=True)
+    for name, f, s in zip([n for n, p in layer.named_parameters() if p.requires_grad], fast, slow):
+        assert torch.allclose(f, s, rtol=1e-8, atol=1e-10 * s.abs().max().item()), name
+
+
+def test_the_feedback_series_backward_is_its_derivative():
+    torch.manual_seed(0)
+    for n in (1, 2, 5, 33):
+        alpha = torch.randn(3, n, dtype=torch.float64, requires_grad=True)
+        beta = (0.3 * torch.randn(3, n, dtype=torch.float64)).requires_grad_()
+        assert torch.autograd.gradcheck(FeedbackSeries.apply, (alpha, beta))
 
 
 @pytest.mark.parametrize("measure", MEASURES)

@@ -103,6 +103,33 @@ def series_inverse(q: torch.Tensor, n: int) -> torch.Tensor:
     return r
 
 
+def series_correlation(g: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """c[i] = Σ_{l >= i} g[l] v[l - i] for i < n, g (..., n), v (..., >= n): the adjoint of a -> a v mod x^n."""
+    n = g.shape[-1]
+    return series_product(g.flip(-1), v[..., :n], n).flip(-1)
+
+
+class FeedbackSeries(torch.autograd.Function):
+    """σ = α / (1 - x β) mod x^n for α, β (..., n), with the backward written out rather than traced through
+    Newton's iteration: with r = 1 / (1 - x β), σ = α r, so dσ = r dα + x r σ dβ, and the gradients are the
+    adjoints of those two products (``series_correlation``). Three FFT products in all."""
+
+    @staticmethod
+    def forward(ctx, alpha: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+        n = alpha.shape[-1]
+        one_minus_x_beta = torch.cat([torch.ones_like(beta[..., :1]), -beta[..., :-1]], dim=-1)  # (..., n)
+        r = series_inverse(one_minus_x_beta, n)
+        sigma = series_product(alpha, r, n)
+        ctx.save_for_backward(r, sigma)
+        return sigma
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r, sigma = ctx.saved_tensors
+        x_r_sigma = F.pad(series_product(r, sigma, grad.shape[-1] - 1), (1, 0))  # x r σ mod x^n
+        return series_correlation(grad, r), series_correlation(grad, x_r_sigma)
+
+
 def dplr_kernel(
     lam: torch.Tensor, p: torch.Tensor, b: torch.Tensor, c: torch.Tensor, dt: torch.Tensor, length: int
 ) -> torch.Tensor:
@@ -118,8 +145,7 @@ def dplr_kernel(
     sums = _wide(vandermonde(v, log_d, length))  # H 4 L: 2 Re Σ v d̄^l
     half_scale = _wide(scale)[:, None] / 2  # H 1: σ = scale Re(·) = (scale / 2) 2 Re(·)
     alpha, beta, gamma, eta = half_scale * sums[:, 0], half_scale * sums[:, 1], sums[:, 2], sums[:, 3]  # H L each
-    one_minus_x_beta = torch.cat([torch.ones_like(beta[:, :1]), -beta[:, :-1]], dim=-1)  # H L: 1 - x β(x)
-    sigma = series_product(alpha, series_inverse(one_minus_x_beta, length), length)  # H L
+    sigma = FeedbackSeries.apply(alpha, beta)  # H L: α / (1 - x β)
     kernel = gamma + F.pad(series_product(eta, sigma, length - 1), (1, 0))  # H L: γ + x η σ
     return kernel.to(lam.real.dtype)
 

@@ -28,14 +28,21 @@ def discretize(
     raise ValueError(f"discretization={method!r} is unknown: choose 'bilinear' or 'zoh'")
 
 
+def widened(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float64 / complex128; unchanged on MPS, which has neither."""
+    if t.device.type == "mps":
+        return t
+    return t.to(torch.complex128 if t.is_complex() else torch.float64)
+
+
 def log_discrete(a: torch.Tensor, dt: torch.Tensor, method: Discretization) -> torch.Tensor:
-    """log Ā of ``discretize`` in complex128, from the working-precision a (H, N) and dt (H,): (H, N).
+    """log Ā of ``discretize`` in complex128 (``widened``), from the working-precision a (H, N) and dt (H,): (H, N).
 
     bilinear: log Ā = log(1 + z) - log(1 - z) = 2 atanh(z), z = ΔA/2; zoh: log Ā = ΔA. Forming z in float64
     matters: Ā^l = exp(l log Ā), so a relative error ε in log Ā is an error of l·ε·|log Ā| in Ā^l's phase, and
     float32's ε would cost 1e-5 at l = 256. Any multiple of 2πi in the branch is harmless for integer powers.
     """
-    dta = dt.to(torch.float64)[:, None] * a.to(torch.complex128)  # H N
+    dta = widened(dt)[:, None] * widened(a)  # H N
     if method == "bilinear":
         return 2 * torch.atanh(dta / 2)
     if method == "zoh":

@@ -32,14 +32,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from primacy.ssm.diagonal import vandermonde
-
-
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    """``t`` in float64 / complex128 (MPS has neither: unchanged there)."""
-    if t.device.type == "mps":
-        return t
-    return t.to(torch.complex128 if t.is_complex() else torch.float64)
+from primacy.ssm.diagonal import log_discrete, vandermonde, widened
 
 
 def bilinear_parts(
@@ -140,10 +133,10 @@ def dplr_kernel(
     run in float64, where their FFT products cost little (on MPS, in the working precision).
     """
     _, u, g, scale, b_bar = bilinear_parts(lam, p, b, dt)
-    log_d = 2 * torch.atanh(_wide(dt)[:, None] / 2 * _wide(lam))  # H N/2: log d̄, d̄ = (1 + Δλ/2) / (1 - Δλ/2)
+    log_d = log_discrete(lam, dt, "bilinear")  # H N/2: log d̄, d̄ = (1 + Δλ/2) / (1 - Δλ/2)
     v = torch.stack([g * b_bar, g * u, c * b_bar, c * u], dim=1)  # H 4 N/2
-    sums = _wide(vandermonde(v, log_d, length))  # H 4 L: 2 Re Σ v d̄^l
-    half_scale = _wide(scale)[:, None] / 2  # H 1: σ = scale Re(·) = (scale / 2) 2 Re(·)
+    sums = widened(vandermonde(v, log_d, length))  # H 4 L: 2 Re Σ v d̄^l
+    half_scale = widened(scale)[:, None] / 2  # H 1: σ = scale Re(·) = (scale / 2) 2 Re(·)
     alpha, beta, gamma, eta = half_scale * sums[:, 0], half_scale * sums[:, 1], sums[:, 2], sums[:, 3]  # H L each
     sigma = FeedbackSeries.apply(alpha, beta)  # H L: α / (1 - x β)
     kernel = gamma + F.pad(series_product(eta, sigma, length - 1), (1, 0))  # H L: γ + x η σ

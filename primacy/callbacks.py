@@ -6,6 +6,7 @@ import random
 import signal
 import threading
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -267,7 +268,40 @@ def _matrix_metric(pl_module: L.LightningModule, stage: str) -> StudyQueryAccura
     return metric if isinstance(metric, StudyQueryAccuracy) else None
 
 
-class DtTracker(Callback):
+class TrainingRecorder(Callback, ABC):
+    """What DtTracker and HeadScoreTracker share: a record (``_record``, which skips a step it already has) before
+    the first step, every ``every_n_steps`` optimiser steps and after the last, and the files (``_write``) written
+    from the history on rank zero at the end of ``fit``."""
+
+    def __init__(self, every_n_steps: int) -> None:
+        super().__init__()
+        if every_n_steps < 1:
+            raise UsageError(f"every_n_steps={every_n_steps} is invalid: it must be at least 1")
+        self.every_n_steps = every_n_steps
+        self.steps: list[int] = []
+
+    @abstractmethod
+    def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Append this step's values to the history, unless its last step is this one."""
+
+    @abstractmethod
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
+        """Write the history's files under ``out`` (<run>/results)."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._record(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if trainer.global_step % self.every_n_steps == 0:
+            self._record(trainer, pl_module)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._record(trainer, pl_module)
+        if self.steps and trainer.is_global_zero:
+            self._write(trainer, pl_module, run_dir(trainer) / "results")
+
+
+class DtTracker(TrainingRecorder):
     """Records the backbone's Δt (``Backbone.dt()``, every layer and channel) during training.
 
     Every ``every_n_steps`` optimiser steps (and at the first and last step) it stores the values, logs
@@ -283,11 +317,8 @@ class DtTracker(Callback):
     QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
     def __init__(self, every_n_steps: int = 100, dpi: int = 150) -> None:
-        super().__init__()
-        if every_n_steps < 1:
-            raise UsageError(f"every_n_steps={every_n_steps} is invalid: it must be at least 1")
-        self.every_n_steps, self.dpi = every_n_steps, dpi
-        self.steps: list[int] = []
+        super().__init__(every_n_steps)
+        self.dpi = dpi
         self.values: list[np.ndarray] = []
         self.layers: list[str] = []
         self.channels: list[int] = []
@@ -313,18 +344,7 @@ class DtTracker(Callback):
         elif isinstance(logger, TensorBoardLogger):
             logger.experiment.add_histogram("dt/log10", np.log10(values), step)
 
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._record(trainer, pl_module)
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        if trainer.global_step % self.every_n_steps == 0:
-            self._record(trainer, pl_module)
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._record(trainer, pl_module)
-        if not self.steps or not trainer.is_global_zero:
-            return
-        out = run_dir(trainer) / "results"
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
         steps, dt = np.asarray(self.steps), np.stack(self.values)  # S, S C
         results.write_dt_history(out / "dt_history.npz", steps, dt, self.layers, self.channels)
         name = type(pl_module.backbone).__name__
@@ -344,7 +364,7 @@ class DtTracker(Callback):
         self.layers, self.channels = list(state_dict["layers"]), list(state_dict["channels"])
 
 
-class HeadScoreTracker(Callback):
+class HeadScoreTracker(TrainingRecorder):
     """Scores every attention head of a TransformerBackbone during training on one fixed set of [BOS] r r prompts
     (Ji-An et al. 2024): its induction score, the lag at which its attention lag-CRP peaks and its CMR distance.
 
@@ -365,9 +385,7 @@ class HeadScoreTracker(Callback):
 
     def __init__(self, every_n_steps: int = 250, n_items: int | None = None, prompts: int = 32, seed: int = 0,
                  formats: list[str] = ["png", "pdf"], dpi: int = 150) -> None:  # noqa: B006
-        super().__init__()
-        if every_n_steps < 1:
-            raise UsageError(f"every_n_steps={every_n_steps} is invalid: it must be at least 1")
+        super().__init__(every_n_steps)
         if n_items is not None and n_items < 1:
             raise UsageError(f"n_items={n_items} is invalid: it must be at least 1 (or null for the task's "
                              "prompt_items)")
@@ -376,11 +394,10 @@ class HeadScoreTracker(Callback):
         if dpi < 1:
             raise UsageError(f"dpi={dpi} is invalid: it must be at least 1")
         figure_formats(formats)
-        self.every_n_steps, self.n_items, self.prompts, self.seed = every_n_steps, n_items, prompts, seed
+        self.n_items, self.prompts, self.seed = n_items, prompts, seed
         self.formats, self.dpi = list(formats), dpi
         self.tokens: torch.Tensor | None = None  # P 2n+1, drawn at setup
         self.n: int | None = None  # n_items resolved at setup
-        self.steps: list[int] = []
         self.induction: list[np.ndarray] = []  # each (layers, heads)
         self.lag_crp_peak: list[np.ndarray] = []
         self.cmr_distance: list[np.ndarray] = []
@@ -454,15 +471,7 @@ class HeadScoreTracker(Callback):
         if not self.steps:  # a resumed run's history already has its start
             self._record(trainer, pl_module)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        if trainer.global_step % self.every_n_steps == 0:
-            self._record(trainer, pl_module)
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._record(trainer, pl_module)
-        if not self.steps or not trainer.is_global_zero:
-            return
-        out = run_dir(trainer) / "results"
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
         steps, induction = np.asarray(self.steps, dtype=np.int64), np.stack(self.induction)  # S, (S layers heads)
         peak, distance = np.stack(self.lag_crp_peak), np.stack(self.cmr_distance)  # S layers heads each
         first = self.first_induction_step()

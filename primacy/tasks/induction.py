@@ -17,7 +17,7 @@ from primacy.analysis.heads import repeated_prompt
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Task
-from primacy.tasks.verification import stream_generator
+from primacy.tasks.sampling import stream_generator
 
 BOS = 0
 TRAIN, VAL, TEST = 0, 1, 2  # stream ids for stream_generator

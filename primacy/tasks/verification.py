@@ -16,26 +16,16 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Task
+from primacy.tasks.sampling import (HELD_OUT, TEST_DESIGN, TRAIN, avoiding, distinct_sets, draw_distinct, set_hash,
+                                    stream_generator, token_hashes, unique_sets)
 
 Condition = Literal["half", "uniform"]
-
-# Independent random streams derived from the task's seed; no two ever share a generator state.
-_TRAIN, _HELD_OUT, _HASH, _TEST_DESIGN = 0, 1, 2, 3
-_HASH_BITS = 48  # per-token hash values < 2**48, so a sum of up to 2**15 of them fits in int64
-
-
-def stream_generator(seed: int, stream: int, index: int = 0) -> torch.Generator:
-    """A CPU generator for element ``index`` of stream ``stream``, statistically independent of the others."""
-    state = np.random.SeedSequence([seed, stream, index]).generate_state(1, np.uint64)[0]
-    return torch.Generator().manual_seed(int(state))
-
 
 def check_sizes(n_items: int, vocab_size: int) -> None:
     """Reject sizes for which a trial cannot be built: L distinct study items plus L distinct distractors."""
@@ -48,30 +38,13 @@ def check_sizes(n_items: int, vocab_size: int) -> None:
         )
 
 
-def distinct_sets(vocab_size: int, n_items: int, cap: int = 2**62) -> int:
-    """C(K, L), the number of distinct study sets, or ``cap`` when it is larger (computed without big integers)."""
-    log_count = math.lgamma(vocab_size + 1) - math.lgamma(n_items + 1) - math.lgamma(vocab_size - n_items + 1)
-    return math.comb(vocab_size, n_items) if log_count < math.log(cap) else cap
-
-
 def sample_items(n_sets: int, n_items: int, vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw, per row, ``n_items`` study items and ``n_items`` distractors, all 2L distinct.
 
     Returns (study, pool), each (B, L) int64; ``study`` is in random (presentation) order.
     """
-    keys = torch.rand(n_sets, vocab_size, generator=generator)  # B K
-    items = keys.topk(2 * n_items, dim=1).indices  # B 2L: a uniformly random ordered 2L-subset
+    items = draw_distinct(n_sets, 2 * n_items, vocab_size, generator)  # B 2L: a uniformly random ordered 2L-subset
     return items[:, :n_items], items[:, n_items:]
-
-
-def set_hash(items: torch.Tensor, token_hash: torch.Tensor) -> torch.Tensor:
-    """Order-independent hash of each row's item set: (B, L) -> (B,). Equal sets give equal hashes."""
-    return token_hash[items].sum(dim=1)
-
-
-def token_hashes(vocab_size: int, seed: int) -> torch.Tensor:
-    """One random 48-bit value per token (K,), the ingredient of ``set_hash``."""
-    return torch.randint(0, 2**_HASH_BITS, (vocab_size,), generator=stream_generator(seed, _HASH))
 
 
 def training_batch(
@@ -88,13 +61,11 @@ def training_batch(
 
     Returns tokens (B, 2L) int64, targets (B, L) float, study_pos (B, L) int64.
     """
-    study, pool = sample_items(batch_size, n_items, vocab_size, generator)
-    if excluded is not None and excluded.numel() > 0:
-        assert token_hash is not None, "excluded sets need the token hash"
-        clash = torch.isin(set_hash(study, token_hash), excluded)  # B
-        while clash.any():
-            study[clash], pool[clash] = sample_items(int(clash.sum()), n_items, vocab_size, generator)
-            clash = torch.isin(set_hash(study, token_hash), excluded)
+    def draw(rows: int) -> torch.Tensor:
+        return draw_distinct(rows, 2 * n_items, vocab_size, generator)  # B 2L: study items, then distractors
+
+    items = avoiding(draw(batch_size), draw, n_items, excluded, token_hash)
+    study, pool = items[:, :n_items], items[:, n_items:]
     order = torch.rand(batch_size, n_items, generator=generator).argsort(dim=1)  # B L: study pos per query
     is_new = torch.rand(batch_size, n_items, generator=generator) < p_distractor  # B L
     queries = torch.where(is_new, pool, study.gather(1, order))  # B L
@@ -107,21 +78,10 @@ def training_batch(
 
 def held_out_sets(n_sets: int, n_items: int, vocab_size: int, seed: int) -> torch.Tensor:
     """``n_sets`` distinct study sets (S, L), each in its own random presentation order."""
-    generator = stream_generator(seed, _HELD_OUT)
-    token_hash = token_hashes(vocab_size, seed)
-    study, _ = sample_items(n_sets, n_items, vocab_size, generator)
-    for _ in range(100):
-        hashes = set_hash(study, token_hash)
-        dup = torch.zeros(n_sets, dtype=torch.bool)
-        sorted_hashes, order = hashes.sort(stable=True)
-        dup[order[1:]] = sorted_hashes[1:] == sorted_hashes[:-1]  # every repeat after its first occurrence
-        if not dup.any():
-            return study
-        study[dup], _ = sample_items(int(dup.sum()), n_items, vocab_size, generator)
-    raise UsageError(
-        f"num_held_out={n_sets} distinct sets of n_items={n_items} could not be drawn from vocab_size={vocab_size}: "
-        "lower num_held_out or raise vocab_size"
-    )
+    generator = stream_generator(seed, HELD_OUT)
+    rows = unique_sets(lambda n: draw_distinct(n, 2 * n_items, vocab_size, generator), n_sets, n_items,
+                       token_hashes(vocab_size, seed), f"n_items={n_items} and vocab_size={vocab_size}")
+    return rows[:, :n_items]
 
 
 @dataclass(frozen=True)
@@ -144,7 +104,7 @@ class CyclicDesign:
         if condition not in ("half", "uniform"):
             raise UsageError(f"condition={condition!r} is unknown: choose 'half' or 'uniform'")
         n_sets, n_items = study.shape
-        generator = stream_generator(seed, _TEST_DESIGN, index)
+        generator = stream_generator(seed, TEST_DESIGN, index)
         perm = torch.rand(n_sets, n_items, generator=generator).argsort(dim=1)
         keys = torch.rand(n_sets, vocab_size, generator=generator)  # S K
         keys.scatter_(1, study, -1.0)  # studied items are never drawn as distractors
@@ -250,7 +210,7 @@ class VerificationTask(Task):
             self._token_hash = token_hashes(self.vocab_size, self.seed)
             self._excluded = set_hash(self.held_out, self._token_hash).sort().values
         return training_batch(size, self.n_items, self.vocab_size, self.p_distractor,
-                              stream_generator(self.seed, _TRAIN, index), self._excluded, self._token_hash)
+                              stream_generator(self.seed, TRAIN, index), self._excluded, self._token_hash)
 
     def _design_loader(self, study: torch.Tensor, index: int) -> DataLoader:
         design = CyclicDesign.build(study, self.vocab_size, self.seed, self.condition, index)

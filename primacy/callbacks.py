@@ -209,6 +209,9 @@ class ResultsWriter(Callback):
         _announce_replacing(out)
         content = results.write(out, result, settings)
         self._draw(result, content, settings, [out / f"heatmap.{fmt}" for fmt in self.formats])
+        if "serial_position_by_delay" in result:
+            self._draw(result, content, settings, [out / f"delay_heatmap.{fmt}" for fmt in self.formats],
+                       by_delay=True)
         self._draw_contiguity(result, settings, [out / f"contiguity.{fmt}" for fmt in self.formats])
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -236,23 +239,43 @@ class ResultsWriter(Callback):
         if isinstance(trainer.logger, WandbLogger):
             trainer.logger.log_image("val/heatmap", [str(path)], step=trainer.global_step)
 
-    def _draw(self, result: dict, content: dict, settings: dict, paths: list[Path], stage: str = "test") -> None:
-        title = (f"{settings['backbone']} · L={settings['n_items']} · K={settings['vocab_size']} · "
-                 f"{settings['condition']} · {content['n_sets']} sets ({stage})\n"
+    def _draw(self, result: dict, content: dict, settings: dict, paths: list[Path], stage: str = "test",
+              by_delay: bool = False) -> None:
+        """The Fig. 3 heatmap, or with ``by_delay`` the serial-position curve by delay, which is also the heatmap of
+        forward reconstruction (its study x query matrix is only a diagonal)."""
+        title = (f"{describe(settings)} · {content['n_sets']} sets ({stage})\n"
                  f"accuracy {content['overall_accuracy']:.3f} · early−late {content['early_minus_late']:+.3f}")
-        fig = plots.heatmap(np.asarray(result["matrix"]), np.asarray(result["distractor_accuracy_by_query"]), title)
+        if by_delay or (settings["condition"] == "forward" and "serial_position_by_delay" in result):
+            fig = plots.delay_heatmap(np.asarray(result["delays"]), np.asarray(result["serial_position_by_delay"]),
+                                      title)
+        else:
+            fig = plots.heatmap(np.asarray(result["matrix"]), np.asarray(result["distractor_accuracy_by_query"]), title,
+                                distractor_label="none" if settings.get("task") == "recall" else "new")
         for path in paths:
             files.save_figure(fig, path, dpi=self.dpi)
         plt.close(fig)
 
     def _draw_contiguity(self, result: dict, settings: dict, paths: list[Path]) -> None:
-        title = (f"recognition contiguity · {settings['backbone']} · L={settings['n_items']} · "
-                 f"{settings['condition']}")
+        title = f"contiguity · {describe(settings)}"
         fig = plots.contiguity(np.asarray(result["contiguity_lags"]), np.asarray(result["contiguity_curve"]),
                                np.asarray(result["controlled_contiguity_curve"]), title)
         for path in paths:
             files.save_figure(fig, path, dpi=self.dpi)
         plt.close(fig)
+
+
+def describe(settings: dict[str, Any]) -> str:
+    """A run's settings for a figure title: backbone, task (unless verification), L, vocabulary, condition."""
+    data = settings.get("data_args") or {}
+    task = settings.get("task") or "verification"
+    parts = [str(settings.get("backbone"))] + ([] if task == "verification" else [task])
+    parts.append(f"L={settings.get('n_items')}")
+    if "n_keys" in data:
+        parts.append(f"keys {data['n_keys']} · values {data['n_values']}")
+    elif settings.get("vocab_size") is not None:
+        parts.append(f"K={settings['vocab_size']}")
+    parts.append(str(settings.get("condition")))
+    return " · ".join(parts)
 
 
 def _announce_replacing(out: Path) -> None:
@@ -511,7 +534,9 @@ def run_settings(trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, 
     data = _plain(trainer.datamodule.hparams) if trainer.datamodule is not None else {}
     model = _plain(pl_module.hparams)
     backbone = model.pop("backbone", None)
+    datamodule = trainer.datamodule
     return {
+        "task": getattr(datamodule, "name", type(datamodule).__name__ if datamodule is not None else None),
         "condition": data.get("condition"),
         "n_items": data.get("n_items"),
         "vocab_size": data.get("vocab_size"),

@@ -1,4 +1,5 @@
-"""torchmetrics for memory verification: the study x query accuracy matrix, summed across processes."""
+"""torchmetrics for the list tasks: the study x query accuracy matrix (with the serial-position curve by delay when a
+task varies it), and per-token-group next-token accuracy; states are sums across processes."""
 
 from __future__ import annotations
 
@@ -30,13 +31,22 @@ def contiguity_pairs(study_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return eligible, torch.where(eligible, study_pos - previous_pos, 0)
 
 
-class StudyQueryAccuracy(Metric):
-    """Accumulates correct answers by (study position, query position) for old items, by query position
-    for distractors, and by recognition-contiguity lag. States are sums, so results are exact across
-    batches and processes.
+def old_new_correct(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Whether each old/new answer is right: a logit > 0 answers "old" (target 1). (B, L) each -> (B, L) bool."""
+    return (logits > 0) == targets.bool()
 
-    update(logits (B, L), targets (B, L) in {0, 1}, study_pos (B, L) with -1 for distractors); a logit > 0
-    answers "old".
+
+class StudyQueryAccuracy(Metric):
+    """Accumulates correct answers by (study position, query position) for queries about a studied item, by query
+    position for the others (verification's distractors, associative recall's unseen keys), and by
+    recognition-contiguity lag. States are sums, so results are exact across batches and processes.
+
+    update(correct (B, L) bool, study_pos (B, L) with -1 for a query about no studied item, delay (B,) or None):
+    whether each of a trial's L answers was right (an "old"/"new" decision, a recalled token), whatever the task.
+
+    With ``delays`` (a task that puts a delay between study and queries, e.g. reconstruction), every update gives
+    each trial's delay, one of ``delays``, and ``delay_hits[k, s]`` / ``delay_counts[k, s]`` count the answers about
+    study position s at delay ``delays[k]``: the serial-position curve by delay.
 
     Recognition contiguity (the recognition analogue of free recall's lag-CRP): every old query k that has
     an earlier old query in its trial is paired with the most recent one, k'; its lag is
@@ -62,11 +72,17 @@ class StudyQueryAccuracy(Metric):
     is_differentiable = False
     higher_is_better = True
 
-    def __init__(self, n_items: int) -> None:
+    def __init__(self, n_items: int, delays: list[int] | None = None) -> None:
         super().__init__()
         if n_items < 1:
             raise UsageError(f"n_items={n_items} is invalid: it must be at least 1")
+        if delays is not None and (not delays or sorted(set(delays)) != list(delays) or min(delays) < 0):
+            raise UsageError(f"delays={delays} is invalid: give distinct delays >= 0 in increasing order (or null)")
         self.n_items = n_items
+        self.delays = None if delays is None else torch.tensor(delays, dtype=torch.long)
+        if delays is not None:
+            self.add_state("delay_hits", torch.zeros(len(delays), n_items, dtype=torch.long), dist_reduce_fx="sum")
+            self.add_state("delay_counts", torch.zeros(len(delays), n_items, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("hits", torch.zeros(n_items, n_items, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("counts", torch.zeros(n_items, n_items, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("distractor_hits", torch.zeros(n_items, dtype=torch.long), dist_reduce_fx="sum")
@@ -78,12 +94,15 @@ class StudyQueryAccuracy(Metric):
         self.add_state("contiguity_cells", torch.zeros(n_items, n_items, n_items, dtype=torch.int32),
                        dist_reduce_fx="sum")
 
-    def update(self, logits: torch.Tensor, targets: torch.Tensor, study_pos: torch.Tensor) -> None:
-        if logits.shape[-1] != self.n_items:
-            raise ValueError(f"{type(self).__name__}(n_items={self.n_items}) got {logits.shape[-1]} queries per trial")
+    def update(self, correct: torch.Tensor, study_pos: torch.Tensor, delay: torch.Tensor | None = None) -> None:
+        if correct.shape[-1] != self.n_items:
+            raise ValueError(f"{type(self).__name__}(n_items={self.n_items}) got {correct.shape[-1]} queries per trial")
+        if (delay is None) != (self.delays is None):
+            raise ValueError(f"{type(self).__name__}(delays={self.delays if self.delays is None else self.delays.tolist()}) "
+                             f"got {'no' if delay is None else 'a'} delay per trial: give one exactly when it has delays")
         n = self.n_items
-        correct = ((logits > 0) == targets.bool()).long()  # B L
-        query_pos = torch.arange(n, device=logits.device).expand_as(study_pos)  # B L
+        correct = correct.long()  # B L
+        query_pos = torch.arange(n, device=correct.device).expand_as(study_pos)  # B L
         old = study_pos >= 0  # B L
         cell = (study_pos * n + query_pos)[old]  # flat (study, query) index of each old query
         self.hits += torch.bincount(cell, weights=correct[old], minlength=n * n).long().view(n, n)
@@ -98,16 +117,32 @@ class StudyQueryAccuracy(Metric):
         cell = ((previous_pos * n + study_pos) * n + query_pos)[eligible]  # flat (s', s, q) index
         cells = self.contiguity_cells.view(-1)  # a view: index_add_ writes into the state
         cells.index_add_(0, cell, torch.ones_like(cell, dtype=cells.dtype))  # no L³ temporary per batch
+        if delay is not None:
+            self._update_delays(correct, study_pos, delay)
+
+    def _update_delays(self, correct: torch.Tensor, study_pos: torch.Tensor, delay: torch.Tensor) -> None:
+        delays = self.delays.to(delay.device)
+        index = torch.searchsorted(delays, delay).clamp(max=len(delays) - 1)  # B
+        if not bool((delays[index] == delay).all()):
+            unknown = sorted(set(delay.tolist()) - set(delays.tolist()))
+            raise ValueError(f"{type(self).__name__} got delays {unknown}: it counts only {delays.tolist()}")
+        n, old = self.n_items, study_pos >= 0  # B L
+        cell = (index[:, None] * n + study_pos)[old]  # flat (delay, study position) index
+        size = len(delays) * n
+        self.delay_hits += torch.bincount(cell, weights=correct[old], minlength=size).long().view(-1, n)
+        self.delay_counts += torch.bincount(cell, minlength=size).view(-1, n)
 
     def compute(self) -> dict[str, torch.Tensor | float]:
         """``summarize``'s dict plus the summed states (hits, counts, distractor_hits, distractor_counts,
-        contiguity_hits, contiguity_counts) and ``contiguity_expected`` (2L - 1,) float64, derived from
-        ``contiguity_cells`` and the accuracy matrix."""
+        contiguity_hits, contiguity_counts; with delays also delays, delay_hits and delay_counts) and
+        ``contiguity_expected`` (2L - 1,) float64, derived from ``contiguity_cells`` and the accuracy matrix."""
         expected = expected_contiguity_hits(self.contiguity_cells, self.hits.double() / self.counts.double())  # 2L-1
         states = {"hits": self.hits, "counts": self.counts,
                   "distractor_hits": self.distractor_hits, "distractor_counts": self.distractor_counts,
                   "contiguity_hits": self.contiguity_hits, "contiguity_counts": self.contiguity_counts,
                   "contiguity_expected": expected}
+        if self.delays is not None:
+            states.update(delays=self.delays, delay_hits=self.delay_hits, delay_counts=self.delay_counts)
         return {**summarize(**states), **states}
 
 

@@ -26,16 +26,19 @@ def _span(values: np.ndarray, minimum: float = 0.3) -> tuple[float, float]:
 
 
 def heatmap(
-    matrix: np.ndarray, distractor: np.ndarray, title: str = "", vmin: float = 0.0, vmax: float = 1.0
+    matrix: np.ndarray, distractor: np.ndarray, title: str = "", vmin: float = 0.0, vmax: float = 1.0,
+    distractor_label: str = "new",
 ) -> Figure:
     """Fig. 3 style: accuracy for distractors by query position on top, the study x query accuracy matrix
     below, its row means (serial-position curve) on the right and column means (query-position curve) under it.
 
-    matrix: (L, L) study x query accuracy; distractor: (L,) accuracy of "new" answers by query position.
+    matrix: (L, L) study x query accuracy; distractor: (L,) accuracy of the answers to queries about no studied item
+    by query position ("new" in verification, "none" in associative recall; all NaN, a blank row, without them).
     """
     fig = plt.figure(figsize=(6.4, 6.4), constrained_layout=True)
     grid = fig.add_gridspec(1, 2, width_ratios=[9.6, 0.35])
-    _heatmap_panel(fig, grid[0, 0], matrix, distractor, vmin, vmax, colorbar=fig.add_subplot(grid[0, 1]))
+    axes = _heatmap_panel(fig, grid[0, 0], matrix, distractor, vmin, vmax, colorbar=fig.add_subplot(grid[0, 1]))
+    axes[0].set_yticks([0.5], [distractor_label], va="center")
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -109,6 +112,40 @@ def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray
             ax.xaxis.label.set_size(8)
             ax.yaxis.label.set_size(8)
     return ax_new, ax_mat, ax_row, ax_col
+
+
+def delay_heatmap(delays: np.ndarray, curves: np.ndarray, title: str = "", se: np.ndarray | None = None) -> Figure:
+    """The serial-position curve by delay: accuracy by (delay, study position) as cells, one row per delay, and the
+    curves themselves below, one line per delay (with standard-error bands where ``se`` is given).
+
+    delays: (D,); curves, se: (D, L), NaN where a cell has no answers.
+    """
+    delays, curves = np.asarray(delays), np.asarray(curves, float)
+    n_delays, n = curves.shape
+    fig = plt.figure(figsize=(6.4, 2.2 + 0.25 * n_delays + 2.6), constrained_layout=True)
+    grid = fig.add_gridspec(2, 2, height_ratios=[0.6 + 0.25 * n_delays, 2.6], width_ratios=[9.6, 0.35])
+    ax_cells, ax_curves = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0])
+    _cells(ax_cells, curves, 0.0, 1.0, colorbar=fig.add_subplot(grid[0, 1]))
+    ax_cells.set_yticks(np.arange(n_delays) + 0.5, [str(d) for d in delays])
+    ax_cells.set_ylabel("delay")
+    ticks = _ticks(n)
+    ax_cells.set_xticks(ticks + 0.5, ticks)
+    colors = plt.cm.viridis(np.linspace(0.0, 0.85, n_delays))
+    positions = np.arange(n)
+    for k in range(n_delays):
+        ax_curves.plot(positions, curves[k], "o-", ms=2.5, lw=1.0, color=colors[k], label=f"delay {delays[k]}")
+        if se is not None:
+            band = np.nan_to_num(np.asarray(se[k], float))
+            ax_curves.fill_between(positions, curves[k] - band, curves[k] + band, color=colors[k], alpha=0.15, lw=0)
+    ax_curves.set_xlim(-0.5, n - 0.5)
+    ax_curves.set_ylim(*_span(curves))
+    ax_curves.set_xlabel("study position")
+    ax_curves.set_ylabel("accuracy")
+    ax_curves.grid(alpha=0.3)
+    if n_delays > 1:
+        ax_curves.legend(fontsize=7, ncol=min(4, n_delays))
+    fig.suptitle(title, fontsize=10)
+    return fig
 
 
 def contiguity(lags: np.ndarray, raw: np.ndarray, controlled: np.ndarray | None = None, title: str = "",

@@ -23,6 +23,8 @@ COUNT_KEYS = ("hits", "counts", "distractor_hits", "distractor_counts")
 CONTIGUITY_KEYS = ("contiguity_hits", "contiguity_counts")
 # Its position control (float64, 2L - 1): absent from runs written before the controlled curve existed.
 EXPECTED_KEY = "contiguity_expected"
+# The serial-position curve by delay (tasks with a delay between study and queries): absent for the others.
+DELAY_KEYS = ("delays", "delay_hits", "delay_counts")
 CURVE_KEYS = ("serial_position_curve", "query_position_curve", "delay_curve")
 RENAMED_KEYS = {"lag_curve": "delay_curve"}  # summary.json keys of older runs -> their names now
 SCALAR_KEYS = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
@@ -37,7 +39,8 @@ def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """The summary.json content: scalars, curves, the number of test sets and the run's key settings.
 
     ``contiguity_curve`` (null where a lag has no pairs) and ``contiguity_lags`` are included when ``result``
-    has them, and ``controlled_contiguity_curve`` (the same lags) when it has that.
+    has them, and ``controlled_contiguity_curve`` (the same lags) when it has that; ``delays``,
+    ``serial_position_by_delay`` (one curve per delay) and ``early_minus_late_by_delay`` for a task with delays.
     """
     counts = result["counts"]
     contiguity = {}
@@ -47,6 +50,11 @@ def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     if "controlled_contiguity_curve" in result:
         contiguity["controlled_contiguity_curve"] = [_json_number(float(v))
                                                      for v in result["controlled_contiguity_curve"]]
+    if "serial_position_by_delay" in result:
+        contiguity["delays"] = [int(d) for d in result["delays"]]
+        contiguity["serial_position_by_delay"] = [[_json_number(float(v)) for v in row]
+                                                  for row in result["serial_position_by_delay"]]
+        contiguity["early_minus_late_by_delay"] = [_json_number(float(v)) for v in result["early_minus_late_by_delay"]]
     return {
         **{k: _json_number(float(result[k])) for k in SCALAR_KEYS},
         **{k: [_json_number(float(v)) for v in result[k]] for k in CURVE_KEYS},
@@ -57,22 +65,26 @@ def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """Write summary.json, accuracy.npz, verification.csv and contiguity.csv under ``out_dir``; returns the summary.
+    """Write summary.json, accuracy.npz, <task>.csv (verification.csv, reconstruction.csv, recall.csv), contiguity.csv
+    and, for a task with delays, delays.csv under ``out_dir``; returns the summary.
 
-    ``result`` is StudyQueryAccuracy.compute()'s dict; ``settings`` holds at least ``condition``. A result
-    without the contiguity states (``summarize`` of an older run's counts) gives no contiguity.csv; one without
-    ``contiguity_expected`` leaves its ``controlled`` column empty.
+    ``result`` is StudyQueryAccuracy.compute()'s dict; ``settings`` holds at least ``condition`` (and ``task``; none
+    means verification). A result without the contiguity states (``summarize`` of an older run's counts) gives no
+    contiguity.csv; one without ``contiguity_expected`` leaves its ``controlled`` column empty.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     keys = COUNT_KEYS + (CONTIGUITY_KEYS if "contiguity_counts" in result else ())
     keys += (EXPECTED_KEY,) if EXPECTED_KEY in result else ()
+    keys += DELAY_KEYS if "delay_counts" in result else ()
     arrays = {k: np.asarray(torch.as_tensor(result[k]).cpu()) for k in keys}
     files.save_npz(out / "accuracy.npz", **arrays)
     content = write_summary(out, summary(result, settings))
-    write_csv(out / "verification.csv", arrays, settings["condition"])
+    write_csv(out / f"{settings.get('task') or 'verification'}.csv", arrays, settings["condition"])
     if "contiguity_counts" in arrays:
         write_contiguity_csv(out / "contiguity.csv", arrays, settings["condition"])
+    if "delay_counts" in arrays:
+        write_delay_csv(out / "delays.csv", arrays, settings["condition"])
     return content
 
 
@@ -125,6 +137,17 @@ def write_contiguity_csv(path: Path, arrays: dict[str, np.ndarray], condition: s
             writer.writerow([condition, index - (n - 1), _ratio(h, c), controlled, int(c)])
 
 
+def write_delay_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -> None:
+    """Long format: one row per (delay, study position): the accuracy of the answers about that study position in the
+    trials of that delay (over all query positions), empty where n = 0."""
+    with files.atomic_path(path) as temp, temp.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["condition", "delay", "study_pos", "accuracy", "n"])
+        for delay, hits, counts in zip(arrays["delays"], arrays["delay_hits"], arrays["delay_counts"]):
+            for i, (h, c) in enumerate(zip(hits, counts)):
+                writer.writerow([condition, int(delay), i, _ratio(h, c), int(c)])
+
+
 def _ratio(hits: float, count: float) -> str:
     return f"{hits / count:.6g}" if count else ""
 
@@ -144,7 +167,11 @@ def read(out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     remedy = _retest(out)
     path = out / "accuracy.npz"
-    arrays = _load_npz(path, COUNT_KEYS, CONTIGUITY_KEYS + (EXPECTED_KEY,), remedy)
+    arrays = _load_npz(path, COUNT_KEYS, CONTIGUITY_KEYS + (EXPECTED_KEY,) + DELAY_KEYS, remedy)
+    present_delays = [k for k in DELAY_KEYS if k in arrays]
+    if present_delays and len(present_delays) < len(DELAY_KEYS):
+        raise UsageError(f"{path} has {', '.join(present_delays)} without the rest of {', '.join(DELAY_KEYS)}, which "
+                         f"are written together; {remedy}")
     present = [k for k in CONTIGUITY_KEYS if k in arrays]
     if len(present) == 1:
         raise UsageError(f"{path} has {present[0]} without its partner: contiguity_hits and contiguity_counts "
@@ -204,11 +231,12 @@ def _load_npz(path: Path, keys: tuple[str, ...], optional: tuple[str, ...], reme
 
 
 def _check_counts(path: Path, arrays: dict[str, np.ndarray], remedy: str) -> None:
-    """Counts of the shapes the schema gives (hits, counts L x L; distractors L; contiguity 2L - 1), numeric, with
-    at least one trial: anything else would fail later, deep inside ``summarize`` or a plot."""
+    """Counts of the shapes the schema gives (hits, counts L x L; distractors L; contiguity 2L - 1; delays D and
+    D x L), numeric, with at least one trial: anything else would fail later, deep inside ``summarize`` or a plot."""
     hits = arrays["hits"]
     n = hits.shape[0] if hits.ndim else 0
-    shapes = {"hits": (n, n), "counts": (n, n), "distractor_hits": (n,), "distractor_counts": (n,),
+    d = arrays["delays"].shape[0] if "delays" in arrays and arrays["delays"].ndim else 0
+    shapes = {"delays": (d,), "delay_hits": (d, n), "delay_counts": (d, n), "hits": (n, n), "counts": (n, n), "distractor_hits": (n,), "distractor_counts": (n,),
               "contiguity_hits": (2 * n - 1,), "contiguity_counts": (2 * n - 1,), EXPECTED_KEY: (2 * n - 1,)}
     for key, value in arrays.items():
         if value.dtype.kind not in "biuf":

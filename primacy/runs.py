@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import yaml
@@ -14,9 +15,29 @@ from primacy.errors import UsageError
 
 
 def link_task_to_model(parser: LightningArgumentParser) -> None:
-    """The task's sizes are the model's: vocab_size always, n_items for the verification task."""
-    parser.link_arguments("data.init_args.vocab_size", "model.init_args.vocab_size", apply_on="parse")
+    """The task's sizes are the model's: the number of tokens its sequences use (``Task.model_vocabulary``) always,
+    n_items and the evaluation delays (``Task.eval_delays``) for the models that take them."""
+    parser.link_arguments("data", "model.init_args.vocab_size", compute_fn=_task_vocabulary, apply_on="parse")
     parser.link_arguments("data.init_args.n_items", "model.init_args.n_items", apply_on="parse")
+    parser.link_arguments("data", "model.init_args.delays", compute_fn=_task_delays, apply_on="parse")
+
+
+def _task_class_and_settings(data: Any) -> tuple[type, dict]:
+    """The class and init args of the ``data`` section of a parsed config (a Namespace with class_path, init_args)."""
+    settings = data.init_args.as_dict() if data.get("init_args") is not None else {}
+    return registry.import_class(data.class_path), settings
+
+
+def _task_vocabulary(data: Any) -> int | None:
+    cls, settings = _task_class_and_settings(data)
+    if hasattr(cls, "model_vocabulary"):
+        return cls.model_vocabulary(settings)
+    return settings.get("vocab_size")  # a LightningDataModule from elsewhere
+
+
+def _task_delays(data: Any) -> list[int] | None:
+    cls, settings = _task_class_and_settings(data)
+    return cls.eval_delays(settings) if hasattr(cls, "eval_delays") else None
 
 
 def run_settings(config: str | Path) -> dict:

@@ -10,6 +10,10 @@ CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglo
 TASK_SIZES = {  # the smallest evaluation of each task
     "primacy.tasks.verification.VerificationTask": ["--data.init_args.num_test_sets", "1",
                                                     "--data.init_args.num_val_sets", "1"],
+    "primacy.tasks.reconstruction.ReconstructionTask": ["--data.init_args.num_test_sets", "1",
+                                                        "--data.init_args.num_val_sets", "1"],
+    "primacy.tasks.recall.AssociativeRecallTask": ["--data.init_args.num_test_sets", "1",
+                                                   "--data.init_args.num_val_sets", "1"],
     "primacy.tasks.induction.InductionTask": ["--data.init_args.num_test_prompts", "4",
                                               "--data.init_args.num_val_prompts", "4"],
 }

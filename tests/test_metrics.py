@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from primacy.analysis.serial_position import delay_curve, position_indices, summarize
-from primacy.metrics import StudyQueryAccuracy, contiguity_pairs
+from primacy.metrics import StudyQueryAccuracy, contiguity_pairs, old_new_correct
 from primacy.tasks.verification import CyclicDesign, held_out_sets
 
 
@@ -17,7 +17,7 @@ def test_hand_computed_example():
     logits = torch.tensor([[2.0, 0.5], [-1.0, -3.0]])
     targets = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     study_pos = torch.tensor([[1, -1], [-1, 0]])
-    metric.update(logits, targets, study_pos)
+    metric.update(old_new_correct(logits, targets), study_pos)
     out = metric.compute()
     assert out["counts"].tolist() == [[0, 1], [1, 0]]
     assert out["hits"].tolist() == [[0, 0], [1, 0]]
@@ -39,9 +39,9 @@ def test_two_updates_sum_like_one():
     study_pos = torch.where(torch.rand(40, 6, generator=gen) < 0.5, -1, torch.randint(0, 6, (40, 6), generator=gen))
     targets = (study_pos >= 0).float()
     whole, parts = StudyQueryAccuracy(6), StudyQueryAccuracy(6)
-    whole.update(logits, targets, study_pos)
-    parts.update(logits[:15], targets[:15], study_pos[:15])
-    parts.update(logits[15:], targets[15:], study_pos[15:])
+    whole.update(old_new_correct(logits, targets), study_pos)
+    parts.update(old_new_correct(logits[:15], targets[:15]), study_pos[:15])
+    parts.update(old_new_correct(logits[15:], targets[15:]), study_pos[15:])
     a, b = whole.compute(), parts.compute()
     for key in ("hits", "counts", "distractor_hits", "distractor_counts", "contiguity_hits", "contiguity_counts",
                 "contiguity_expected"):
@@ -66,7 +66,7 @@ def test_delay_curve_averages_cells_by_the_tokens_between_item_and_query():
 
 def test_rejects_trials_of_the_wrong_length():
     with pytest.raises(ValueError, match="n_items=4"):
-        StudyQueryAccuracy(4).update(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))
+        StudyQueryAccuracy(4).update(torch.zeros(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.long))
 
 
 def random_trials(n_trials: int, n_items: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -103,7 +103,7 @@ def test_contiguity_pairs_docstring_example():
 def test_contiguity_matches_the_slow_reference(n_items):
     logits, targets, study_pos = random_trials(50, n_items, seed=n_items)
     metric = StudyQueryAccuracy(n_items)
-    metric.update(logits, targets, study_pos)
+    metric.update(old_new_correct(logits, targets), study_pos)
     out = metric.compute()
     hits, counts = reference_contiguity(logits, targets, study_pos)
     assert torch.equal(out["contiguity_hits"], hits) and torch.equal(out["contiguity_counts"], counts)
@@ -119,7 +119,7 @@ def test_contiguity_curve_of_a_model_right_only_at_lag_plus_one():
     eligible, lag = contiguity_pairs(study_pos)
     logits = torch.where(lag == 1, 1.0, -1.0)  # answers "old" exactly when d = +1
     metric = StudyQueryAccuracy(4)
-    metric.update(logits, torch.ones(3, 4), study_pos)
+    metric.update(old_new_correct(logits, torch.ones(3, 4)), study_pos)
     out = metric.compute()
     #                                              d = -3 -2 -1  0  1  2  3
     assert out["contiguity_counts"].tolist() == [1, 0, 3, 0, 3, 2, 0]
@@ -148,7 +148,7 @@ def test_contiguity_pairs_skip_distractors_in_the_half_test_design():
         assert torch.equal(lag[:, gap:][eligible[:, gap:]], expected[eligible[:, gap:]])
         assert not eligible[:, :gap].any() if condition == "half" else not eligible[:, 0].any()
         metric = StudyQueryAccuracy(n_items)
-        metric.update(torch.randn(study_pos.shape), batch["targets"], study_pos)
+        metric.update(old_new_correct(torch.randn(study_pos.shape), batch["targets"]), study_pos)
         assert int(metric.compute()["contiguity_counts"].sum()) == n_sets * pairs_per_set
 
 
@@ -156,9 +156,9 @@ def test_states_merge_across_processes_and_reset():
     """Every state is a sum: merging two processes' metrics equals one metric that saw all the trials."""
     logits, targets, study_pos = random_trials(30, 6, seed=1)
     whole, first, second = StudyQueryAccuracy(6), StudyQueryAccuracy(6), StudyQueryAccuracy(6)
-    whole.update(logits, targets, study_pos)
-    first.update(logits[:10], targets[:10], study_pos[:10])
-    second.update(logits[10:], targets[10:], study_pos[10:])
+    whole.update(old_new_correct(logits, targets), study_pos)
+    first.update(old_new_correct(logits[:10], targets[:10]), study_pos[:10])
+    second.update(old_new_correct(logits[10:], targets[10:]), study_pos[10:])
     first.merge_state(second)
     merged, expected = first.compute(), whole.compute()
     for key in ("hits", "counts", "distractor_hits", "distractor_counts", "contiguity_hits", "contiguity_counts",
@@ -207,7 +207,7 @@ def reference_expected(logits, targets, study_pos):
 def test_contiguity_expected_matches_the_slow_reference(n_items):
     logits, targets, study_pos = random_trials(60, n_items, seed=10 + n_items)
     metric = StudyQueryAccuracy(n_items)
-    metric.update(logits, targets, study_pos)
+    metric.update(old_new_correct(logits, targets), study_pos)
     out = metric.compute()
     torch.testing.assert_close(out["contiguity_expected"], reference_expected(logits, targets, study_pos))
     controlled = (out["contiguity_hits"] - out["contiguity_expected"]) / out["contiguity_counts"]
@@ -220,11 +220,11 @@ def test_contiguity_cells_keep_counting_after_a_merge():
     """A merge sums the int32 cell counts to int64 (torch.sum promotes): later updates still add to them."""
     logits, targets, study_pos = random_trials(30, 6, seed=2)
     whole, first, second = StudyQueryAccuracy(6), StudyQueryAccuracy(6), StudyQueryAccuracy(6)
-    whole.update(logits, targets, study_pos)
-    first.update(logits[:10], targets[:10], study_pos[:10])
-    second.update(logits[10:20], targets[10:20], study_pos[10:20])
+    whole.update(old_new_correct(logits, targets), study_pos)
+    first.update(old_new_correct(logits[:10], targets[:10]), study_pos[:10])
+    second.update(old_new_correct(logits[10:20], targets[10:20]), study_pos[10:20])
     first.merge_state(second)
-    first.update(logits[20:], targets[20:], study_pos[20:])
+    first.update(old_new_correct(logits[20:], targets[20:]), study_pos[20:])
     assert torch.equal(first.contiguity_cells.long(), whole.contiguity_cells.long())
     assert torch.equal(first.compute()["contiguity_expected"], whole.compute()["contiguity_expected"])
 
@@ -244,7 +244,7 @@ def simulated_test(condition: str, contiguity: float, n_sets: int = 256, seed: i
     p_old = 0.75 - 0.4 * study_pos.clamp(min=0) / (L_SIM - 1) + contiguity * (eligible & (lag.abs() == 1))  # B L
     says_old = torch.rand(study_pos.shape, generator=torch.Generator().manual_seed(seed)) < p_old  # B L
     metric = StudyQueryAccuracy(L_SIM)
-    metric.update(torch.where((study_pos >= 0) & says_old, 1.0, -1.0), batch["targets"], study_pos)
+    metric.update(old_new_correct(torch.where((study_pos >= 0) & says_old, 1.0, -1.0), batch["targets"]), study_pos)
     return metric.compute()
 
 

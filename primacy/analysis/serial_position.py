@@ -119,6 +119,9 @@ def summarize(
     contiguity_hits: torch.Tensor | None = None,
     contiguity_counts: torch.Tensor | None = None,
     contiguity_expected: torch.Tensor | None = None,
+    delays: torch.Tensor | None = None,
+    delay_hits: torch.Tensor | None = None,
+    delay_counts: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor | float]:
     """Accuracy matrix, curves and indices from summed trial counts.
 
@@ -128,6 +131,9 @@ def summarize(
     ``contiguity_curve`` and ``contiguity_lags``; without them (results written before they existed) it has not.
     contiguity_expected: (2L - 1,) (``expected_contiguity_hits``); with it the dict also has
     ``controlled_contiguity_curve``, the curve to read (results written before it existed lack it).
+    delays (D,), delay_hits, delay_counts (D, L): answers about each study position by the trial's delay (tasks with
+    a delay); with them the dict also has ``serial_position_by_delay`` (D, L, pooled over query positions) and
+    ``early_minus_late_by_delay`` (D,).
     """
     hits, counts = hits.double(), counts.double()
     distractor_hits, distractor_counts = distractor_hits.double(), distractor_counts.double()
@@ -145,4 +151,21 @@ def summarize(
         "distractor_accuracy": float(distractor_hits.sum() / distractor_counts.sum()),
         **position_indices(curve),
         **_contiguity(contiguity_hits, contiguity_counts, contiguity_expected, hits.shape[0]),
+        **_by_delay(delays, delay_hits, delay_counts, hits.shape[0]),
     }
+
+
+def _by_delay(delays: torch.Tensor | None, hits: torch.Tensor | None, counts: torch.Tensor | None,
+              n_items: int) -> dict[str, torch.Tensor]:
+    given = [x is not None for x in (delays, hits, counts)]
+    if not any(given):
+        return {}
+    if not all(given):
+        raise ValueError("delays, delay_hits and delay_counts go together: pass all three or none")
+    if hits.shape != (len(delays), n_items) or counts.shape != hits.shape:
+        raise ValueError(f"delay_hits {tuple(hits.shape)} and delay_counts {tuple(counts.shape)} must have shape "
+                         f"(delays, L) = {(len(delays), n_items)}")
+    curves = hits.double() / counts.double()  # D L
+    return {"serial_position_by_delay": curves,
+            "early_minus_late_by_delay": torch.tensor([position_indices(c)["early_minus_late"] for c in curves],
+                                                      dtype=torch.float64)}

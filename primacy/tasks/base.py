@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import lightning as L
 import torch
@@ -74,9 +75,22 @@ class Task(L.LightningDataModule):
     data across processes: tests/test_resume.py and tests/test_distributed.py check both for every task in
     ``TINY_RUNS`` (tests/conftest.py), where a new task gets a tiny run."""
 
+    name: str  # a short name, recorded with the results
     batch_size: int
     seed: int
     num_workers: int = 0
+
+    @classmethod
+    def model_vocabulary(cls, settings: dict[str, Any]) -> int:
+        """The number of different tokens in the sequences of a task built with ``settings`` (its init args), which the
+        model embeds: the CLI links it to the model's ``vocab_size``. By default the task's ``vocab_size``."""
+        return settings["vocab_size"]
+
+    @classmethod
+    def eval_delays(cls, settings: dict[str, Any]) -> list[int] | None:
+        """The delays between study and queries that evaluation trials of a task built with ``settings`` use, linked
+        to the model's ``delays`` (RecallModel counts accuracy by delay); None for a task without delays."""
+        return None
 
     @abstractmethod
     def stream_batch(self, index: int, size: int) -> Batch:

@@ -80,6 +80,8 @@ class InductionTask(Task):
         num_workers: DataLoader workers; the data do not depend on it.
     """
 
+    name = "induction"  # the results' task name (summary.json "task", results/<name>.csv)
+
     def __init__(
         self,
         vocab_size: int = 128,

@@ -79,9 +79,10 @@ def avoiding(rows: torch.Tensor, draw: Draw, n_items: int, excluded: torch.Tenso
 
 
 class HeldOut:
-    """A task's held-out sets and what training needs to avoid them: the rows (S, M) from ``unique_sets`` on the
-    held-out stream of ``seed``, and their sorted set hashes. Built on first use (a DataModule is made at parse time
-    too, where nothing should be drawn)."""
+    """A task's held-out sets and what training needs to avoid them: the rows (S, M) that ``draw(rows,
+    generator=...)`` gives on the held-out stream of ``seed``, made distinct by ``unique_sets``, and their sorted set
+    hashes. Built on first use. ``draw`` must pickle (a module-level function or a ``functools.partial`` of one), so
+    that DataLoader workers can be spawned."""
 
     def __init__(self, draw: Callable[[int, torch.Generator], torch.Tensor], n_sets: int, n_items: int,
                  vocab_size: int, seed: int, what: str) -> None:
@@ -90,6 +91,10 @@ class HeldOut:
         self._rows: torch.Tensor | None = None
         self._hashes: torch.Tensor | None = None
         self._token_hash: torch.Tensor | None = None
+
+    def draw(self, rows: int, generator: torch.Generator) -> torch.Tensor:
+        """``rows`` fresh rows (rows, M) from ``generator``, held-out sets not avoided yet (``avoided`` does that)."""
+        return self._draw(rows, generator=generator)
 
     @property
     def token_hash(self) -> torch.Tensor:
@@ -102,7 +107,7 @@ class HeldOut:
         """The held-out rows (S, M); their first L columns are the sets."""
         if self._rows is None:
             generator = stream_generator(self.seed, HELD_OUT)
-            self._rows = unique_sets(lambda n: self._draw(n, generator), self.n_sets, self.n_items, self.token_hash,
+            self._rows = unique_sets(lambda n: self.draw(n, generator), self.n_sets, self.n_items, self.token_hash,
                                      self.what)
         return self._rows
 
@@ -115,4 +120,26 @@ class HeldOut:
 
     def avoided(self, rows: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Training ``rows`` with those that drew a held-out set redrawn from ``generator``."""
-        return avoiding(rows, lambda n: self._draw(n, generator), self.n_items, self.hashes, self.token_hash)
+        return avoiding(rows, lambda n: self.draw(n, generator), self.n_items, self.hashes, self.token_hash)
+
+
+def check_held_out(num_held_out: int, num_test_sets: int, num_val_sets: int, available: int, what: str) -> None:
+    """Held-out sets leave training sets to draw (fewer than the ``available`` distinct sets of ``what``) and hold
+    the test and validation sets."""
+    if num_held_out >= available:
+        raise UsageError(f"num_held_out={num_held_out} is too large: {what} give only {available} distinct sets, and "
+                         "training needs some that are not held out")
+    if num_test_sets + num_val_sets > num_held_out:
+        raise UsageError(f"num_held_out={num_held_out} is too small: it must hold num_test_sets + num_val_sets = "
+                         f"{num_test_sets + num_val_sets} sets")
+
+
+def cyclic_orders(perm: torch.Tensor, sets: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
+    """The study positions asked at each query position in the cyclic design: query j of a trial of set s with shift
+    k asks ``perm[s, (j + k) % L]``, so the L shifts of a set ask every study position at every query position once.
+
+    perm (S, L), sets and shifts (B,) -> (B, L) int64.
+    """
+    n_items = perm.shape[1]
+    col = (torch.arange(n_items)[None, :] + shifts[:, None]) % n_items  # B L
+    return perm[sets].gather(1, col)

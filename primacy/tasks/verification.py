@@ -153,6 +153,8 @@ class VerificationTask(Task):
         num_workers: DataLoader workers; the data do not depend on it.
     """
 
+    name = "verification"  # the results' task name (summary.json "task", results/<name>.csv)
+
     def __init__(
         self,
         n_items: int = 32,

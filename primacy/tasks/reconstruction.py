@@ -1,0 +1,247 @@
+"""Delayed reconstruction (the copying memory task): study L items, wait D blank tokens, then recall every item.
+
+A trial is L study items (tokens 0..K-1), D blank tokens, then L query positions at which the model must emit the
+studied items. Condition ``forward`` asks for them in study order: the first query token is the recall cue and the
+others are blanks (with ``teacher_forcing``, the previous studied item instead, so the model recalls the next one
+from its predecessor). Condition ``cued`` names the study position asked at each query position with a position
+token, in a random order during training and in the cyclic design at test (every study position at every query
+position once per set and delay). ``study_pos`` is the study position asked at each query position, ``query_index``
+where the query sits in the sequence; sequences of shorter delay end in blanks, which a causal model never sees
+before answering.
+
+Example (L = 3, K = 8, D = 2; blank 8, cue 9, "position j" 10 + j)::
+
+    forward:  tokens = [5, 1, 6,  8, 8,  9, 8, 8]      targets = [5, 1, 6]   study_pos = [0, 1, 2]
+    cued:     tokens = [5, 1, 6,  8, 8,  12, 10, 11]   targets = [6, 5, 1]   study_pos = [2, 0, 1]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from primacy.checks import fits_in_memory, positive
+from primacy.errors import UsageError
+from primacy.tasks.base import Batch, Task
+from primacy.tasks.sampling import (TEST_DESIGN, TRAIN, HeldOut, check_held_out, cyclic_orders, distinct_sets,
+                                    draw_distinct, stream_generator)
+
+Condition = Literal["forward", "cued"]
+CONDITIONS = ("forward", "cued")
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The token ids of a reconstruction task: items 0..K-1, then blank, the recall cue and (cued) L position cues."""
+
+    vocab_size: int
+    n_items: int
+    condition: str
+
+    @property
+    def blank(self) -> int:
+        return self.vocab_size
+
+    @property
+    def cue(self) -> int:
+        return self.vocab_size + 1
+
+    @property
+    def first_position(self) -> int:
+        return self.vocab_size + 2
+
+    def __len__(self) -> int:
+        return self.vocab_size + 2 + (self.n_items if self.condition == "cued" else 0)
+
+
+def draw_items(rows: int, n_items: int, vocab_size: int, repeats: bool, generator: torch.Generator) -> torch.Tensor:
+    """Study lists (rows, L): distinct items in random order, or with ``repeats`` independent uniform draws."""
+    if repeats:
+        return torch.randint(0, vocab_size, (rows, n_items), generator=generator)
+    return draw_distinct(rows, n_items, vocab_size, generator)
+
+
+def trials(study: torch.Tensor, order: torch.Tensor, delay: torch.Tensor, tokens: Tokens, teacher_forcing: bool,
+           max_delay: int) -> Batch:
+    """Sequences for study lists (B, L), the study position asked at each query position (B, L) and delays (B,).
+
+    Returns tokens (B, 2L + max_delay), query_index (B, L), targets (B, L), study_pos (B, L), delay (B,), int64.
+    """
+    batch, n_items = study.shape
+    query_index = n_items + delay[:, None] + torch.arange(n_items)[None, :]  # B L
+    if tokens.condition == "cued":
+        queries = tokens.first_position + order  # B L: "position j" tokens
+    else:
+        queries = torch.full_like(study, tokens.blank)
+        if teacher_forcing:
+            queries[:, 1:] = study[:, :-1]
+        queries[:, 0] = tokens.cue
+    sequence = torch.full((batch, 2 * n_items + max_delay), tokens.blank, dtype=torch.long)
+    sequence[:, :n_items] = study
+    sequence.scatter_(1, query_index, queries)
+    return {"tokens": sequence, "query_index": query_index, "targets": study.gather(1, order), "study_pos": order,
+            "delay": delay}
+
+
+@dataclass(frozen=True)
+class ReconstructionDesign:
+    """The evaluation trials: for every set s and delay k, the forward order, or (cued) the L cyclic shifts of the
+    set's random order ``perm``, so each (study position, query position) pair occurs once per set and delay.
+    Trial index = (s * D + k) * shifts + shift."""
+
+    study: torch.Tensor  # S L
+    perm: torch.Tensor  # S L
+    delays: tuple[int, ...]
+    tokens: Tokens
+    teacher_forcing: bool
+
+    @property
+    def shifts(self) -> int:
+        return self.study.shape[1] if self.tokens.condition == "cued" else 1
+
+    def __len__(self) -> int:
+        return self.study.shape[0] * len(self.delays) * self.shifts
+
+    def batch(self, index: torch.Tensor) -> Batch:
+        shift = index % self.shifts  # B
+        k = (index // self.shifts) % len(self.delays)  # B
+        s = index // (self.shifts * len(self.delays))  # B
+        if self.tokens.condition == "cued":
+            order = cyclic_orders(self.perm, s, shift)
+        else:
+            order = torch.arange(self.study.shape[1]).expand(len(index), -1)
+        delay = torch.tensor(self.delays)[k]
+        return trials(self.study[s], order, delay, self.tokens, self.teacher_forcing, max(self.delays))
+
+
+class ReconstructionTask(Task):
+    """Delayed reconstruction: L study items, D blanks, then recall of every item (see the module's docstring).
+
+    Args:
+        n_items: study list length L.
+        vocab_size: number of item tokens K (the model also embeds the blank, the cue and, cued, L position tokens).
+        repeats: study items drawn with replacement (an item may occur twice); false: L distinct items.
+        delay: D, the blanks between study and recall; [min, max] draws it uniformly per training trial.
+        test_delays: the delays evaluation uses, each at every set; null: ``delay``, or for a range four evenly
+            spaced delays from its min to its max.
+        condition: ``forward`` (recall in study order) or ``cued`` (a position cue at each query, cyclic design).
+        teacher_forcing: (forward) the query after the cue is the previous studied item instead of a blank.
+        batch_size: trials per batch and process (N processes at B / N train on the data of one at B).
+        num_held_out: study sets kept out of training; test and validation sets come from them.
+        num_test_sets: held-out sets the test uses (each gives one trial per delay, times L when cued).
+        num_val_sets: held-out sets validation uses, disjoint from the test sets.
+        seed: the data's seed; training, held-out and design streams are derived from it.
+        num_workers: DataLoader workers; the data do not depend on it.
+    """
+
+    name = "reconstruction"  # the results' task name (summary.json "task", results/<name>.csv)
+
+    def __init__(
+        self,
+        n_items: int = 32,
+        vocab_size: int = 512,
+        repeats: bool = False,
+        delay: int | tuple[int, int] = 0,
+        test_delays: list[int] | None = None,
+        condition: Condition = "forward",
+        teacher_forcing: bool = False,
+        batch_size: int = 64,
+        num_held_out: int = 1024,
+        num_test_sets: int = 256,
+        num_val_sets: int = 16,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        positive(n_items=n_items, vocab_size=vocab_size, batch_size=batch_size, num_test_sets=num_test_sets,
+                 num_val_sets=num_val_sets)
+        if not repeats and vocab_size < n_items:
+            raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: a list of distinct items "
+                             f"needs vocab_size >= {n_items} (or repeats=true)")
+        if condition not in CONDITIONS:
+            raise UsageError(f"condition={condition!r} is unknown: choose 'forward' or 'cued'")
+        if teacher_forcing and condition != "forward":
+            raise UsageError("teacher_forcing=true is for condition='forward': cued queries are position tokens")
+        if num_workers < 0:
+            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        self.delay_range = delay_range(delay)
+        self.test_delays = resolve_test_delays(delay, test_delays)
+        fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out), vocab_size=vocab_size,
+                       batch_size=batch_size, num_held_out=num_held_out)
+        what = f"vocab_size={vocab_size} and n_items={n_items}" + (" with repeats" if repeats else "")
+        check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(vocab_size, n_items, repeats=repeats),
+                       what)
+        self.save_hyperparameters()
+        self.n_items, self.vocab_size, self.repeats, self.condition = n_items, vocab_size, repeats, condition
+        self.teacher_forcing = teacher_forcing
+        self.batch_size, self.num_held_out = batch_size, num_held_out
+        self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets
+        self.seed, self.num_workers = seed, num_workers
+        self.tokens = Tokens(vocab_size, n_items, condition)
+        draw = partial(draw_items, n_items=n_items, vocab_size=vocab_size, repeats=repeats)
+        self._held_out = HeldOut(draw, num_held_out, n_items, vocab_size, seed, what)
+
+    @classmethod
+    def model_vocabulary(cls, settings: dict[str, Any]) -> int:
+        return len(Tokens(settings["vocab_size"], settings["n_items"], settings["condition"]))
+
+    @classmethod
+    def eval_delays(cls, settings: dict[str, Any]) -> list[int]:
+        return resolve_test_delays(settings["delay"], settings["test_delays"])
+
+    @property
+    def held_out(self) -> torch.Tensor:
+        """The held-out study lists (num_held_out, L): test uses the first ones, validation the last ones."""
+        return self._held_out.rows
+
+    def stream_batch(self, index: int, size: int) -> Batch:
+        """Training batch ``index`` from generator (seed, train, index); held-out sets are never drawn."""
+        generator = stream_generator(self.seed, TRAIN, index)
+        study = self._held_out.avoided(self._held_out.draw(size, generator), generator)  # B L
+        lo, hi = self.delay_range
+        delay = torch.randint(lo, hi + 1, (size,), generator=generator)  # B
+        if self.condition == "cued":
+            order = torch.rand(size, self.n_items, generator=generator).argsort(dim=1)  # B L
+        else:
+            order = torch.arange(self.n_items).expand(size, -1)
+        return trials(study, order, delay, self.tokens, self.teacher_forcing, hi)
+
+    def design(self, study: torch.Tensor, index: int) -> ReconstructionDesign:
+        """The evaluation design over ``study`` (S, L), its orders drawn from design stream ``index``."""
+        generator = stream_generator(self.seed, TEST_DESIGN, index)
+        perm = torch.rand(study.shape[0], self.n_items, generator=generator).argsort(dim=1)
+        return ReconstructionDesign(study, perm, tuple(self.test_delays), self.tokens, self.teacher_forcing)
+
+    def test_design(self) -> ReconstructionDesign:
+        return self.design(self.held_out[: self.num_test_sets], 0)
+
+    def val_dataloader(self) -> DataLoader:
+        design = self.design(self.held_out[self.num_held_out - self.num_val_sets :], 1)
+        return self.eval_loader(design.batch, len(design))
+
+    def test_dataloader(self) -> DataLoader:
+        design = self.test_design()
+        return self.eval_loader(design.batch, len(design))
+
+
+def delay_range(delay: int | tuple[int, int] | list[int]) -> tuple[int, int]:
+    """(min, max) of a ``delay`` setting, a number or a [min, max] pair; a negative or reversed one is a UsageError."""
+    lo, hi = (delay, delay) if isinstance(delay, int) else tuple(delay)
+    if lo < 0 or hi < lo:
+        raise UsageError(f"delay={delay} is invalid: give D >= 0 blanks, or a range [min, max] with 0 <= min <= max")
+    return int(lo), int(hi)
+
+
+def resolve_test_delays(delay: int | tuple[int, int] | list[int], test_delays: list[int] | None) -> list[int]:
+    """The evaluation delays: ``test_delays`` sorted, else the single ``delay``, or four evenly spaced over a range."""
+    lo, hi = delay_range(delay)
+    if test_delays is None:
+        return sorted({int(round(d)) for d in np.linspace(lo, hi, 4)})
+    if not test_delays or min(test_delays) < 0 or len(set(test_delays)) != len(test_delays):
+        raise UsageError(f"test_delays={test_delays} is invalid: give distinct delays >= 0 (or null for the delay's)")
+    return sorted(int(d) for d in test_delays)

@@ -2,26 +2,39 @@
 
 Measures, side by side in one run: the vectorised batch generator (with the held-out exclusion), a full
 training step of the quickstart model (forward, backward, Adam), and a straightforward per-trial Python
-generator of the same data. Prints medians and the ratios; no thresholds.
+generator of the same data. Then, for the list tasks with a RecallModel (delayed reconstruction and associative
+recall), the task's training batch (``stream_batch``, held-out sets avoided) against one training step of the model
+their quickstart config builds (training_step's forward and loss, backward, AdamW step), both built from the config
+read now, so a retuned config is measured as it is. Prints medians and the ratios; no thresholds.
 
-    python benchmarks/data_generation.py [--repeats 50]
+    python benchmarks/data_generation.py [--repeats 50] [--configs configs/quickstart-reconstruction.yaml ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import statistics
 import time
+from pathlib import Path
 
+import lightning as L
 import torch
 import torch.nn.functional as F
+import yaml
+from lightning.pytorch.cli import LightningArgumentParser
 
+from primacy import registry
 from primacy.backbones.s4d import S4DBackbone
 from primacy.model import SequenceModel
+from primacy.optim import param_groups
+from primacy.runs import link_task_to_model
 from primacy.tasks.verification import held_out_sets, set_hash, stream_generator, token_hashes, training_batch
 
 L_ITEMS, VOCAB, BATCH, HELD_OUT = 32, 512, 64, 1024
+ROOT = Path(__file__).resolve().parents[1]
+LIST_CONFIGS = ("configs/quickstart-reconstruction.yaml", "configs/quickstart-recall.yaml")
 
 
 def per_trial_batch(rng: random.Random, held_out: set[frozenset[int]]) -> dict[str, torch.Tensor]:
@@ -56,9 +69,57 @@ def median_ms(fn, repeats: int) -> float:
     return 1e3 * statistics.median(times)
 
 
+def build(config: Path) -> tuple[L.LightningModule, L.LightningDataModule]:
+    """The model and task ``config`` builds, as `primacy fit` does (the task's sizes linked to the model)."""
+    settings = yaml.safe_load(config.read_text())
+    registry.load_all()  # short backbone names
+    parser = LightningArgumentParser()
+    parser.add_lightning_class_args(L.LightningModule, "model", subclass_mode=True)
+    parser.add_lightning_class_args(L.LightningDataModule, "data", subclass_mode=True)
+    link_task_to_model(parser)
+    parsed = parser.parse_object({"model": settings["model"], "data": settings["data"]})
+    instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes  # renamed in jsonargparse 4.49
+    built = instantiate(parsed)
+    return built.model, built.data
+
+
+def list_task(config: Path, repeats: int) -> None:
+    """``stream_batch`` of the config's task against a training step of its model, each median of ``repeats``."""
+    torch.manual_seed(0)
+    model, task = build(config)
+    model.train()
+    hp = model.hparams
+    optimizer = torch.optim.AdamW(param_groups(model, hp.lr, hp.weight_decay), lr=hp.lr, betas=hp.betas, eps=hp.eps)
+    start = time.perf_counter()
+    task.stream_batch(0, task.batch_size)  # the first call builds the held-out sets and their hashes, once a run
+    first = 1e3 * (time.perf_counter() - start)
+    index = itertools.count(1)  # a new batch each call, as training draws them
+    batch = task.stream_batch(next(index), task.batch_size)
+
+    def train_step() -> None:
+        loss = model.training_step(batch, 0)  # forward and loss (no logging outside a Trainer)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    generation = median_ms(lambda: task.stream_batch(next(index), task.batch_size), repeats)
+    step = median_ms(train_step, repeats)
+    backbone = model.backbone
+    print(f"\n{config.relative_to(ROOT) if config.is_relative_to(ROOT) else config}: {type(task).__name__} "
+          f"{dict(task.hparams)}")
+    print(f"  model: {type(model).__name__}, {type(backbone).__name__} d_model={backbone.d_model}, "
+          f"vocab_size={hp.vocab_size}, sequences {tuple(batch['tokens'].shape)}")
+    print(f"  first batch (builds the held-out sets)  {first:8.3f} ms")
+    print(f"  stream_batch                          {generation:8.3f} ms")
+    print(f"  training step (fwd, bwd, AdamW)       {step:8.3f} ms")
+    print(f"  data / training step                  {generation / step:8.1%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--configs", nargs="*", default=[str(ROOT / c) for c in LIST_CONFIGS],
+                        help="list-task configs to measure (default: the reconstruction and recall quickstarts)")
     args = parser.parse_args()
 
     held = held_out_sets(HELD_OUT, L_ITEMS, VOCAB, seed=0)
@@ -91,6 +152,8 @@ def main() -> None:
     print(f"per-trial Python generator   {per_trial:8.3f} ms")
     print(f"data / training step         {vectorised / step:8.1%}")
     print(f"per-trial / vectorised       {per_trial / vectorised:8.1f}x")
+    for config in args.configs:
+        list_task(Path(config).resolve(), args.repeats)
 
 
 if __name__ == "__main__":

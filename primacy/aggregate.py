@@ -1,6 +1,7 @@
 """Aggregate runs that differ only by seed: mean and standard error of the accuracy matrix, summary and
-recognition-contiguity curves (raw and controlled), the mean heatmap and contiguity figure, and every run's initial
-and final Δt distribution on one figure (Fig. 5)."""
+recognition-contiguity curves (raw and controlled), for a task with delays (reconstruction) the serial-position curve
+by delay, the mean heatmap and contiguity figure, and every run's initial and final Δt distribution on one figure
+(Fig. 5)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,17 @@ SEED_KEYS = ("seed",)  # settings allowed to differ between aggregated runs
 
 
 def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    """The settings that must agree between aggregated runs. A summary without ``task`` (written before there were
+    other tasks) is a verification run's."""
     data = summary.get("data_args")
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k not in SEED_KEYS}
     keys = ("condition", "n_items", "vocab_size", "backbone", "backbone_args", "model_args")
-    return {**{k: summary.get(k) for k in keys}, "data_args": data}
+    return {"task": summary.get("task") or "verification", **{k: summary.get(k) for k in keys}, "data_args": data}
 
 
 def _first_difference(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> str | None:
-    for key in sorted(set(a) | set(b)):
+    for key in sorted(set(a) | set(b), key=lambda k: (k != "task", k)):  # a different task first: it says most
         x, y = a.get(key), b.get(key)
         if isinstance(x, dict) and isinstance(y, dict):
             found = _first_difference(x, y, f"{prefix}{key}.")
@@ -60,7 +63,20 @@ def load_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
         if shape != expected:
             raise UsageError(f"run {run} has a {shape} accuracy matrix, {run_dirs[0]} a {expected} one: only runs "
                              "that differ by seed aggregate")
+        delays, expected_delays = _delays(loaded), _delays(runs[0])
+        if delays != expected_delays:
+            raise UsageError(f"run {run} was tested {_delay_text(delays)}, {run_dirs[0]} "
+                             f"{_delay_text(expected_delays)}: only runs that differ by seed aggregate")
     return runs
+
+
+def _delays(run: dict[str, Any]) -> list[int] | None:
+    """The delays a run's test used (``results.read``'s dict), None for a task without delays."""
+    return [int(d) for d in run["delays"]] if "serial_position_by_delay" in run else None
+
+
+def _delay_text(delays: list[int] | None) -> str:
+    return "without delays" if delays is None else f"at delays {delays}"
 
 
 def _mean_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -83,6 +99,14 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     ``contiguity_curves``, ``contiguity_mean``, ``contiguity_se`` in accuracy.npz, contiguity.png/.pdf) when every
     run has it, and so is the controlled one (``controlled_contiguity_curve``; ``controlled_contiguity_curves``,
     ``controlled_contiguity_mean``, ``controlled_contiguity_se``); runs written before either existed leave it out.
+
+    Runs of a task with delays (reconstruction; all runs at the same delays, which ``load_runs`` checks) also give
+    ``delays``, ``serial_position_by_delay`` (mean and se per (delay, study position) cell) and
+    ``early_minus_late_by_delay`` (mean, se and the runs' values per delay) in the summary, ``delays``,
+    ``serial_position_by_delay_curves`` (R, D, L), ``serial_position_by_delay_mean``, ``serial_position_by_delay_se``
+    (D, L) and ``early_minus_late_by_delay_values`` (R, D), ``_mean``, ``_se`` (D) in accuracy.npz, and
+    delay_heatmap.png/.pdf, the mean curves by delay; for condition ``forward`` heatmap.png/.pdf is that figure too,
+    as a run's is (its study x query matrix is only a diagonal).
     """
     run_dirs = [Path(r) for r in run_dirs]
     out = Path(out_dir)
@@ -103,6 +127,15 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
             curves = np.stack([np.asarray(r[key], dtype=float) for r in runs])  # R 2L-1
             arrays[f"{name}_curves"] = curves
             arrays[f"{name}_mean"], arrays[f"{name}_se"] = _mean_se(curves)
+    delays = _delays(runs[0])  # the same for every run (load_runs)
+    if delays is not None:
+        by_delay = np.stack([np.asarray(r["serial_position_by_delay"], dtype=float) for r in runs])  # R D L
+        indices = np.stack([np.asarray(r["early_minus_late_by_delay"], dtype=float) for r in runs])  # R D
+        arrays["delays"] = np.asarray(delays, dtype=np.int64)
+        arrays["serial_position_by_delay_curves"] = by_delay
+        arrays["serial_position_by_delay_mean"], arrays["serial_position_by_delay_se"] = _mean_se(by_delay)
+        arrays["early_minus_late_by_delay_values"] = indices
+        arrays["early_minus_late_by_delay_mean"], arrays["early_minus_late_by_delay_se"] = _mean_se(indices)
     files.save_npz(out / "accuracy.npz", **arrays)
 
     summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs]}
@@ -115,18 +148,35 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
         summary[key] = {"mean": [_num(v) for v in mean], "se": [_num(v) for v in se]}
     if "contiguity_curve" in curve_keys:
         summary["contiguity_lags"] = [int(d) for d in runs[0]["contiguity_lags"]]
+    if delays is not None:
+        summary["delays"] = delays
+        summary["serial_position_by_delay"] = {
+            "mean": [[_num(v) for v in row] for row in arrays["serial_position_by_delay_mean"]],
+            "se": [[_num(v) for v in row] for row in arrays["serial_position_by_delay_se"]]}
+        summary["early_minus_late_by_delay"] = {
+            "mean": [_num(v) for v in arrays["early_minus_late_by_delay_mean"]],
+            "se": [_num(v) for v in arrays["early_minus_late_by_delay_se"]],
+            "values": [[_num(v) for v in row] for row in arrays["early_minus_late_by_delay_values"]]}
     summary["settings"] = _comparable(runs[0]["summary"])
     files.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
 
     s = summary["settings"]
-    title = (f"{s['backbone']} · L={s['n_items']} · K={s['vocab_size']} · {s['condition']} · mean of {len(runs)} runs\n"
+    title = (f"{plots.describe(s)} · mean of {len(runs)} runs\n"
              f"accuracy {_fixed(summary['overall_accuracy']['mean'], '.3f')} · "
              f"early−late {_fixed(summary['early_minus_late']['mean'], '+.3f')} ± "
              f"{_fixed(summary['early_minus_late']['se'] or 0, '.3f')}")
-    fig = plots.heatmap(matrix_mean, distractor_mean, title)
-    for fmt in ("png", "pdf"):
-        files.save_figure(fig, out / f"heatmap.{fmt}", dpi=dpi)
-    plt.close(fig)
+    figures = {"heatmap": lambda: plots.heatmap(matrix_mean, distractor_mean, title,
+                                                distractor_label=plots.distractor_label(s["task"]))}
+    if delays is not None:
+        curves, curves_se = arrays["serial_position_by_delay_mean"], arrays["serial_position_by_delay_se"]
+        figures["delay_heatmap"] = lambda: plots.delay_heatmap(np.asarray(delays), curves, title, curves_se)
+        if s["condition"] == "forward":  # its study x query matrix is only a diagonal: the curves by delay say more
+            figures["heatmap"] = figures["delay_heatmap"]
+    for name, draw in figures.items():
+        fig = draw()
+        for fmt in ("png", "pdf"):
+            files.save_figure(fig, out / f"{name}.{fmt}", dpi=dpi)
+        plt.close(fig)
 
     if "contiguity_mean" in arrays:
         controlled = "controlled_contiguity_mean" in arrays

@@ -29,6 +29,7 @@ from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import figure_formats, fits_in_memory
 from primacy.errors import UsageError
 from primacy.metrics import StudyQueryAccuracy
+from primacy.plots import describe
 from primacy.tasks.induction import BOS
 
 
@@ -180,8 +181,10 @@ class RunConfig(SaveConfigCallback):
 
 
 class ResultsWriter(Callback):
-    """At the end of ``test``, writes <run>/results/: summary.json, accuracy.npz, verification.csv, contiguity.csv,
-    heatmap.png/.pdf and contiguity.png/.pdf (raw and controlled recognition contiguity), from the model's
+    """At the end of ``test``, writes <run>/results/: summary.json, accuracy.npz, <task>.csv (verification.csv,
+    reconstruction.csv, recall.csv), contiguity.csv, heatmap.png/.pdf and contiguity.png/.pdf (raw and controlled
+    contiguity), and for a task with delays delays.csv and delay_heatmap.png/.pdf (the serial-position curve by delay,
+    which is also forward reconstruction's heatmap: its study x query matrix is a diagonal), from the model's
     ``test_accuracy`` metric. After each validation it redraws
     results/val_heatmap.png (and logs it to wandb), so the matrix can be watched while training. Models without
     a study x query matrix (the induction task's LanguageModel) get results/summary.json with their logged
@@ -250,7 +253,7 @@ class ResultsWriter(Callback):
                                       title)
         else:
             fig = plots.heatmap(np.asarray(result["matrix"]), np.asarray(result["distractor_accuracy_by_query"]), title,
-                                distractor_label="none" if settings.get("task") == "recall" else "new")
+                                distractor_label=plots.distractor_label(settings.get("task")))
         for path in paths:
             files.save_figure(fig, path, dpi=self.dpi)
         plt.close(fig)
@@ -262,20 +265,6 @@ class ResultsWriter(Callback):
         for path in paths:
             files.save_figure(fig, path, dpi=self.dpi)
         plt.close(fig)
-
-
-def describe(settings: dict[str, Any]) -> str:
-    """A run's settings for a figure title: backbone, task (unless verification), L, vocabulary, condition."""
-    data = settings.get("data_args") or {}
-    task = settings.get("task") or "verification"
-    parts = [str(settings.get("backbone"))] + ([] if task == "verification" else [task])
-    parts.append(f"L={settings.get('n_items')}")
-    if "n_keys" in data:
-        parts.append(f"keys {data['n_keys']} · values {data['n_values']}")
-    elif settings.get("vocab_size") is not None:
-        parts.append(f"K={settings['vocab_size']}")
-    parts.append(str(settings.get("condition")))
-    return " · ".join(parts)
 
 
 def _announce_replacing(out: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")  # figures are written to files; no display is needed
@@ -23,6 +25,29 @@ def _span(values: np.ndarray, minimum: float = 0.3) -> tuple[float, float]:
     lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
     pad = max(0.0, minimum - (hi - lo)) / 2
     return lo - pad - 0.02, hi + pad + 0.02
+
+
+def describe(settings: dict[str, Any]) -> str:
+    """A run's settings for a figure title: backbone, task (unless verification), L, vocabulary, condition.
+
+    settings: ``primacy.callbacks.run_settings``'s dict, as summary.json stores it (a summary without ``task`` is a
+    verification run's)."""
+    data = settings.get("data_args") or {}
+    task = settings.get("task") or "verification"
+    parts = [str(settings.get("backbone"))] + ([] if task == "verification" else [task])
+    parts.append(f"L={settings.get('n_items')}")
+    if "n_keys" in data:
+        parts.append(f"keys {data['n_keys']} · values {data['n_values']}")
+    elif settings.get("vocab_size") is not None:
+        parts.append(f"K={settings['vocab_size']}")
+    parts.append(str(settings.get("condition")))
+    return " · ".join(parts)
+
+
+def distractor_label(task: str | None) -> str:
+    """The heatmap's top-row label: the answer to a query about no studied item in ``task`` ("new" in verification,
+    "none" in associative recall; reconstruction has no such queries, so its row is blank and unlabelled)."""
+    return {"recall": "none", "reconstruction": ""}.get(task or "verification", "new")
 
 
 def heatmap(

@@ -59,9 +59,21 @@ def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
         **{k: _json_number(float(result[k])) for k in SCALAR_KEYS},
         **{k: [_json_number(float(v)) for v in result[k]] for k in CURVE_KEYS},
         **contiguity,
-        "n_sets": int(counts.min()) if bool((counts == counts.min()).all()) else None,
+        "n_sets": _n_sets(result),
         **settings,
     }
+
+
+def _n_sets(result: dict[str, Any]) -> int | None:
+    """Test sets behind the matrix: each set asks every (study, query) cell once (forward reconstruction: every cell of
+    the diagonal, the only ones it asks) at each delay; None when the counts are not those of whole sets."""
+    counts = torch.as_tensor(result["counts"])
+    off_diagonal = counts - torch.diag(torch.diagonal(counts))
+    asked = torch.diagonal(counts) if bool((off_diagonal == 0).all()) and counts.shape[0] > 1 else counts
+    if not bool((asked == asked.min()).all()):
+        return None
+    sets, rest = divmod(int(asked.min()), len(result["delays"]) if "delays" in result else 1)
+    return None if rest else sets
 
 
 def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:

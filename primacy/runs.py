@@ -22,8 +22,11 @@ def link_task_to_model(parser: LightningArgumentParser) -> None:
     parser.link_arguments("data", "model.init_args.delays", compute_fn=_task_delays, apply_on="parse")
 
 
-def _task_class_and_settings(data: Any) -> tuple[type, dict]:
-    """The class and init args of the ``data`` section of a parsed config (a Namespace with class_path, init_args)."""
+def _task_class_and_settings(data: Any) -> tuple[type | None, dict]:
+    """The class and init args of the ``data`` section of a parsed config (a Namespace with class_path, init_args);
+    (None, {}) when the config names no task yet (``primacy fit --help``)."""
+    if data is None or data.get("class_path") is None:
+        return None, {}
     settings = data.init_args.as_dict() if data.get("init_args") is not None else {}
     return registry.import_class(data.class_path), settings
 
@@ -32,7 +35,7 @@ def _task_vocabulary(data: Any) -> int | None:
     cls, settings = _task_class_and_settings(data)
     if hasattr(cls, "model_vocabulary"):
         return cls.model_vocabulary(settings)
-    return settings.get("vocab_size")  # a LightningDataModule from elsewhere
+    return settings.get("vocab_size")  # a LightningDataModule from elsewhere, or none
 
 
 def _task_delays(data: Any) -> list[int] | None:

@@ -97,9 +97,7 @@ class StudyQueryAccuracy(Metric):
     def update(self, correct: torch.Tensor, study_pos: torch.Tensor, delay: torch.Tensor | None = None) -> None:
         if correct.shape[-1] != self.n_items:
             raise ValueError(f"{type(self).__name__}(n_items={self.n_items}) got {correct.shape[-1]} queries per trial")
-        if (delay is None) != (self.delays is None):
-            raise ValueError(f"{type(self).__name__}(delays={self.delays if self.delays is None else self.delays.tolist()}) "
-                             f"got {'no' if delay is None else 'a'} delay per trial: give one exactly when it has delays")
+        delay_index = self._delay_index(delay)  # checked before any state changes
         n = self.n_items
         correct = correct.long()  # B L
         query_pos = torch.arange(n, device=correct.device).expand_as(study_pos)  # B L
@@ -117,20 +115,28 @@ class StudyQueryAccuracy(Metric):
         cell = ((previous_pos * n + study_pos) * n + query_pos)[eligible]  # flat (s', s, q) index
         cells = self.contiguity_cells.view(-1)  # a view: index_add_ writes into the state
         cells.index_add_(0, cell, torch.ones_like(cell, dtype=cells.dtype))  # no L³ temporary per batch
-        if delay is not None:
-            self._update_delays(correct, study_pos, delay)
+        if delay_index is not None:
+            n = self.n_items
+            cell = (delay_index[:, None] * n + study_pos)[old]  # flat (delay, study position) index
+            size = len(self.delays) * n
+            self.delay_hits += torch.bincount(cell, weights=correct[old], minlength=size).long().view(-1, n)
+            self.delay_counts += torch.bincount(cell, minlength=size).view(-1, n)
 
-    def _update_delays(self, correct: torch.Tensor, study_pos: torch.Tensor, delay: torch.Tensor) -> None:
+    def _delay_index(self, delay: torch.Tensor | None) -> torch.Tensor | None:
+        """Each trial's index into ``delays`` (B,); a trial without a delay when the metric counts them, or with a
+        delay it does not count, is a ValueError."""
+        if (delay is None) != (self.delays is None):
+            expected = "no delay" if self.delays is None else f"a delay in {self.delays.tolist()}"
+            raise ValueError(f"{type(self).__name__} expects {expected} per trial, got "
+                             f"{'none' if delay is None else 'delays'}: a model's delays come from its task")
+        if delay is None:
+            return None
         delays = self.delays.to(delay.device)
         index = torch.searchsorted(delays, delay).clamp(max=len(delays) - 1)  # B
         if not bool((delays[index] == delay).all()):
             unknown = sorted(set(delay.tolist()) - set(delays.tolist()))
             raise ValueError(f"{type(self).__name__} got delays {unknown}: it counts only {delays.tolist()}")
-        n, old = self.n_items, study_pos >= 0  # B L
-        cell = (index[:, None] * n + study_pos)[old]  # flat (delay, study position) index
-        size = len(delays) * n
-        self.delay_hits += torch.bincount(cell, weights=correct[old], minlength=size).long().view(-1, n)
-        self.delay_counts += torch.bincount(cell, minlength=size).view(-1, n)
+        return index
 
     def compute(self) -> dict[str, torch.Tensor | float]:
         """``summarize``'s dict plus the summed states (hits, counts, distractor_hits, distractor_counts,

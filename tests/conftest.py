@@ -40,4 +40,22 @@ TINY_RUNS = {
         # the config's HeadScoreTracker: prompt_items=5 is too short for its lag-CRP on lags -5..+5
         "--trainer.callbacks.n_items", "6", "--trainer.callbacks.formats", "[png]",
     ],
+    "reconstruction": [
+        "--config", str(ROOT / "configs" / "quickstart-reconstruction.yaml"), *QUIET,
+        "--data.init_args.n_items", "4", "--data.init_args.vocab_size", "16", "--data.init_args.delay", "[0, 2]",
+        "--data.init_args.condition", "cued", "--data.init_args.batch_size", "4",
+        "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "3",
+        "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
+        "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
+        "--results.formats", "[png]",
+    ],
+    "recall": [
+        "--config", str(ROOT / "configs" / "quickstart-recall.yaml"), *QUIET,
+        "--data.init_args.n_items", "4", "--data.init_args.n_keys", "16", "--data.init_args.n_values", "8",
+        "--data.init_args.p_unseen", "0.25", "--data.init_args.condition", "half", "--data.init_args.batch_size", "4",
+        "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "3",
+        "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
+        "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
+        "--results.formats", "[png]",
+    ],
 }

@@ -82,7 +82,8 @@ def results(out) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("processes", [2, 3])
 def test_test_metrics_equal_the_single_process_ones(trained, processes, tmp_path):
-    """5 sets x 4 shifts x 2 variants = 40 verification trials and 11 induction prompts split unevenly."""
+    """5 sets x 4 shifts x 2 variants = 40 verification trials, 11 induction prompts, 36 reconstruction and 24 recall
+    trials, split unevenly."""
     task, run = trained
     single, single_arrays = results(run)  # written by fit's test on one process
     args = ["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
@@ -93,6 +94,10 @@ def test_test_metrics_equal_the_single_process_ones(trained, processes, tmp_path
         np.testing.assert_array_equal(arrays[key], value, err_msg=key)
     if task == "verification":
         assert arrays["counts"].sum() + arrays["distractor_counts"].sum() == 40 * 4
+    elif task == "reconstruction":  # cued: 3 sets x 3 delays (0, 1, 2) x 4 shifts, 4 answers each
+        assert arrays["counts"].sum() == arrays["delay_counts"].sum() == 36 * 4
+    elif task == "recall":  # half: 3 sets x 4 shifts x 2 variants, 4 answers each, half about unseen keys
+        assert arrays["counts"].sum() == arrays["distractor_counts"].sum() == 24 * 2
     else:
         assert summary["repeat_tokens"] == 11 * 4 and summary["other_tokens"] == 11 * 6
     numbers = {k: v for k, v in single.items() if isinstance(v, float)}

@@ -269,3 +269,80 @@ def test_controlled_contiguity_recovers_a_built_in_contiguity_effect(condition):
     far = controlled[lags.abs() >= 2]
     assert abs(float(far.nanmean())) < 0.02
     assert abs(float(far[:20].mean() - far[-20:].mean())) < 0.02, "no serial-position slope is left"
+
+
+# The serial-position curve by delay (tasks with a delay between study and queries: reconstruction).
+
+
+def delay_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Three trials of L = 3 at delays 0, 5, 0 (the metric counts delays 0, 2, 5); trial 2 has a query about no item."""
+    correct = torch.tensor([[True, False, True], [True, True, False], [False, False, False]])
+    study_pos = torch.tensor([[0, 1, 2], [2, -1, 0], [1, 0, 2]])
+    return correct, study_pos, torch.tensor([0, 5, 0])
+
+
+def test_delay_counts_by_delay_and_study_position_hand_computed():
+    metric = StudyQueryAccuracy(3, delays=[0, 2, 5])
+    metric.update(*delay_batch())
+    out = metric.compute()
+    # delay 0: trials 1 and 3 ask every study position once each; right on s0 and s2 in trial 1 only
+    # delay 5: trial 2 asks s2 (right) and s0 (wrong); its query about no item does not count
+    assert out["delay_counts"].tolist() == [[2, 2, 2], [0, 0, 0], [1, 0, 1]]
+    assert out["delay_hits"].tolist() == [[1, 0, 1], [0, 0, 0], [0, 0, 1]]
+    assert out["delays"].tolist() == [0, 2, 5]
+    curves = out["serial_position_by_delay"]
+    assert curves[0].tolist() == [0.5, 0.0, 0.5] and curves[1].isnan().all()
+    assert curves[2, 0] == 0.0 and curves[2, 1].isnan() and curves[2, 2] == 1.0
+    assert out["counts"].sum() == 8, "the study x query matrix counts the same answers"
+
+
+def test_delay_counts_are_exact_when_split_across_updates_and_processes():
+    gen = torch.Generator().manual_seed(3)
+    correct = torch.rand(40, 5, generator=gen) < 0.5
+    study_pos = torch.where(torch.rand(40, 5, generator=gen) < 0.2, -1, torch.rand(40, 5, generator=gen).argsort(1))
+    delay = torch.tensor([0, 4, 8])[torch.randint(0, 3, (40,), generator=gen)]
+    whole, first, second = (StudyQueryAccuracy(5, delays=[0, 4, 8]) for _ in range(3))
+    whole.update(correct, study_pos, delay)
+    first.update(correct[:7], study_pos[:7], delay[:7])
+    first.update(correct[7:20], study_pos[7:20], delay[7:20])
+    second.update(correct[20:], study_pos[20:], delay[20:])
+    for key in ("delay_hits", "delay_counts"):
+        assert torch.equal(getattr(first, key) + getattr(second, key), getattr(whole, key)), key
+    first.merge_state(second)
+    merged, expected = first.compute(), whole.compute()
+    assert torch.equal(merged["delay_counts"], expected["delay_counts"])
+    assert int(expected["delay_counts"].sum()) == int((study_pos >= 0).sum())
+    torch.testing.assert_close(merged["serial_position_by_delay"], expected["serial_position_by_delay"],
+                               equal_nan=True, rtol=0, atol=0)
+
+
+def test_a_delay_outside_the_list_or_a_missing_delay_is_rejected():
+    correct, study_pos, _ = delay_batch()
+    metric = StudyQueryAccuracy(3, delays=[0, 2, 5])
+    with pytest.raises(ValueError, match=r"got delays \[3\]: it counts only \[0, 2, 5\]"):
+        metric.update(correct, study_pos, torch.tensor([0, 3, 5]))
+    with pytest.raises(ValueError, match=r"got delays \[9\]"):
+        metric.update(correct, study_pos, torch.tensor([9, 0, 0]))  # beyond the last delay
+    with pytest.raises(ValueError, match=r"expects a delay in \[0, 2, 5\] per trial, got none"):
+        metric.update(correct, study_pos)
+    with pytest.raises(ValueError, match="expects no delay per trial, got delays"):
+        StudyQueryAccuracy(3).update(correct, study_pos, torch.tensor([0, 0, 0]))
+    assert int(metric.counts.sum()) == 0 and int(metric.contiguity_counts.sum()) == 0, "a rejected batch counts nothing"
+    for delays in ([], [2, 1], [1, 1], [-1, 2]):
+        with pytest.raises(ValueError, match="delays="):
+            StudyQueryAccuracy(3, delays=delays)
+
+
+def test_summarize_gives_the_serial_position_curve_by_delay():
+    hits, counts = torch.tensor([[3, 1, 0, 2], [0, 0, 0, 0]]), torch.tensor([[4, 4, 2, 4], [1, 2, 3, 4]])
+    states = {"hits": torch.ones(4, 4), "counts": torch.ones(4, 4), "distractor_hits": torch.zeros(4),
+              "distractor_counts": torch.zeros(4)}
+    out = summarize(**states, delays=torch.tensor([0, 7]), delay_hits=hits, delay_counts=counts)
+    torch.testing.assert_close(out["serial_position_by_delay"], hits.double() / counts.double())
+    # L = 4, q = 1: early - late = curve[0] - curve[3]
+    assert out["early_minus_late_by_delay"].tolist() == pytest.approx([0.75 - 0.5, 0.0])
+    assert "serial_position_by_delay" not in summarize(**states)
+    with pytest.raises(ValueError, match="all three or none"):
+        summarize(**states, delays=torch.tensor([0, 7]), delay_hits=hits)
+    with pytest.raises(ValueError, match=r"\(delays, L\) = \(3, 4\)"):
+        summarize(**states, delays=torch.tensor([0, 7, 9]), delay_hits=hits, delay_counts=counts)

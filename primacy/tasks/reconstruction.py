@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
@@ -231,10 +232,11 @@ class ReconstructionTask(Task):
 
 def delay_range(delay: int | tuple[int, int] | list[int]) -> tuple[int, int]:
     """(min, max) of a ``delay`` setting, a number or a [min, max] pair; a negative or reversed one is a UsageError."""
-    lo, hi = (delay, delay) if isinstance(delay, int) else tuple(delay)
-    if lo < 0 or hi < lo:
+    bounds = (delay, delay) if isinstance(delay, Integral) else tuple(delay) if isinstance(delay, (list, tuple)) else ()
+    integers = len(bounds) == 2 and all(isinstance(d, Integral) for d in bounds)
+    if not integers or bounds[0] < 0 or bounds[1] < bounds[0]:
         raise UsageError(f"delay={delay} is invalid: give D >= 0 blanks, or a range [min, max] with 0 <= min <= max")
-    return int(lo), int(hi)
+    return int(bounds[0]), int(bounds[1])
 
 
 def resolve_test_delays(delay: int | tuple[int, int] | list[int], test_delays: list[int] | None) -> list[int]:

@@ -59,3 +59,19 @@ TINY_RUNS = {
         "--results.formats", "[png]",
     ],
 }
+
+# Tasks whose runs exercise nothing of the checkpointing machinery that the first two do not: their resume tests of
+# signal handling and checkpoint bookkeeping (the same RunCheckpoint code whatever the task) run with `-m slow`; the
+# bitwise resume after Ctrl-C and after a kill stay in the default run for every task.
+TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves",
+                                 "test_a_finished_run_is_refused_and_left_as_it_was",
+                                 "test_a_run_written_before_periodic_checkpoints_still_tests")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        task = getattr(getattr(item, "callspec", None), "params", {}).get("straight")
+        sigterm = item.originalname.startswith("test_a_signalled_run") and item.name.endswith("-sigterm]")
+        if task in ("reconstruction", "recall") and (sigterm or item.originalname in TASK_INDEPENDENT_RESUME_TESTS):
+            item.add_marker(pytest.mark.slow)

@@ -11,6 +11,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from primacy.tasks.sampling import TEST_DESIGN, stream_generator
+
 Batch = dict[str, torch.Tensor]
 
 
@@ -108,6 +110,45 @@ class Task(L.LightningDataModule):
         shard = EvalShard(trials, n_trials, self.batch_size, *process_rank(self.trainer))
         return DataLoader(shard, batch_size=None, num_workers=min(self.num_workers, len(shard)),
                           generator=_loader_generator())
+
+
+class HeldOutTask(Task):
+    """A task tested on held-out study sets through a design: test takes the first ``num_test_sets`` held-out sets
+    with design stream 0, validation the last ``num_val_sets`` with stream 1, each set with one random query order. A
+    subclass sets ``_held_out`` (a ``primacy.tasks.sampling.HeldOut``) and the counts, and defines ``design``."""
+
+    n_items: int
+    num_held_out: int
+    num_test_sets: int
+    num_val_sets: int
+
+    @property
+    def held_out(self) -> torch.Tensor:
+        """The held-out rows (num_held_out, M), whose first L columns are the sets: test uses the first ones,
+        validation the last ones."""
+        return self._held_out.rows
+
+    @abstractmethod
+    def design(self, rows: torch.Tensor, orders: torch.Tensor) -> Any:
+        """The evaluation trials (with ``batch(indices)`` and ``len``) over held-out ``rows`` (S, M), set s asking its
+        study positions in the order ``orders[s]`` (S, L)."""
+
+    def _design(self, rows: torch.Tensor, stream: int) -> Any:
+        generator = stream_generator(self.seed, TEST_DESIGN, stream)
+        orders = torch.rand(rows.shape[0], self.n_items, generator=generator).argsort(dim=1)  # S L
+        return self.design(rows, orders)
+
+    def test_design(self) -> Any:
+        """The test trials, over the first ``num_test_sets`` held-out sets."""
+        return self._design(self.held_out[: self.num_test_sets], 0)
+
+    def val_dataloader(self) -> DataLoader:
+        design = self._design(self.held_out[self.num_held_out - self.num_val_sets :], 1)
+        return self.eval_loader(design.batch, len(design))
+
+    def test_dataloader(self) -> DataLoader:
+        design = self.test_design()
+        return self.eval_loader(design.batch, len(design))
 
 
 def _loader_generator() -> torch.Generator:

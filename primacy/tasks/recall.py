@@ -22,12 +22,11 @@ from functools import partial
 from typing import Any, Literal
 
 import torch
-from torch.utils.data import DataLoader
 
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Batch, Task
-from primacy.tasks.sampling import (TEST_DESIGN, TRAIN, HeldOut, check_held_out, cyclic_orders, distinct_sets,
+from primacy.tasks.base import Batch, HeldOutTask
+from primacy.tasks.sampling import (TRAIN, HeldOut, check_held_out, cyclic_orders, distinct_sets,
                                     draw_distinct, stream_generator)
 
 Condition = Literal["seen", "half"]
@@ -111,7 +110,7 @@ class RecallDesign:
         return self.layout.trials(rows, order, unseen)
 
 
-class AssociativeRecallTask(Task):
+class AssociativeRecallTask(HeldOutTask):
     """Associative recall: L key-value pairs, then L queries by key (see the module's docstring).
 
     Args:
@@ -180,11 +179,6 @@ class AssociativeRecallTask(Task):
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
         return len(Layout(settings["n_items"], settings["n_keys"], settings["n_values"]))
 
-    @property
-    def held_out(self) -> torch.Tensor:
-        """The held-out rows (num_held_out, M) of ``draw_pairs``: test uses the first ones, validation the last."""
-        return self._held_out.rows
-
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out key sets are never drawn."""
         generator = stream_generator(self.seed, TRAIN, index)
@@ -193,19 +187,5 @@ class AssociativeRecallTask(Task):
         unseen = torch.rand(size, self.n_items, generator=generator) < self.p_unseen  # B L
         return self.layout.trials(rows, order, unseen)
 
-    def design(self, rows: torch.Tensor, index: int) -> RecallDesign:
-        """The test design over held-out ``rows``, its orders drawn from design stream ``index``."""
-        generator = stream_generator(self.seed, TEST_DESIGN, index)
-        perm = torch.rand(rows.shape[0], self.n_items, generator=generator).argsort(dim=1)
-        return RecallDesign(rows, perm, self.layout, self.condition)
-
-    def test_design(self) -> RecallDesign:
-        return self.design(self.held_out[: self.num_test_sets], 0)
-
-    def val_dataloader(self) -> DataLoader:
-        design = self.design(self.held_out[self.num_held_out - self.num_val_sets :], 1)
-        return self.eval_loader(design.batch, len(design))
-
-    def test_dataloader(self) -> DataLoader:
-        design = self.test_design()
-        return self.eval_loader(design.batch, len(design))
+    def design(self, rows: torch.Tensor, orders: torch.Tensor) -> RecallDesign:
+        return RecallDesign(rows, orders, self.layout, self.condition)

@@ -24,12 +24,11 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
 
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Batch, Task
-from primacy.tasks.sampling import (TEST_DESIGN, TRAIN, HeldOut, check_held_out, cyclic_orders, distinct_sets,
+from primacy.tasks.base import Batch, HeldOutTask
+from primacy.tasks.sampling import (TRAIN, HeldOut, check_held_out, cyclic_orders, distinct_sets,
                                     draw_distinct, stream_generator)
 
 Condition = Literal["forward", "cued"]
@@ -120,7 +119,7 @@ class ReconstructionDesign:
         return trials(self.study[s], order, delay, self.tokens, self.teacher_forcing, max(self.delays))
 
 
-class ReconstructionTask(Task):
+class ReconstructionTask(HeldOutTask):
     """Delayed reconstruction: L study items, D blanks, then recall of every item (see the module's docstring).
 
     Args:
@@ -195,11 +194,6 @@ class ReconstructionTask(Task):
     def eval_delays(cls, settings: dict[str, Any]) -> list[int]:
         return resolve_test_delays(settings["delay"], settings["test_delays"])
 
-    @property
-    def held_out(self) -> torch.Tensor:
-        """The held-out study lists (num_held_out, L): test uses the first ones, validation the last ones."""
-        return self._held_out.rows
-
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out sets are never drawn."""
         generator = stream_generator(self.seed, TRAIN, index)
@@ -212,22 +206,8 @@ class ReconstructionTask(Task):
             order = torch.arange(self.n_items).expand(size, -1)
         return trials(study, order, delay, self.tokens, self.teacher_forcing, hi)
 
-    def design(self, study: torch.Tensor, index: int) -> ReconstructionDesign:
-        """The evaluation design over ``study`` (S, L), its orders drawn from design stream ``index``."""
-        generator = stream_generator(self.seed, TEST_DESIGN, index)
-        perm = torch.rand(study.shape[0], self.n_items, generator=generator).argsort(dim=1)
-        return ReconstructionDesign(study, perm, tuple(self.test_delays), self.tokens, self.teacher_forcing)
-
-    def test_design(self) -> ReconstructionDesign:
-        return self.design(self.held_out[: self.num_test_sets], 0)
-
-    def val_dataloader(self) -> DataLoader:
-        design = self.design(self.held_out[self.num_held_out - self.num_val_sets :], 1)
-        return self.eval_loader(design.batch, len(design))
-
-    def test_dataloader(self) -> DataLoader:
-        design = self.test_design()
-        return self.eval_loader(design.batch, len(design))
+    def design(self, rows: torch.Tensor, orders: torch.Tensor) -> ReconstructionDesign:
+        return ReconstructionDesign(rows, orders, tuple(self.test_delays), self.tokens, self.teacher_forcing)
 
 
 def delay_range(delay: int | tuple[int, int] | list[int]) -> tuple[int, int]:

@@ -68,6 +68,8 @@ TWINS = {
     "mamba-L128": "quickstart-mamba",  # no configs/cpu/ twin: the Mamba quickstart (L = 32, H = 64, batch 64)
     "verification-s4d-legs-L128": "quickstart",  # S4D with frozen LegS at L = 32: the quickstart
     "induction-4L": "cpu/induction-attn-2L",
+    "reconstruction-s4d-legs-L128": "quickstart-reconstruction",  # S4D, L = 12, K = 32, delays 0-16
+    "recall-s4d-legs-L128": "quickstart-recall",  # S4D, L = 8 pairs, 16 keys, 8 values
 }
 
 

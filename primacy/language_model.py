@@ -46,7 +46,7 @@ class LanguageModel(L.LightningModule):
             raise UsageError(f"vocab_size={vocab_size} is invalid: it must be at least 2")
         fits_in_memory("the embedding and unembedding", 8 * vocab_size * backbone.d_model, vocab_size=vocab_size,
                        d_model=backbone.d_model)
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.backbone = backbone
         self.embedding = nn.Embedding(vocab_size, backbone.d_model)
         self.unembedding = nn.Linear(backbone.d_model, vocab_size, bias=False)

@@ -122,7 +122,7 @@ class SequenceModel(ListModel):
         warmup_steps: int = 1000,
     ) -> None:
         super().__init__(backbone, vocab_size, n_items, lr, betas, eps, weight_decay, warmup_steps)
-        self.save_hyperparameters()  # under the CLI the backbone is recorded as its class_path/init_args config
+        self.save_hyperparameters(logger=False)  # RunConfig logs the whole config; under the CLI the backbone is recorded as its class_path/init_args config
         self.readout = nn.Linear(backbone.d_model, 1)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -167,7 +167,7 @@ class RecallModel(ListModel):
         super().__init__(backbone, vocab_size, n_items, lr, betas, eps, weight_decay, warmup_steps, delays)
         fits_in_memory("the unembedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
                        d_model=backbone.d_model)
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.unembedding = nn.Linear(backbone.d_model, vocab_size)
 
     def forward(self, tokens: torch.Tensor, query_index: torch.Tensor) -> torch.Tensor:

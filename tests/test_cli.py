@@ -3,7 +3,8 @@
 import csv
 
 import pytest
-from conftest import ROOT
+import yaml
+from conftest import ROOT, TINY_RUNS
 
 from primacy.cli import main
 
@@ -70,3 +71,17 @@ def test_training_loss_and_accuracy_reach_the_logger_every_log_every_n_steps(tmp
     logged = {int(r["step"]): (r["train/loss"], r["train/acc"]) for r in rows if r["train/loss"]}
     assert sorted(logged) == [1, 3, 5], "Lightning's steps 2, 4 and 6, counted from 0"
     assert all(float(loss) > 0 and 0 <= float(acc) <= 1 for loss, acc in logged.values())
+
+
+@pytest.mark.parametrize("task", TINY_RUNS)
+def test_the_loggers_get_the_whole_config_of_every_task(task, tmp_path):
+    """The run's config (the file `primacy test` reads) reaches the logger, model and task side by side, even where a
+    name means two things (a reconstruction task's vocab_size counts its items, its model's every token id)."""
+    run = tmp_path / "run"
+    main(["fit", *TINY_RUNS[task], "--trainer.default_root_dir", str(run), "--trainer.logger",
+          "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", str(run), "--trainer.max_steps", "1",
+          "--trainer.num_sanity_val_steps", "0", "--test_after_fit", "false"])
+    [hparams] = run.glob("**/version_0/hparams.yaml")
+    logged = yaml.safe_load(hparams.read_text())
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert logged == saved and logged["model"]["init_args"]["backbone"] and logged["data"]["init_args"]["seed"] == 0

@@ -117,7 +117,7 @@ class InductionTask(Task):
         self.distinct = distinct
         self.batch_size, self.num_val_prompts, self.num_test_prompts = batch_size, num_val_prompts, num_test_prompts
         self.seed, self.num_workers = seed, num_workers
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
 
     def stream_batch(self, index: int, size: int) -> dict[str, torch.Tensor]:
         """Training batch ``index`` from generator (seed, train, index)."""

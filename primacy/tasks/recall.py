@@ -166,7 +166,7 @@ class AssociativeRecallTask(HeldOutTask):
                        batch_size=batch_size, num_held_out=num_held_out)
         what = f"n_keys={n_keys} and n_items={n_items}"
         check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(n_keys, n_items), what)
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.n_items, self.n_keys, self.n_values, self.p_unseen = n_items, n_keys, n_values, p_unseen
         self.condition, self.batch_size, self.num_held_out = condition, batch_size, num_held_out
         self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets

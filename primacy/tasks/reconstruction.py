@@ -176,7 +176,7 @@ class ReconstructionTask(HeldOutTask):
         what = f"vocab_size={vocab_size} and n_items={n_items}" + (" with repeats" if repeats else "")
         check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(vocab_size, n_items, repeats=repeats),
                        what)
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.n_items, self.vocab_size, self.repeats, self.condition = n_items, vocab_size, repeats, condition
         self.teacher_forcing = teacher_forcing
         self.batch_size, self.num_held_out = batch_size, num_held_out

@@ -190,7 +190,7 @@ class VerificationTask(Task):
             raise UsageError(f"condition={condition!r} is unknown: choose 'half' or 'uniform'")
         if num_workers < 0:
             raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.n_items, self.vocab_size, self.p_distractor = n_items, vocab_size, p_distractor
         self.batch_size, self.num_held_out = batch_size, num_held_out
         self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets

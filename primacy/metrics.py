@@ -1,11 +1,13 @@
 """torchmetrics for the list tasks: the study x query accuracy matrix (with the serial-position curve by delay when a
-task varies it), and per-token-group next-token accuracy; states are sums across processes."""
+task varies it), the free-recall counts of a model's recall sequences, and per-token-group next-token accuracy; states
+are sums (or, for the recall sequences themselves, concatenations) across processes."""
 
 from __future__ import annotations
 
 import torch
 from torchmetrics import Metric
 
+from primacy.analysis.free_recall import FreeRecallCounts, free_recall_counts, recall_positions
 from primacy.analysis.serial_position import expected_contiguity_hits, summarize
 from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
@@ -191,3 +193,47 @@ class TokenGroupMetrics(Metric):
             result[f"{name}_accuracy"] = self.correct[i] / tokens
             result[f"{name}_tokens"] = self.tokens[i]
         return result
+
+
+class FreeRecallStats(Metric):
+    """The free-recall counts of recall sequences (``primacy.analysis.free_recall.FreeRecallCounts``: lists, spc, first
+    recall, lag-CRP actual and possible, outputs, correct, intrusions, repetitions), summed, so the curves equal the
+    single-process ones on any number of processes. It also keeps the sequences themselves (study items, outputs and
+    each list's index in the evaluation design), gathered from every process, for the long-format export.
+
+    update(study (B, L) item ids, recalls (B, R) output ids padded with -1 after the model stopped, index (B,) the
+    lists' indices in the design). compute() gives ``(counts, study (N, L), recalls (N, R))``, the lists ordered by
+    index: the same whatever the number of processes.
+    """
+
+    full_state_update = False
+    is_differentiable = False
+
+    def __init__(self, n_items: int) -> None:
+        super().__init__()
+        if n_items < 1:
+            raise UsageError(f"n_items={n_items} is invalid: it must be at least 1")
+        self.n_items = n_items
+        lags = 2 * n_items - 1
+        sizes = {"lists": (), "spc": (n_items,), "first_recall": (n_items,), "lag_actual": (lags,),
+                 "lag_possible": (lags,), "outputs": (), "correct": (), "intrusions": (), "repetitions": ()}
+        assert tuple(sizes) == FreeRecallCounts._fields
+        for name, shape in sizes.items():
+            self.add_state(name, torch.zeros(shape, dtype=torch.long), dist_reduce_fx="sum")
+        for name in ("study", "recalls", "index"):
+            self.add_state(name, [], dist_reduce_fx="cat")
+
+    def update(self, study: torch.Tensor, recalls: torch.Tensor, index: torch.Tensor) -> None:
+        counts = free_recall_counts(recall_positions(study, recalls), self.n_items)
+        for name, value in zip(FreeRecallCounts._fields, counts):
+            setattr(self, name, getattr(self, name) + value)
+        self.study.append(study)
+        self.recalls.append(recalls)
+        self.index.append(index)
+
+    def compute(self) -> tuple[FreeRecallCounts, torch.Tensor, torch.Tensor]:
+        counts = FreeRecallCounts(*(getattr(self, name) for name in FreeRecallCounts._fields))
+        study, recalls, index = (torch.cat(x) if isinstance(x, list) else x  # a list until synced across processes
+                                 for x in (self.study, self.recalls, self.index))
+        order = index.argsort()
+        return counts, study[order], recalls[order]

@@ -22,6 +22,17 @@ SUMMARY_KEYS = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
                 "primacy_index", "recency_index", "early_minus_late")
 
 
+def logs_this_step(trainer: L.Trainer | None) -> bool:
+    """Whether this training step's values reach the logger: Lightning writes every ``log_every_n_steps``-th step
+    (the values logged in that step), so the others skip self.log, which took 1 ms a step, 5 % of a quickstart
+    step on a CPU. The last step logs too, so progress lines and ``callback_metrics`` end with its values. Pass the
+    module's ``_trainer`` (None when a step is called by hand: self.log would only warn)."""
+    if trainer is None:
+        return False
+    step, every = trainer.global_step + 1, trainer.log_every_n_steps  # this step, as Lightning counts it
+    return (every > 0 and step % every == 0) or step >= trainer.max_steps or trainer.should_stop
+
+
 class ListModel(L.LightningModule, ABC):
     """What the list tasks' models share: a token embedding (vocab_size, H) for every input token, a backbone, the
     validation and test accuracy matrices (``StudyQueryAccuracy``) and loss means, logging, and the optimiser. A
@@ -50,19 +61,9 @@ class ListModel(L.LightningModule, ABC):
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss, correct = self.answers(batch)
-        if self._logs_this_step():
+        if logs_this_step(self._trainer):
             self.log_dict({"train/loss": loss, "train/acc": correct.float().mean()}, prog_bar=True)
         return loss
-
-    def _logs_this_step(self) -> bool:
-        """Whether this training step's values reach the logger: Lightning writes every ``log_every_n_steps``-th step
-        (the values logged in that step), so the others skip self.log, which took 1 ms a step, 5 % of a quickstart
-        step on a CPU. The last step logs too, so progress lines and ``callback_metrics`` end with its values."""
-        trainer = self._trainer
-        if trainer is None:  # called by hand: self.log would only warn
-            return False
-        step, every = trainer.global_step + 1, trainer.log_every_n_steps  # this step, as Lightning counts it
-        return (every > 0 and step % every == 0) or step >= trainer.max_steps or trainer.should_stop
 
     def _evaluate(self, batch: Batch, metric: StudyQueryAccuracy, loss_mean: MeanMetric) -> None:
         loss, correct = self.answers(batch)

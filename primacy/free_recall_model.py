@@ -1,0 +1,225 @@
+"""The free-recall model: study items, a recall cue, then the model's own outputs fed back one step at a time until it
+says stop. Trained with an order-agnostic loss; scored on the recall sequences it decodes itself.
+
+Sequence (``primacy.tasks.free_recall.FreeRecallTask``): L study items, the cue, then L fed items. Output step r
+(r = 0..L) reads the backbone at position L + r: the cue, then each fed item. Items are tokens 0..K-1, the cue K
+and stop K + 1 = vocab_size - 1.
+
+Losses, with p_r the model's distribution at step r and R_r the study items not fed before step r (R_L is empty and
+the answer there is stop):
+
+* ``set_mass`` (default): loss_r = -log sum_{i in R_r} p_r(i). Any remaining item is a right answer; the model may
+  put its mass on one of them (a recall order of its own) or spread it.
+* ``uniform``: loss_r = -(1 / |R_r|) sum_{i in R_r} log p_r(i), cross-entropy against the uniform distribution over
+  R_r: every remaining item must be equally likely, so the model is pushed to have no order.
+
+Both add loss_L = -log p_L(stop) and average over the L + 1 steps. The fed items come from the batch (the task's
+random order: ``teacher_forcing: sampled``) or, with ``teacher_forcing: greedy``, from the model itself: a pass
+without gradients picks at each step the remaining item it rates highest, then the loss is taken on that order.
+
+At validation and test the model recalls freely (``decoding``): at each step it outputs the most probable token
+(``greedy``) or samples one at ``temperature`` (``sampled``) from the whole vocabulary, and feeds it back.
+Intrusions (any token that is not a studied item, the cue included) and repetitions are kept, not removed; the
+recall ends at stop or after L outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import lightning as L
+import torch
+from torch import nn
+from torchmetrics import MeanMetric
+
+from primacy.analysis.free_recall import PADDING, summarize
+from primacy.analysis.serial_position import position_indices
+from primacy.backbones.base import Backbone
+from primacy.checks import fits_in_memory, positive
+from primacy.errors import UsageError
+from primacy.metrics import FreeRecallStats
+from primacy.model import logs_this_step
+from primacy.optim import adamw_warmup_cosine, check_optimiser
+
+Batch = dict[str, torch.Tensor]
+LOSSES = ("set_mass", "uniform")
+TEACHER_FORCING = ("sampled", "greedy")
+DECODING = ("greedy", "sampled")
+SUMMARY_KEYS = ("mean_recalled", "intrusion_rate", "repetition_rate", "early_minus_late")
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise UsageError(f"{name}={value!r} is not known: choose from {', '.join(allowed)}")
+
+
+class FreeRecallModel(L.LightningModule):
+    """Token embedding (V, H), a backbone and an unembedding Linear(H, V) read at the L + 1 output steps.
+
+    Args:
+        backbone: the sequence model (any registered Backbone).
+        vocab_size: V = K + 2 (items, cue, stop); linked from the task.
+        n_items: L, linked from the task.
+        loss: ``set_mass`` or ``uniform`` (module docstring).
+        teacher_forcing: which items are fed back while training: ``sampled`` (the batch's random order of the
+            remaining items) or ``greedy`` (the model's own best remaining item; L extra passes without gradients).
+        decoding: how the model recalls at validation and test: ``greedy`` or ``sampled`` at ``temperature``.
+        temperature: softmax temperature of ``sampled`` decoding (> 0).
+        decoding_seed: seeds sampled decoding; each list draws from its own generator (seed, list index), so the
+            recalls do not depend on batching or the number of processes.
+        lr, betas, eps, weight_decay, warmup_steps: as for SequenceModel.
+    """
+
+    HEADLINE = ("mean_recalled", "early_minus_late")  # the test results `primacy fit` prints when it ends
+
+    def __init__(
+        self,
+        backbone: Backbone,
+        vocab_size: int = 34,
+        n_items: int = 12,
+        loss: Literal["set_mass", "uniform"] = "set_mass",
+        teacher_forcing: Literal["sampled", "greedy"] = "sampled",
+        decoding: Literal["greedy", "sampled"] = "greedy",
+        temperature: float = 1.0,
+        decoding_seed: int = 0,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.99),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 1000,
+    ) -> None:
+        super().__init__()
+        check_optimiser(lr, betas, eps, weight_decay, warmup_steps)
+        positive(vocab_size=vocab_size, n_items=n_items)
+        if not temperature > 0:
+            raise UsageError(f"temperature={temperature} is invalid: it must be > 0")
+        _choice("loss", loss, LOSSES)
+        _choice("teacher_forcing", teacher_forcing, TEACHER_FORCING)
+        _choice("decoding", decoding, DECODING)
+        if vocab_size < n_items + 2:
+            raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: it needs the items, the "
+                             f"cue and stop (at least {n_items + 2})")
+        fits_in_memory("the embedding and unembedding", 8 * vocab_size * backbone.d_model, vocab_size=vocab_size,
+                       d_model=backbone.d_model)
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
+        self.backbone = backbone
+        self.embedding = nn.Embedding(vocab_size, backbone.d_model)
+        self.unembedding = nn.Linear(backbone.d_model, vocab_size)
+        self.n_items, self.stop = n_items, vocab_size - 1
+        self.loss_name, self.teacher_forcing = loss, teacher_forcing
+        self.decoding, self.temperature, self.decoding_seed = decoding, temperature, decoding_seed
+        self.val_recall, self.test_recall = FreeRecallStats(n_items), FreeRecallStats(n_items)
+        self.val_loss = MeanMetric().set_dtype(torch.float64)
+        self.test_loss = MeanMetric().set_dtype(torch.float64)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, 2L + 1) -> logits (B, L + 1, V) at the output steps."""
+        h = self.backbone(self.embedding(tokens))  # B T H
+        return self.unembedding(h[:, self.n_items :])  # B L+1 V
+
+    def order_agnostic_loss(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean loss over the L + 1 steps and whether each step's most probable token is a right answer (a
+        remaining item, or stop at the end), (B, L + 1) bool. tokens: (B, 2L + 1), the fed items at L + 1.."""
+        n = self.n_items
+        logp = self(tokens).float().log_softmax(-1)  # B L+1 V
+        fed = tokens[:, n + 1 :]  # B L: R_r is fed[:, r:]
+        at_fed = logp[:, :n].gather(2, fed[:, None, :].expand(-1, n, -1))  # B L(step r) L(fed item j)
+        remaining = torch.ones(n, n, dtype=torch.bool, device=tokens.device).triu()  # r L: j >= r
+        if self.loss_name == "set_mass":
+            step_loss = -at_fed.masked_fill(~remaining, float("-inf")).logsumexp(-1)  # B L
+        else:
+            step_loss = -(at_fed * remaining).sum(-1) / remaining.sum(-1)  # B L
+        loss = torch.cat([step_loss, -logp[:, n, self.stop, None]], dim=1).mean()
+        best = logp.argmax(-1)  # B L+1
+        right = ((best[:, :n, None] == fed[:, None, :]) & remaining).any(-1)  # B L
+        return loss, torch.cat([right, best[:, n, None] == self.stop], dim=1)
+
+    @torch.no_grad()
+    def greedy_order(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens with the fed items replaced by the model's own choice at each step: the remaining study item it
+        rates highest. (B, 2L + 1) -> (B, 2L + 1); L passes of the backbone."""
+        n = self.n_items
+        tokens = tokens.clone()
+        study = tokens[:, :n]  # B L
+        left = torch.ones_like(study, dtype=torch.bool)  # B L: study positions not fed yet
+        for r in range(n):
+            logits = self(tokens)[:, r]  # B V
+            scores = logits.gather(1, study).masked_fill(~left, float("-inf"))  # B L
+            pick = scores.argmax(-1)  # B
+            tokens[:, n + 1 + r] = study.gather(1, pick[:, None]).squeeze(1)
+            left[torch.arange(len(pick)), pick] = False
+        return tokens
+
+    @torch.no_grad()
+    def recall(self, study: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """The model's free recall of each list: study (B, L) items, index (B,) the lists' indices (they seed sampled
+        decoding) -> recalls (B, L) output tokens, -1 after stop."""
+        b, n = study.shape
+        cue = torch.full((b, 1), self.stop - 1, dtype=study.dtype, device=study.device)
+        tokens = torch.cat([study, cue, torch.full_like(study, self.stop)], dim=1)  # B 2L+1: later inputs unseen
+        recalls = torch.full_like(study, PADDING)  # B L
+        stopped = torch.zeros(b, dtype=torch.bool, device=study.device)
+        noise = self._gumbel(index, study.device) if self.decoding == "sampled" else None  # B L V
+        for r in range(n):
+            logits = self(tokens)[:, r].float()  # B V
+            if noise is not None:
+                logits = logits / self.temperature + noise[:, r]
+            out = logits.argmax(-1)  # B
+            stopped |= out == self.stop
+            recalls[:, r] = torch.where(stopped, PADDING, out)
+            if r + 1 < n:
+                tokens[:, n + 1 + r] = out
+        return recalls
+
+    def _gumbel(self, index: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """Gumbel noise (B, L, V), each list's from its own generator, so sampling is argmax(logits / T + noise)."""
+        shape = (self.n_items, self.stop + 1)
+        rows = [torch.rand(shape, generator=torch.Generator().manual_seed(self.decoding_seed * 1_000_003 + int(i)),
+                           dtype=torch.float64) for i in index.tolist()]
+        uniform = torch.stack(rows).clamp_min(1e-300)  # B L V
+        return (-(-uniform.log()).log()).float().to(device)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        tokens = batch["tokens"]
+        if self.teacher_forcing == "greedy":
+            tokens = self.greedy_order(tokens)
+        loss, right = self.order_agnostic_loss(tokens)
+        if logs_this_step(self._trainer):
+            self.log_dict({"train/loss": loss, "train/acc": right.float().mean()}, prog_bar=True)
+        return loss
+
+    def _evaluate(self, batch: Batch, stats: FreeRecallStats, loss_mean: MeanMetric) -> None:
+        loss, right = self.order_agnostic_loss(batch["tokens"])  # on the task's order, as sampled training sees it
+        loss_mean.update(loss, weight=right.numel())
+        stats.update(batch["study"], self.recall(batch["study"], batch["index"]), batch["index"])
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, self.val_recall, self.val_loss)
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, self.test_recall, self.test_loss)
+
+    def _log_summary(self, stage: str, stats: FreeRecallStats, loss: MeanMetric) -> None:
+        """Computed on every process (the metric sums its states across them), so the logged values are global."""
+        curves = summarize(stats.compute()[0])
+        values = {"mean_recalled": curves.mean_recalled, "intrusion_rate": curves.intrusion_rate,
+                  "repetition_rate": curves.repetition_rate,
+                  "early_minus_late": position_indices(curves.spc.float())["early_minus_late"]}
+        self.log_dict({f"{stage}/loss": loss.compute().float(), **{f"{stage}/{k}": float(values[k])
+                                                                     for k in SUMMARY_KEYS}}, prog_bar=stage == "val")
+        loss.reset()
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_summary("val", self.val_recall, self.val_loss)
+        self.val_recall.reset()
+
+    def on_test_epoch_start(self) -> None:
+        self.test_recall.reset()
+
+    def on_test_epoch_end(self) -> None:
+        # Not reset here: the results writer reads the finished metric at the end of the test.
+        self._log_summary("test", self.test_recall, self.test_loss)
+
+    def configure_optimizers(self):
+        return adamw_warmup_cosine(self)
+

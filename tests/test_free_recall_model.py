@@ -1,0 +1,137 @@
+"""FreeRecallModel: its order-agnostic losses against float64 references, greedy teacher forcing, free recall by
+greedy and sampled decoding, and the FreeRecallStats metric."""
+
+import pytest
+import torch
+
+from primacy.analysis.free_recall import free_recall_counts, recall_positions
+from primacy.backbones.lstm import LSTMBackbone
+from primacy.errors import UsageError
+from primacy.free_recall_model import FreeRecallModel
+from primacy.metrics import FreeRecallStats
+
+L, K, B = 4, 10, 6
+CUE, STOP = K, K + 1
+
+
+def model(**kwargs) -> FreeRecallModel:
+    torch.manual_seed(0)
+    return FreeRecallModel(LSTMBackbone(d_model=8), vocab_size=K + 2, n_items=L, **kwargs)
+
+
+def trials(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """study (B, L) distinct items and tokens (B, 2L + 1): study, cue, the study items in a random order."""
+    g = torch.Generator().manual_seed(seed)
+    study = torch.rand(B, K, generator=g).argsort(1)[:, :L]  # B L
+    order = torch.rand(B, L, generator=g).argsort(1)  # B L
+    return study, torch.cat([study, torch.full((B, 1), CUE), study.gather(1, order)], dim=1)
+
+
+def reference_loss(m: FreeRecallModel, tokens: torch.Tensor, name: str) -> float:
+    """The module docstring's formulas, one step at a time in float64."""
+    with torch.no_grad():
+        logp = m(tokens).double().log_softmax(-1)  # B L+1 V
+    losses = []
+    for b in range(B):
+        for r in range(L):
+            remaining = tokens[b, L + 1 + r :]  # the items not fed before step r
+            at = logp[b, r, remaining]
+            losses.append(-at.logsumexp(0) if name == "set_mass" else -at.mean())
+        losses.append(-logp[b, L, STOP])
+    return float(torch.stack(losses).mean())
+
+
+@pytest.mark.parametrize("name", ["set_mass", "uniform"])
+def test_each_loss_is_its_formula(name):
+    m = model(loss=name)
+    _, tokens = trials()
+    loss, right = m.order_agnostic_loss(tokens)
+    assert loss.item() == pytest.approx(reference_loss(m, tokens, name), rel=1e-6)
+    best = m(tokens).argmax(-1)  # B L+1
+    for b in range(B):
+        for r in range(L):
+            assert right[b, r] == (best[b, r] in tokens[b, L + 1 + r :].tolist())
+        assert right[b, L] == (best[b, L] == STOP)
+
+
+def test_the_loss_reads_only_the_output_steps_and_any_order_of_the_list_is_as_good():
+    m = model()
+    study, tokens = trials()
+    loss, _ = m.order_agnostic_loss(tokens)
+    assert loss.requires_grad
+    logits = m(tokens)
+    assert logits.shape == (B, L + 1, K + 2)
+    # A list is a set: the loss at step 0 (all items remaining) is the same whatever order is fed after it.
+    other = torch.cat([study, tokens[:, L : L + 1], study.flip(1)], dim=1)
+    first = m(tokens).float().log_softmax(-1)[:, 0]
+    assert torch.allclose(first, m(other).float().log_softmax(-1)[:, 0])
+
+
+def test_greedy_teacher_forcing_feeds_a_permutation_of_the_list_chosen_by_the_model():
+    m = model(teacher_forcing="greedy")
+    study, tokens = trials()
+    fed = m.greedy_order(tokens)
+    assert torch.equal(fed[:, : L + 1], tokens[:, : L + 1])
+    assert torch.equal(fed[:, L + 1 :].sort(1).values, study.sort(1).values)
+    first_choice = m(tokens)[:, 0].gather(1, study).argmax(1)  # B: the remaining item rated highest at step 0
+    assert torch.equal(fed[:, L + 1], study.gather(1, first_choice[:, None]).squeeze(1))
+
+
+def test_greedy_recall_feeds_its_own_outputs_back_and_pads_after_stop():
+    m = model()
+    study, _ = trials()
+    recalls = m.recall(study, torch.arange(B))
+    assert recalls.shape == (B, L)
+    for b in range(B):
+        tokens = torch.cat([study[b], torch.tensor([CUE]), torch.full((L,), STOP)])[None]
+        for r in range(L):
+            out = int(m(tokens)[0, r].argmax())
+            if out == STOP:
+                assert (recalls[b, r:] == -1).all()
+                break
+            assert recalls[b, r] == out
+            if r + 1 < L:
+                tokens[0, L + 1 + r] = out
+
+
+def test_sampled_recall_depends_on_each_list_and_seed_not_on_batching():
+    m = model(decoding="sampled", temperature=2.0)
+    study, _ = trials()
+    index = torch.arange(10, 10 + B)
+    whole = m.recall(study, index)
+    assert torch.equal(torch.cat([m.recall(study[:2], index[:2]), m.recall(study[2:], index[2:])]), whole)
+    assert not torch.equal(model(decoding="sampled", temperature=2.0, decoding_seed=1).recall(study, index), whole)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"loss": "hungarian"}, "loss='hungarian' is not known: choose from set_mass, uniform"),
+    ({"teacher_forcing": "model"}, "teacher_forcing='model' is not known: choose from sampled, greedy"),
+    ({"decoding": "beam"}, "decoding='beam' is not known: choose from greedy, sampled"),
+    ({"temperature": 0.0}, "temperature=0.0 is invalid: it must be > 0"),
+    ({"vocab_size": 5}, "vocab_size=5 is too small for n_items=4"),
+])
+def test_bad_settings_are_one_line(kwargs, message):
+    settings = {"vocab_size": K + 2, "n_items": L, **kwargs}
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")) as err:
+        FreeRecallModel(LSTMBackbone(d_model=8), **settings)
+    assert "\n" not in str(err.value)
+
+
+def test_the_metric_sums_counts_and_orders_the_lists_by_index_whatever_the_batches():
+    study, _ = trials()
+    g = torch.Generator().manual_seed(3)
+    recalls = torch.where(torch.rand(B, L, generator=g) < 0.7, study.gather(1, torch.randint(L, (B, L), generator=g)),
+                          torch.randint(K, (B, L), generator=g))
+    recalls[:, -1] = -1  # every list stops before its last step
+    index = torch.randperm(B, generator=g)
+    one, two = FreeRecallStats(L), FreeRecallStats(L)
+    one.update(study, recalls, index)
+    two.update(study[3:], recalls[3:], index[3:])
+    two.update(study[:3], recalls[:3], index[:3])
+    (counts_one, study_one, recalls_one), (counts_two, study_two, recalls_two) = one.compute(), two.compute()
+    expected = free_recall_counts(recall_positions(study, recalls), L)
+    for a, b, c in zip(counts_one, counts_two, expected):
+        assert torch.equal(a, c) and torch.equal(b, c)
+    order = index.argsort()
+    assert torch.equal(study_one, study[order]) and torch.equal(study_two, study[order])
+    assert torch.equal(recalls_one, recalls[order]) and torch.equal(recalls_two, recalls[order])

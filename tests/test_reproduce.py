@@ -18,10 +18,11 @@ from primacy import launchers
 from primacy.cli import main
 from primacy.paper_figures import FIGURES
 
-# The figure's own configs, cut to a few seconds per run.
+# The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
 TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",
         "--trainer.enable_model_summary", "false", "--data.init_args.num_test_sets", "4",
-        "--data.init_args.num_val_sets", "2", "--results.formats", "[png]"]
+        "--data.init_args.num_val_sets", "2", "--results.formats", "[png]", "--data.init_args.batch_size", "8",
+        "--model.init_args.backbone.init_args.d_model", "16"]
 # A smaller model, for runs long enough to interrupt.
 SMALL = ["--trainer.logger", "false", "--trainer.enable_model_summary", "false", "--data.init_args.n_items", "8",
          "--data.init_args.vocab_size", "64", "--data.init_args.batch_size", "8",

@@ -58,11 +58,23 @@ TINY_RUNS = {
         "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
         "--results.formats", "[png]",
     ],
+    "free_recall": [
+        "--config", str(ROOT / "configs" / "quickstart-free-recall.yaml"), *QUIET,
+        "--data.init_args.n_items", "4", "--data.init_args.vocab_size", "16", "--data.init_args.batch_size", "4",
+        "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "5",
+        "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
+        "--model.init_args.backbone.init_args.d_model", "8", "--model.init_args.decoding", "sampled",
+        "--trainer.val_check_interval", "4", "--results.formats", "[png]",
+    ],
 }
 
 # Tasks whose runs exercise nothing of the checkpointing machinery that the first two do not: their resume tests of
 # signal handling and checkpoint bookkeeping (the same RunCheckpoint code whatever the task) run with `-m slow`; the
 # bitwise resume after Ctrl-C and after a kill stay in the default run for every task.
+LATER_TASKS = ("reconstruction", "recall", "free_recall")
+# The held-out tasks (HeldOutTask) split their evaluation across processes with the same code: recall keeps the
+# uneven three-process split in the default run, the others test it with `-m slow` (two processes by default).
+THREE_PROCESS_SLOW = ("reconstruction", "free_recall")
 TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves",
                                  "test_a_finished_run_is_refused_and_left_as_it_was",
                                  "test_a_run_written_before_periodic_checkpoints_still_tests")
@@ -73,5 +85,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         task = getattr(getattr(item, "callspec", None), "params", {}).get("straight")
         sigterm = item.originalname.startswith("test_a_signalled_run") and item.name.endswith("-sigterm]")
-        if task in ("reconstruction", "recall") and (sigterm or item.originalname in TASK_INDEPENDENT_RESUME_TESTS):
+        if task in LATER_TASKS and (sigterm or item.originalname in TASK_INDEPENDENT_RESUME_TESTS):
+            item.add_marker(pytest.mark.slow)
+        if item.originalname == "test_test_metrics_equal_the_single_process_ones" and \
+                item.name.endswith(tuple(f"[{t}-3]" for t in THREE_PROCESS_SLOW)):
             item.add_marker(pytest.mark.slow)

@@ -14,6 +14,8 @@ TASK_SIZES = {  # the smallest evaluation of each task
                                                         "--data.init_args.num_val_sets", "1"],
     "primacy.tasks.recall.AssociativeRecallTask": ["--data.init_args.num_test_sets", "1",
                                                    "--data.init_args.num_val_sets", "1"],
+    "primacy.tasks.free_recall.FreeRecallTask": ["--data.init_args.num_test_sets", "1",
+                                                 "--data.init_args.num_val_sets", "1"],
     "primacy.tasks.induction.InductionTask": ["--data.init_args.num_test_prompts", "4",
                                               "--data.init_args.num_val_prompts", "4"],
 }

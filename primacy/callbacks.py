@@ -29,7 +29,7 @@ from primacy.analysis.heads import attention_lag_crp, induction_score, repeated_
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import figure_formats, fits_in_memory
 from primacy.errors import UsageError
-from primacy.metrics import StudyQueryAccuracy
+from primacy.metrics import FreeRecallStats, StudyQueryAccuracy
 from primacy.plots import describe
 from primacy.tasks.induction import BOS
 
@@ -211,6 +211,10 @@ class ResultsWriter(Callback):
         self.formats, self.dpi, self.val_heatmap = list(formats), dpi, val_heatmap
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        recall = getattr(pl_module, "test_recall", None)
+        if isinstance(recall, FreeRecallStats):
+            self._write_free_recall(trainer, pl_module, recall)
+            return
         metric = _matrix_metric(pl_module, "test")
         if metric is None:
             return
@@ -227,9 +231,21 @@ class ResultsWriter(Callback):
                        by_delay=True)
         self._draw_contiguity(result, settings, [out / f"contiguity.{fmt}" for fmt in self.formats])
 
+    def _write_free_recall(self, trainer: L.Trainer, pl_module: L.LightningModule, recall: FreeRecallStats) -> None:
+        counts, study, recalls = recall.compute()  # syncs across processes: every list, in test order
+        loss = float(pl_module.test_loss.compute())
+        if not trainer.is_global_zero:
+            return
+        out = run_dir(trainer) / "results"
+        _announce_replacing(out)
+        results.write_free_recall(out, counts, study, recalls, run_settings(trainer, pl_module), run_dir(trainer).name,
+                                  loss)
+
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if _matrix_metric(pl_module, "test") is not None or not trainer.is_global_zero:
             return
+        if isinstance(getattr(pl_module, "test_recall", None), FreeRecallStats):
+            return  # written at the end of the test epoch
         metrics = {k.removeprefix("test/"): float(v) for k, v in trainer.callback_metrics.items()
                    if k.startswith("test/")}
         out = run_dir(trainer) / "results"

@@ -1,4 +1,5 @@
-"""The run's result files: summary.json, accuracy.npz, verification.csv (schema in DESIGN.md) and contiguity.csv."""
+"""The run's result files: summary.json, accuracy.npz, verification.csv (schema in DESIGN.md) and contiguity.csv; for
+free recall summary.json, free_recall.npz and free_recall.csv."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import numpy as np
 import torch
 
 from primacy import files
-from primacy.analysis.serial_position import summarize
+from primacy.analysis.free_recall import FreeRecallCounts, long_format_rows
+from primacy.analysis.free_recall import summarize as free_recall_curves
+from primacy.analysis.serial_position import position_indices, summarize
 from primacy.errors import UsageError
 
 COUNT_KEYS = ("hits", "counts", "distractor_hits", "distractor_counts")
@@ -42,7 +45,6 @@ def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     has them, and ``controlled_contiguity_curve`` (the same lags) when it has that; ``delays``,
     ``serial_position_by_delay`` (one curve per delay) and ``early_minus_late_by_delay`` for a task with delays.
     """
-    counts = result["counts"]
     contiguity = {}
     if "contiguity_curve" in result:
         contiguity = {"contiguity_curve": [_json_number(float(v)) for v in result["contiguity_curve"]],
@@ -98,6 +100,45 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
     if "delay_counts" in arrays:
         write_delay_csv(out / "delays.csv", arrays, settings["condition"])
     return content
+
+
+def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any], loss: float | None = None) -> dict[str, Any]:
+    """The summary.json of a free-recall test: ``serial_position_curve`` is the recall probability by study position
+    (psifr's spc of free_recall.csv), with its primacy and recency indices; ``first_recall_curve`` (psifr's pnr at
+    the first output); ``lag_crp`` by ``lag_crp_lags`` (null where a lag was never possible); the rates, the mean
+    number of distinct studied items recalled per list, the counts behind them, and the run's settings."""
+    curves = free_recall_curves(counts)
+
+    def values(x: torch.Tensor) -> list[float | None]:
+        return [_json_number(float(v)) for v in x]
+
+    return {
+        "mean_recalled": curves.mean_recalled,
+        "intrusion_rate": _json_number(curves.intrusion_rate),
+        "repetition_rate": _json_number(curves.repetition_rate),
+        **{k: _json_number(v) for k, v in position_indices(curves.spc).items()},
+        "loss": loss,
+        "serial_position_curve": values(curves.spc),
+        "first_recall_curve": values(curves.pfr),
+        "lag_crp": values(curves.lag_crp),
+        "lag_crp_lags": [int(k) for k in curves.lags],
+        "n_lists": int(counts.lists),
+        "counts": {k: int(getattr(counts, k)) for k in ("outputs", "correct", "intrusions", "repetitions")},
+        **settings,
+    }
+
+
+def write_free_recall(out_dir: str | Path, counts: FreeRecallCounts, study: torch.Tensor, recalls: torch.Tensor,
+                      settings: dict[str, Any], subject: str, loss: float | None = None) -> dict[str, Any]:
+    """Writes <out_dir>/free_recall.npz (the counts, ``study`` (N, L) and ``recalls`` (N, L), -1 after stop),
+    free_recall.csv (the long format psifr reads, lists numbered from 1 in test order, ``subject`` in every row)
+    and summary.json; returns the summary."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files.save_npz(out / "free_recall.npz", **{k: v.cpu().numpy() for k, v in counts._asdict().items()},
+                   study=study.cpu().numpy(), recalls=recalls.cpu().numpy())
+    files.write_csv(out / "free_recall.csv", long_format_rows(study.cpu(), recalls.cpu(), subject))
+    return write_summary(out, free_recall_summary(counts, settings, loss))
 
 
 def replacing_notice(out_dir: str | Path) -> str | None:

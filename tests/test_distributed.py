@@ -76,8 +76,9 @@ def trained(request, tmp_path_factory):
 
 def results(out) -> tuple[dict, dict]:
     summary = json.loads((out / "results" / "summary.json").read_text())
-    npz = out / "results" / "accuracy.npz"
-    return summary, (dict(np.load(npz)) if npz.exists() else {})
+    npz = next((path for path in (out / "results" / f"{name}.npz" for name in ("accuracy", "free_recall"))
+                if path.exists()), None)
+    return summary, (dict(np.load(npz)) if npz else {})
 
 
 @pytest.mark.parametrize("processes", [2, 3])
@@ -98,6 +99,10 @@ def test_test_metrics_equal_the_single_process_ones(trained, processes, tmp_path
         assert arrays["counts"].sum() == arrays["delay_counts"].sum() == 36 * 4
     elif task == "recall":  # half: 3 sets x 4 shifts x 2 variants, 4 answers each, half about unseen keys
         assert arrays["counts"].sum() == arrays["distractor_counts"].sum() == 24 * 2
+    elif task == "free_recall":  # every list's recall, in test order, and the same long-format file
+        assert arrays["lists"] == 5 and arrays["recalls"].shape == (5, 4)
+        assert (tmp_path / "out" / "results" / "free_recall.csv").read_text().replace("out,", "run,") == \
+            (run / "results" / "free_recall.csv").read_text().replace(f"{run.name},", "run,")
     elif task == "induction":
         assert summary["repeat_tokens"] == 11 * 4 and summary["other_tokens"] == 11 * 6
     numbers = {k: v for k, v in single.items() if isinstance(v, float)}

@@ -1,9 +1,11 @@
 """FreeRecallModel: its order-agnostic losses against float64 references, greedy teacher forcing, free recall by
 greedy and sampled decoding, and the FreeRecallStats metric."""
 
+import numpy as np
 import pytest
 import torch
 
+from primacy import results
 from primacy.analysis.free_recall import free_recall_counts, recall_positions
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.errors import UsageError
@@ -135,3 +137,18 @@ def test_the_metric_sums_counts_and_orders_the_lists_by_index_whatever_the_batch
     order = index.argsort()
     assert torch.equal(study_one, study[order]) and torch.equal(study_two, study[order])
     assert torch.equal(recalls_one, recalls[order]) and torch.equal(recalls_two, recalls[order])
+
+
+def test_the_results_files_agree_with_psifr_reading_the_exported_recalls(tmp_path):
+    fr = pytest.importorskip("psifr.fr")
+    pd = pytest.importorskip("pandas")
+    study, _ = trials()
+    recalls = model(decoding="sampled", temperature=3.0).recall(study, torch.arange(B))
+    counts = free_recall_counts(recall_positions(study, recalls), L)
+    summary = results.write_free_recall(tmp_path, counts, study, recalls, {"task": "free_recall"}, "seed0", 1.5)
+    data = fr.merge_free_recall(pd.read_csv(tmp_path / "free_recall.csv"))
+    assert summary["serial_position_curve"] == pytest.approx(fr.spc(data)["recall"].tolist(), abs=1e-12)
+    assert summary["n_lists"] == B and summary["loss"] == 1.5 and summary["task"] == "free_recall"
+    assert summary["counts"]["outputs"] == int((recalls >= 0).sum())
+    saved = dict(np.load(tmp_path / "free_recall.npz"))
+    assert (saved["recalls"] == recalls.numpy()).all() and (saved["study"] == study.numpy()).all()

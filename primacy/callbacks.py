@@ -196,9 +196,10 @@ class ResultsWriter(Callback):
     contiguity), and for a task with delays delays.csv and delay_heatmap.png/.pdf (the serial-position curve by delay,
     which is also forward reconstruction's heatmap: its study x query matrix is a diagonal), from the model's
     ``test_accuracy`` metric. After each validation it redraws
-    results/val_heatmap.png (and logs it to wandb), so the matrix can be watched while training. Models without
-    a study x query matrix (the induction task's LanguageModel) get results/summary.json with their logged
-    ``test/`` metrics and the run's settings.
+    results/val_heatmap.png (and logs it to wandb), so the matrix can be watched while training. A free-recall model
+    (its ``test_recall`` metric) gets summary.json, free_recall.npz and free_recall.csv (``results.write_free_recall``).
+    Other models without a study x query matrix (the induction task's LanguageModel) get results/summary.json with
+    their logged ``test/`` metrics and the run's settings.
 
     Args:
         formats: figure file formats of the test figures.

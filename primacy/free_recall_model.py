@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import lightning as L
 import torch
 from torch import nn
 from torchmetrics import MeanMetric
@@ -38,8 +37,7 @@ from primacy.backbones.base import Backbone
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
 from primacy.metrics import FreeRecallStats
-from primacy.model import logs_this_step
-from primacy.optim import adamw_warmup_cosine, check_optimiser
+from primacy.model import TaskModel
 
 Batch = dict[str, torch.Tensor]
 LOSSES = ("set_mass", "uniform")
@@ -53,7 +51,7 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise UsageError(f"{name}={value!r} is not known: choose from {', '.join(allowed)}")
 
 
-class FreeRecallModel(L.LightningModule):
+class FreeRecallModel(TaskModel):
     """Token embedding (V, H), a backbone and an unembedding Linear(H, V) read at the L + 1 output steps.
 
     Args:
@@ -70,7 +68,8 @@ class FreeRecallModel(L.LightningModule):
         lr, betas, eps, weight_decay, warmup_steps: as for SequenceModel.
     """
 
-    HEADLINE = ("mean_recalled", "early_minus_late")  # the test results `primacy fit` prints when it ends
+    METRIC = "recall"  # val_recall and test_recall: FreeRecallStats
+    HEADLINE = ("mean_recalled", "early_minus_late")
 
     def __init__(
         self,
@@ -88,9 +87,8 @@ class FreeRecallModel(L.LightningModule):
         weight_decay: float = 0.0,
         warmup_steps: int = 1000,
     ) -> None:
-        super().__init__()
-        check_optimiser(lr, betas, eps, weight_decay, warmup_steps)
-        positive(vocab_size=vocab_size, n_items=n_items)
+        super().__init__(backbone, vocab_size, lr, betas, eps, weight_decay, warmup_steps)
+        positive(n_items=n_items)
         if not temperature > 0:
             raise UsageError(f"temperature={temperature} is invalid: it must be > 0")
         _choice("loss", loss, LOSSES)
@@ -99,18 +97,14 @@ class FreeRecallModel(L.LightningModule):
         if vocab_size < n_items + 2:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: it needs the items, the "
                              f"cue and stop (at least {n_items + 2})")
-        fits_in_memory("the embedding and unembedding", 8 * vocab_size * backbone.d_model, vocab_size=vocab_size,
+        fits_in_memory("the unembedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
                        d_model=backbone.d_model)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
-        self.backbone = backbone
-        self.embedding = nn.Embedding(vocab_size, backbone.d_model)
         self.unembedding = nn.Linear(backbone.d_model, vocab_size)
         self.n_items, self.stop = n_items, vocab_size - 1
         self.loss_name, self.teacher_forcing = loss, teacher_forcing
         self.decoding, self.temperature, self.decoding_seed = decoding, temperature, decoding_seed
         self.val_recall, self.test_recall = FreeRecallStats(n_items), FreeRecallStats(n_items)
-        self.val_loss = MeanMetric().set_dtype(torch.float64)
-        self.test_loss = MeanMetric().set_dtype(torch.float64)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, 2L + 1) -> logits (B, L + 1, V) at the output steps."""
@@ -179,47 +173,20 @@ class FreeRecallModel(L.LightningModule):
         uniform = torch.stack(rows).clamp_min(1e-300)  # B L V
         return (-(-uniform.log()).log()).float().to(device)
 
-    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+    def training_answers(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         tokens = batch["tokens"]
         if self.teacher_forcing == "greedy":
             tokens = self.greedy_order(tokens)
-        loss, right = self.order_agnostic_loss(tokens)
-        if logs_this_step(self._trainer):
-            self.log_dict({"train/loss": loss, "train/acc": right.float().mean()}, prog_bar=True)
-        return loss
+        return self.order_agnostic_loss(tokens)
 
-    def _evaluate(self, batch: Batch, stats: FreeRecallStats, loss_mean: MeanMetric) -> None:
+    def _update(self, batch: Batch, stats: FreeRecallStats, loss_mean: MeanMetric) -> None:
         loss, right = self.order_agnostic_loss(batch["tokens"])  # on the task's order, as sampled training sees it
         loss_mean.update(loss, weight=right.numel())
         stats.update(batch["study"], self.recall(batch["study"], batch["index"]), batch["index"])
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.val_recall, self.val_loss)
-
-    def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_recall, self.test_loss)
-
-    def _log_summary(self, stage: str, stats: FreeRecallStats, loss: MeanMetric) -> None:
-        """Computed on every process (the metric sums its states across them), so the logged values are global."""
+    def _summary(self, stats: FreeRecallStats) -> dict[str, float]:
         curves = summarize(stats.compute()[0])
         values = {"mean_recalled": curves.mean_recalled, "intrusion_rate": curves.intrusion_rate,
                   "repetition_rate": curves.repetition_rate,
                   "early_minus_late": position_indices(curves.spc.float())["early_minus_late"]}
-        self.log_dict({f"{stage}/loss": loss.compute().float(), **{f"{stage}/{k}": float(values[k])
-                                                                     for k in SUMMARY_KEYS}}, prog_bar=stage == "val")
-        loss.reset()
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_summary("val", self.val_recall, self.val_loss)
-        self.val_recall.reset()
-
-    def on_test_epoch_start(self) -> None:
-        self.test_recall.reset()
-
-    def on_test_epoch_end(self) -> None:
-        # Not reset here: the results writer reads the finished metric at the end of the test.
-        self._log_summary("test", self.test_recall, self.test_loss)
-
-    def configure_optimizers(self):
-        return adamw_warmup_cosine(self)
-
+        return {k: float(values[k]) for k in SUMMARY_KEYS}

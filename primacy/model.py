@@ -1,6 +1,7 @@
 """The models of the list tasks: embedding -> backbone -> an answer at each of the L query positions, scored by the
 study x query accuracy matrix. SequenceModel answers old/new (memory verification); RecallModel answers with a token
-(delayed reconstruction, associative recall)."""
+(delayed reconstruction, associative recall). TaskModel holds what they share with FreeRecallModel
+(primacy.free_recall_model): the embedding, the stage metrics' bookkeeping and logging, and the optimiser."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchmetrics import MeanMetric
+from torchmetrics import MeanMetric, Metric
 
 from primacy.backbones.base import Backbone
 from primacy.checks import fits_in_memory, positive
@@ -33,69 +34,110 @@ def logs_this_step(trainer: L.Trainer | None) -> bool:
     return (every > 0 and step % every == 0) or step >= trainer.max_steps or trainer.should_stop
 
 
-class ListModel(L.LightningModule, ABC):
-    """What the list tasks' models share: a token embedding (vocab_size, H) for every input token, a backbone, the
-    validation and test accuracy matrices (``StudyQueryAccuracy``) and loss means, logging, and the optimiser. A
-    subclass builds its readout and defines ``answers``: the loss and which answers were right."""
+class TaskModel(L.LightningModule, ABC):
+    """What every model of the list tasks shares: a token embedding (vocab_size, H) for every input token, a backbone,
+    a validation and a test metric (attributes ``val_<METRIC>`` and ``test_<METRIC>``, built by the subclass) with
+    their loss means, logging, and the optimiser. A subclass defines ``training_answers`` (the training loss and which
+    answers were right), ``_update`` (one evaluation batch into a stage's metric and loss) and ``_summary`` (the
+    logged values of a computed metric)."""
 
-    HEADLINE = ("overall_accuracy", "early_minus_late")  # the test results `primacy fit` prints when it ends
+    METRIC: str  # the stage metrics' attribute suffix: val_accuracy and test_accuracy for METRIC = "accuracy"
+    HEADLINE: tuple[str, ...]  # the test results `primacy fit` prints when it ends
+
+    def __init__(self, backbone: Backbone, vocab_size: int, lr: float, betas: tuple[float, float], eps: float,
+                 weight_decay: float, warmup_steps: int) -> None:
+        super().__init__()
+        check_optimiser(lr, betas, eps, weight_decay, warmup_steps)
+        positive(vocab_size=vocab_size)
+        fits_in_memory("the embedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
+                       d_model=backbone.d_model)
+        self.backbone = backbone
+        self.embedding = nn.Embedding(vocab_size, backbone.d_model)
+        self.val_loss = MeanMetric().set_dtype(torch.float64)  # loss per answer, summed exactly across processes
+        self.test_loss = MeanMetric().set_dtype(torch.float64)
+
+    @abstractmethod
+    def training_answers(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean training loss over the batch's answers and whether each answer is right (bool)."""
+
+    @abstractmethod
+    def _update(self, batch: Batch, metric: Metric, loss_mean: MeanMetric) -> None:
+        """Scores one evaluation batch into ``metric`` and ``loss_mean``."""
+
+    @abstractmethod
+    def _summary(self, metric: Metric) -> dict[str, torch.Tensor | float]:
+        """The values logged as <stage>/<name> from ``metric``; its ``compute()`` syncs across processes."""
+
+    def metric(self, stage: str) -> Metric:
+        """The metric of ``stage`` (val or test)."""
+        return getattr(self, f"{stage}_{self.METRIC}")
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        loss, correct = self.training_answers(batch)
+        if logs_this_step(self._trainer):
+            self.log_dict({"train/loss": loss, "train/acc": correct.float().mean()}, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._update(batch, self.metric("val"), self.val_loss)
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._update(batch, self.metric("test"), self.test_loss)
+
+    def _log_summary(self, stage: str) -> None:
+        """Computed on every process (the metrics sum their states across them), so the logged values are global."""
+        loss = getattr(self, f"{stage}_loss")
+        values = self._summary(self.metric(stage))
+        self.log_dict({f"{stage}/loss": loss.compute().float(), **{f"{stage}/{k}": v for k, v in values.items()}},
+                      prog_bar=stage == "val")
+        loss.reset()
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_summary("val")
+        self.metric("val").reset()
+
+    def on_test_epoch_start(self) -> None:
+        self.metric("test").reset()
+
+    def on_test_epoch_end(self) -> None:
+        # Not reset here: the results writer reads the finished metric at the end of the test.
+        self._log_summary("test")
+
+    def configure_optimizers(self):
+        return adamw_warmup_cosine(self)
+
+
+class ListModel(TaskModel):
+    """The models of the tasks scored by the study x query accuracy matrix: validation and test ``StudyQueryAccuracy``
+    (``val_accuracy``, ``test_accuracy``). A subclass builds its readout and defines ``answers``: the loss and which
+    answers were right, (B, L) bool, in training and evaluation alike."""
+
+    METRIC = "accuracy"
+    HEADLINE = ("overall_accuracy", "early_minus_late")
 
     def __init__(self, backbone: Backbone, vocab_size: int, n_items: int, lr: float, betas: tuple[float, float],
                  eps: float, weight_decay: float, warmup_steps: int, delays: list[int] | None = None) -> None:
-        super().__init__()
-        check_optimiser(lr, betas, eps, weight_decay, warmup_steps)
-        positive(vocab_size=vocab_size, n_items=n_items)
-        fits_in_memory("the embedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
-                       d_model=backbone.d_model)
+        super().__init__(backbone, vocab_size, lr, betas, eps, weight_decay, warmup_steps)
+        positive(n_items=n_items)
         fits_in_memory("the validation and test accuracy matrices", 2 * 2 * 8 * n_items**2, n_items=n_items)
-        self.backbone = backbone
-        self.embedding = nn.Embedding(vocab_size, backbone.d_model)
         self.val_accuracy = StudyQueryAccuracy(n_items, delays)
         self.test_accuracy = StudyQueryAccuracy(n_items, delays)
-        self.val_loss = MeanMetric().set_dtype(torch.float64)  # loss per answer, summed exactly across processes
-        self.test_loss = MeanMetric().set_dtype(torch.float64)
 
     @abstractmethod
     def answers(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """The mean loss over the batch's answers and whether each answer is right, (B, L) bool."""
 
-    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        loss, correct = self.answers(batch)
-        if logs_this_step(self._trainer):
-            self.log_dict({"train/loss": loss, "train/acc": correct.float().mean()}, prog_bar=True)
-        return loss
+    def training_answers(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.answers(batch)
 
-    def _evaluate(self, batch: Batch, metric: StudyQueryAccuracy, loss_mean: MeanMetric) -> None:
+    def _update(self, batch: Batch, metric: StudyQueryAccuracy, loss_mean: MeanMetric) -> None:
         loss, correct = self.answers(batch)
         metric.update(correct, batch["study_pos"], batch.get("delay"))
         loss_mean.update(loss, weight=correct.numel())
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.val_accuracy, self.val_loss)
-
-    def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_accuracy, self.test_loss)
-
-    def _log_summary(self, stage: str, metric: StudyQueryAccuracy, loss: MeanMetric) -> None:
-        """Computed on every process (the metrics sum their states across them), so the logged values are global."""
+    def _summary(self, metric: StudyQueryAccuracy) -> dict[str, torch.Tensor | float]:
         result = metric.compute()
-        self.log_dict({f"{stage}/loss": loss.compute().float(), **{f"{stage}/{k}": result[k] for k in SUMMARY_KEYS}},
-                      prog_bar=stage == "val")
-        loss.reset()
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_summary("val", self.val_accuracy, self.val_loss)
-        self.val_accuracy.reset()
-
-    def on_test_epoch_start(self) -> None:
-        self.test_accuracy.reset()
-
-    def on_test_epoch_end(self) -> None:
-        # Not reset here: the results writer reads the finished metric at the end of the test.
-        self._log_summary("test", self.test_accuracy, self.test_loss)
-
-    def configure_optimizers(self):
-        return adamw_warmup_cosine(self)
+        return {k: result[k] for k in SUMMARY_KEYS}
 
 
 class SequenceModel(ListModel):

@@ -1,22 +1,33 @@
 """Aggregate runs that differ only by seed: mean and standard error of the accuracy matrix, summary and
 recognition-contiguity curves (raw and controlled), for a task with delays (reconstruction) the serial-position curve
-by delay, the mean heatmap and contiguity figure, and every run's initial and final Δt distribution on one figure
-(Fig. 5)."""
+by delay, the mean heatmap and contiguity figure; for free recall the mean and standard error of its rates and curves
+and the runs' lists pooled for psifr; and every run's initial and final Δt distribution on one figure (Fig. 5)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 
 from primacy import files, plots, results
+from primacy.analysis.free_recall import FreeRecallCounts, summarize
+from primacy.analysis.serial_position import position_indices
 from primacy.checks import writable_directory
 from primacy.errors import UsageError
+from primacy.tasks.free_recall import FreeRecallTask
 
 SEED_KEYS = ("seed",)  # settings allowed to differ between aggregated runs
+FREE_RECALL_SCALARS = ("mean_recalled", "intrusion_rate", "repetition_rate",
+                       "primacy_index", "recency_index", "early_minus_late")
+# summary.json key of each free-recall curve -> the prefix of its arrays in the aggregate's free_recall.npz
+FREE_RECALL_CURVES = {"serial_position_curve": "serial_position", "first_recall_curve": "first_recall",
+                      "lag_crp": "lag_crp"}
 
 
 def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
@@ -50,14 +61,24 @@ def load_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
         out = Path(run) / "results"
         if not Path(run).is_dir():
             raise UsageError(f"run directory {run} does not exist: give directories that `primacy fit` made")
+        if (out / "free_recall.npz").is_file():
+            runs.append(_read_free_recall(out))
+            continue
         if not (out / "summary.json").is_file() or not (out / "accuracy.npz").is_file():
-            raise UsageError(f"run directory {run} has no results/summary.json and accuracy.npz: test it first")
+            raise UsageError(f"run directory {run} has no results/summary.json and accuracy.npz (or "
+                             "free_recall.npz): test it first")
         runs.append(results.read(out))
     reference = _comparable(runs[0]["summary"])
     for run, loaded in zip(run_dirs[1:], runs[1:]):
         diff = _first_difference(reference, _comparable(loaded["summary"]))
         if diff:
             raise UsageError(f"run {run} differs from {run_dirs[0]} in {diff}: only runs that differ by seed aggregate")
+        if _is_free_recall(loaded) != _is_free_recall(runs[0]):  # a summary that names the wrong task
+            kinds = [_result_file(r) for r in (loaded, runs[0])]
+            raise UsageError(f"run {run} has {kinds[0]}, {run_dirs[0]} {kinds[1]}: only runs of one task aggregate")
+        if _is_free_recall(loaded):
+            _check_free_recall_pair(run, loaded, run_dirs[0], runs[0])
+            continue
         # A summary without n_items would let runs of different lengths through to np.stack.
         shape, expected = tuple(loaded["matrix"].shape), tuple(runs[0]["matrix"].shape)
         if shape != expected:
@@ -67,6 +88,8 @@ def load_runs(run_dirs: list[Path]) -> list[dict[str, Any]]:
         if delays != expected_delays:
             raise UsageError(f"run {run} was tested {_delay_text(delays)}, {run_dirs[0]} "
                              f"{_delay_text(expected_delays)}: only runs that differ by seed aggregate")
+    if _is_free_recall(runs[0]):
+        _check_distinct_subjects(run_dirs, runs)
     return runs
 
 
@@ -107,6 +130,9 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     (D, L) and ``early_minus_late_by_delay_values`` (R, D), ``_mean``, ``_se`` (D) in accuracy.npz, and
     delay_heatmap.png/.pdf, the mean curves by delay; for condition ``forward`` heatmap.png/.pdf is that figure too,
     as a run's is (its study x query matrix is only a diagonal).
+
+    Free-recall runs give summary.json, free_recall.npz and free_recall.csv instead (``_aggregate_free_recall``) and
+    no figure of their own yet.
     """
     run_dirs = [Path(r) for r in run_dirs]
     out = Path(out_dir)
@@ -114,6 +140,20 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     runs = load_runs(run_dirs)
     histories = _dt_histories(run_dirs)  # read before anything is written, so damage there leaves no half result
     out.mkdir(parents=True, exist_ok=True)
+    if _is_free_recall(runs[0]):  # every run is then (load_runs)
+        summary = _aggregate_free_recall(run_dirs, runs, out)
+    else:
+        summary = _aggregate_accuracy(run_dirs, runs, out, dpi)
+    if histories:
+        fig = plots.dt_histograms(histories, [r.name for r in run_dirs])
+        files.save_figure(fig, out / "dt_histograms.png", dpi=dpi)
+        plt.close(fig)
+    return summary
+
+
+def _aggregate_accuracy(run_dirs: list[Path], runs: list[dict[str, Any]], out: Path, dpi: int) -> dict[str, Any]:
+    """accuracy.npz, summary.json and the figures of runs with a study x query accuracy matrix (``aggregate``
+    describes them); returns the summary."""
     matrices = np.stack([np.asarray(r["matrix"]) for r in runs])  # R L L
     distractors = np.stack([np.asarray(r["distractor_accuracy_by_query"]) for r in runs])  # R L
     matrix_mean, matrix_se = _mean_se(matrices)
@@ -140,12 +180,9 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
 
     summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs]}
     for key in results.SCALAR_KEYS:
-        values = np.array([r[key] for r in runs], dtype=float)
-        mean, se = _mean_se(values)
-        summary[key] = {"mean": _num(mean), "se": _num(se), "values": [_num(v) for v in values]}
+        summary[key] = _scalar_entry(np.array([r[key] for r in runs], dtype=float))  # R
     for key in curve_keys:
-        mean, se = _mean_se(np.stack([np.asarray(r[key], dtype=float) for r in runs]))
-        summary[key] = {"mean": [_num(v) for v in mean], "se": [_num(v) for v in se]}
+        summary[key] = _curve_entry(*_mean_se(np.stack([np.asarray(r[key], dtype=float) for r in runs])))
     if "contiguity_curve" in curve_keys:
         summary["contiguity_lags"] = [int(d) for d in runs[0]["contiguity_lags"]]
     if delays is not None:
@@ -187,12 +224,149 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
         for fmt in ("png", "pdf"):
             files.save_figure(fig, out / f"contiguity.{fmt}", dpi=dpi)
         plt.close(fig)
-
-    if histories:
-        fig = plots.dt_histograms(histories, [r.name for r in run_dirs])
-        files.save_figure(fig, out / "dt_histograms.png", dpi=dpi)
-        plt.close(fig)
     return summary
+
+
+def _aggregate_free_recall(run_dirs: list[Path], runs: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """free_recall.npz, free_recall.csv and summary.json of free-recall runs; returns the summary.
+
+    summary.json: ``n_runs``, ``runs``, ``subjects`` (each run's subject in the pooled csv, in the order of ``runs``),
+    ``task``, for each of ``FREE_RECALL_SCALARS`` its ``mean``, ``se`` and the runs' ``values``, for each curve of
+    ``FREE_RECALL_CURVES`` its ``mean`` and ``se`` by study position (``lag_crp``: by lag, ``lag_crp_lags``), and the
+    ``settings``. The runs' values are recomputed from their free_recall.npz counts. A curve's mean at a position or
+    lag is over the runs that have a value there (as pandas averages psifr's per-subject curves, skipping NaN): null
+    only where no run has one, as at lag 0, never possible; its se is null where fewer than two runs have one.
+
+    free_recall.npz: ``<prefix>_curves`` (R, L; lag_crp (R, 2L - 1), NaN where a run has no value), ``<prefix>_mean``
+    and ``<prefix>_se`` for each prefix of ``FREE_RECALL_CURVES``, and ``lag_crp_lags`` (2L - 1).
+
+    free_recall.csv: every run's rows, run after run, under one header, each keeping its own subject; the subjects
+    are distinct (``load_runs``), so psifr reads the pooled file as one subject per run.
+    """
+    summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs],
+                               "subjects": [r["subject"] for r in runs], "task": FreeRecallTask.name}
+    for key in FREE_RECALL_SCALARS:
+        summary[key] = _scalar_entry(np.array([r[key] for r in runs], dtype=float))  # R
+    arrays = {}
+    for key, prefix in FREE_RECALL_CURVES.items():
+        curves = np.stack([r[key] for r in runs])  # R L (lag_crp: R 2L-1)
+        mean, se = _mean_se(curves)
+        arrays.update({f"{prefix}_curves": curves, f"{prefix}_mean": mean, f"{prefix}_se": se})
+        summary[key] = _curve_entry(mean, se)
+    arrays["lag_crp_lags"] = runs[0]["lag_crp_lags"]  # the same for every run: their lists have one length
+    summary["lag_crp_lags"] = [int(k) for k in arrays["lag_crp_lags"]]
+    summary["settings"] = _comparable(runs[0]["summary"])
+    files.save_npz(out / "free_recall.npz", **arrays)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")  # as results.write_free_recall writes each run's
+    writer.writerow(runs[0]["header"])  # the same for every run (load_runs)
+    for run in runs:
+        writer.writerows(run["rows"])
+    files.write_text(out / "free_recall.csv", text.getvalue())
+    files.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _is_free_recall(run: dict[str, Any]) -> bool:
+    """Whether ``run`` (from ``load_runs``) is a free-recall run's results rather than an accuracy matrix's."""
+    return "lag_crp" in run
+
+
+def _result_file(run: dict[str, Any]) -> str:
+    return "free_recall.npz" if _is_free_recall(run) else "accuracy.npz"
+
+
+def _read_free_recall(out: Path) -> dict[str, Any]:
+    """A free-recall run's results directory: its summary, its rates and curves recomputed from the counts in
+    free_recall.npz (under their summary.json names, as numpy arrays), and free_recall.csv's ``header``, ``rows``
+    (text, to be written again unchanged) and one ``subject``. A damaged or incomplete file is a UsageError that
+    names it and says how to write it again."""
+    remedy = results._retest(out)
+    path = out / "free_recall.npz"
+    arrays = results._load_npz(path, FreeRecallCounts._fields, (), remedy)
+    n = arrays["spc"].shape[0] if arrays["spc"].ndim == 1 else 0
+    shapes = {"spc": (n,), "first_recall": (n,), "lag_actual": (2 * n - 1,), "lag_possible": (2 * n - 1,)}
+    for key, value in arrays.items():
+        if value.dtype.kind not in "biu":
+            raise UsageError(f"{path} has {key} of dtype {value.dtype}, expected integer counts: {remedy}")
+        if value.shape != shapes.get(key, ()):
+            raise UsageError(f"{path} has {key} of shape {value.shape}, expected {shapes.get(key, ())} (L = {n}): "
+                             f"{remedy}")
+    if n == 0 or int(arrays["lists"]) <= 0:
+        raise UsageError(f"{path} holds no lists: {remedy}")
+    summary = results._load_summary(out / "summary.json", remedy)
+    if summary.get("task") != FreeRecallTask.name:
+        raise UsageError(f"{out / 'summary.json'} has task {summary.get('task')!r}, but only a {FreeRecallTask.name} "
+                         f"test writes the free_recall.npz beside it: {remedy}")
+    curves = summarize(FreeRecallCounts(*(torch.from_numpy(arrays[k]) for k in FreeRecallCounts._fields)))
+    header, rows, subject = _read_long_format(out / "free_recall.csv", remedy)
+    return {"summary": summary, "header": header, "rows": rows, "subject": subject,
+            "mean_recalled": curves.mean_recalled, "intrusion_rate": curves.intrusion_rate,
+            "repetition_rate": curves.repetition_rate, **position_indices(curves.spc),
+            "serial_position_curve": curves.spc.numpy(), "first_recall_curve": curves.pfr.numpy(),  # L
+            "lag_crp": curves.lag_crp.numpy(), "lag_crp_lags": curves.lags.numpy()}  # 2L-1
+
+
+def _read_long_format(path: Path, remedy: str) -> tuple[list[str], list[list[str]], str]:
+    """free_recall.csv's header, its rows as text and the one subject they all have."""
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist: {remedy}")
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            table = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise UsageError(f"{path} is damaged (unreadable: {results._reason(err)}): {remedy}") from None
+    if not table:
+        raise UsageError(f"{path} is damaged (the file is empty): {remedy}")
+    header, rows = table[0], table[1:]
+    if "subject" not in header:
+        raise UsageError(f"{path} is damaged (its header {header} has no subject column): {remedy}")
+    short = next((i for i, row in enumerate(rows, start=2) if len(row) != len(header)), None)
+    if short is not None:
+        raise UsageError(f"{path} is damaged (line {short} has {len(table[short - 1])} fields, the header "
+                         f"{len(header)}): {remedy}")
+    subjects = sorted({row[header.index("subject")] for row in rows})
+    if len(subjects) != 1:
+        raise UsageError(f"{path} holds the subjects {subjects}, not one: a run's free_recall.csv is one subject's "
+                         f"lists; {remedy}")
+    return header, rows, subjects[0]
+
+
+def _check_free_recall_pair(run: Path, loaded: dict[str, Any], reference: Path, expected: dict[str, Any]) -> None:
+    """Refuses a free-recall run whose lists have another length, or whose free_recall.csv has other columns, than
+    the first run's (``load_runs``), which would not stack or pool."""
+    n, expected_n = len(loaded["serial_position_curve"]), len(expected["serial_position_curve"])
+    if n != expected_n:
+        raise UsageError(f"run {run} has lists of {n} items, {reference} of {expected_n}: only runs that differ by "
+                         "seed aggregate")
+    if loaded["header"] != expected["header"]:
+        raise UsageError(f"run {run} has free_recall.csv columns {loaded['header']}, {reference} "
+                         f"{expected['header']}: re-test the older run so that both have the same")
+
+
+def _check_distinct_subjects(run_dirs: list[Path], runs: list[dict[str, Any]]) -> None:
+    """Refuses two runs with one subject (their directories' name) in free_recall.csv: psifr would read the pooled
+    file's lists of both as one subject's. Refused rather than renamed, so that a subject in the pooled file is the
+    one in its run's own free_recall.csv."""
+    seen: dict[str, Path] = {}
+    for run, loaded in zip(run_dirs, runs):
+        subject = loaded["subject"]
+        if subject in seen:
+            raise UsageError(f"runs {seen[subject]} and {run} have the same subject {subject!r} in free_recall.csv "
+                             "(the name of the run directory): psifr would pool their lists as one subject's; "
+                             "aggregate runs whose directories have different names")
+        seen[subject] = run
+
+
+def _scalar_entry(values: np.ndarray) -> dict[str, Any]:
+    """A scalar's summary entry from its value in each run (R,): mean, se and the values, null for NaN."""
+    mean, se = _mean_se(values)
+    return {"mean": _num(mean), "se": _num(se), "values": [_num(v) for v in values]}
+
+
+def _curve_entry(mean: np.ndarray, se: np.ndarray) -> dict[str, Any]:
+    """A curve's summary entry: its mean and se by position, null for NaN."""
+    return {"mean": [_num(v) for v in mean], "se": [_num(v) for v in se]}
 
 
 def _dt_histories(run_dirs: list[Path]) -> list[dict[str, np.ndarray]]:

@@ -24,7 +24,8 @@ def aggregate_command(args: list[str]) -> None:
     parser.add_argument("--out", required=True, help="directory for the aggregated results")
     options = parser.parse_args(args)
     summary = aggregate.aggregate(options.runs, options.out)
-    means = {key: summary[key]["mean"] for key in ("overall_accuracy", "early_minus_late")}
+    headline = ("overall_accuracy", "mean_recalled", "early_minus_late")  # mean_recalled: free recall's
+    means = {key: summary[key]["mean"] for key in headline if key in summary}
     print(f"{summary['n_runs']} runs -> {options.out}: "
           + ", ".join(f"{key} {'n/a' if mean is None else f'{mean:+.3f}'}" for key, mean in means.items()))
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from primacy import files
-from primacy.analysis.free_recall import FreeRecallCounts, long_format_rows
+from primacy.analysis.free_recall import CMR_FIT_LAGS, FreeRecallCounts, cmr_fits, long_format_rows
 from primacy.analysis.free_recall import summarize as free_recall_curves
 from primacy.analysis.serial_position import position_indices, summarize
 from primacy.errors import UsageError
@@ -105,8 +105,9 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
 def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any], loss: float | None = None) -> dict[str, Any]:
     """The summary.json of a free-recall test: ``serial_position_curve`` is the recall probability by study position
     (psifr's spc of free_recall.csv), with its primacy and recency indices; ``first_recall_curve`` (psifr's pnr at
-    the first output); ``lag_crp`` by ``lag_crp_lags`` (null where a lag was never possible); the rates, the mean
-    number of distinct studied items recalled per list, the counts behind them, and the run's settings."""
+    the first output); ``lag_crp`` by ``lag_crp_lags`` (null where a lag was never possible) and its ``cmr_fit``
+    (``cmr_fit_entry``); the rates, the mean number of distinct studied items recalled per list, the counts behind
+    them, and the run's settings."""
     curves = free_recall_curves(counts)
 
     def values(x: torch.Tensor) -> list[float | None]:
@@ -122,10 +123,23 @@ def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any], loss
         "first_recall_curve": values(curves.pfr),
         "lag_crp": values(curves.lag_crp),
         "lag_crp_lags": [int(k) for k in curves.lags],
+        "cmr_fit": cmr_fit_entry(curves.lag_crp.numpy(), curves.lags.numpy()),
         "n_lists": int(counts.lists),
         "counts": {k: int(getattr(counts, k)) for k in ("outputs", "correct", "intrusions", "repetitions")},
         **settings,
     }
+
+
+def cmr_fit_entry(lag_crp: np.ndarray, lags: np.ndarray) -> dict[str, Any]:
+    """summary.json's ``cmr_fit`` of a lag-CRP (``cmr_fits``): the ``lags`` fitted (CMR_FIT_LAGS) and for each variant
+    its ``distance``, ``beta_enc``, ``beta_rec``, ``gamma_ft``, ``inv_temperature`` and the fitted ``curve`` on those
+    lags, or null where the lag-CRP has no fit (a lag never possible, or a flat curve)."""
+    entry: dict[str, Any] = {"lags": [int(k) for k in CMR_FIT_LAGS]}
+    for variant, fit in cmr_fits(lag_crp, lags).items():
+        entry[variant] = None if fit is None else {
+            "distance": fit.distance, "beta_enc": fit.beta_enc, "beta_rec": fit.beta_rec, "gamma_ft": fit.gamma_ft,
+            "inv_temperature": fit.inv_temperature, "curve": [float(v) for v in fit.fitted]}
+    return entry
 
 
 def write_free_recall(out_dir: str | Path, counts: FreeRecallCounts, study: torch.Tensor, recalls: torch.Tensor,

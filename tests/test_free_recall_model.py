@@ -150,5 +150,7 @@ def test_the_results_files_agree_with_psifr_reading_the_exported_recalls(tmp_pat
     assert summary["serial_position_curve"] == pytest.approx(fr.spc(data)["recall"].tolist(), abs=1e-12)
     assert summary["n_lists"] == B and summary["loss"] == 1.5 and summary["task"] == "free_recall"
     assert summary["counts"]["outputs"] == int((recalls >= 0).sum())
+    assert summary["cmr_fit"] == results.cmr_fit_entry(np.array(summary["lag_crp"], dtype=float),
+                                                       np.array(summary["lag_crp_lags"]))
     saved = dict(np.load(tmp_path / "free_recall.npz"))
     assert (saved["recalls"] == recalls.numpy()).all() and (saved["study"] == study.numpy()).all()

@@ -1,7 +1,8 @@
 """A grid of simulated CMR lag-CRPs over (β_enc, β_rec, γ_FT), what ``fit_cmr`` searches: built, saved, loaded.
 
-The paper's grid (Ji-An et al. 2024) ships with the package (``CMRGrid.paper()``);
-``python -m primacy.analysis.cmr_grid --out FILE`` rebuilds it (about 6.5 minutes on 2 idle cores).
+The paper's grid (Ji-An et al. 2024) ships with the package (``CMRGrid.paper()``), and so does the same grid
+simulated with the canonical variant (``CMRGrid.shipped("canonical")``); ``python -m primacy.analysis.cmr_grid --out
+FILE [--variant canonical]`` rebuilds either (on 2 idle cores about 6.5 minutes for the paper's, 14 for the canonical).
 """
 
 from __future__ import annotations
@@ -115,7 +116,15 @@ class CMRGrid:
     def paper(cls) -> CMRGrid:
         """The paper's grid (``PAPER_VALUES``, paper variant and settings) shipped with the package; read once,
         then shared (its arrays are read-only)."""
-        return _shipped_grid()
+        return _shipped_grid("paper")
+
+    @classmethod
+    def shipped(cls, variant: str) -> CMRGrid:
+        """The grid of ``PAPER_VALUES`` simulated with ``variant`` (``VARIANTS``; canonical at its default
+        temperature) shipped with the package, what ``main`` builds; read once, then shared read-only."""
+        if variant not in VARIANTS:
+            raise UsageError(f"variant={variant!r} is unknown: choose one of {', '.join(VARIANTS)}")
+        return _shipped_grid(variant)
 
     def save(self, path: str | Path) -> None:
         """A compressed .npz: params, crps (float32), lags, and one entry per simulation setting."""
@@ -177,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 @functools.cache
-def _shipped_grid() -> CMRGrid:
-    resource = importlib.resources.files("primacy.analysis") / "data" / "cmr_grid_paper.npz"
+def _shipped_grid(variant: str) -> CMRGrid:
+    resource = importlib.resources.files("primacy.analysis") / "data" / f"cmr_grid_{variant}.npz"
     with importlib.resources.as_file(resource) as path:
         grid = CMRGrid.load(path)
     for array in (grid.params, grid.crps, grid.lags):

@@ -39,7 +39,7 @@ class CMRFit:
     beta_rec: float
     gamma_ft: float
     inv_temperature: float  # the scale that maps the (renormalised, min-subtracted) CRP onto the curve
-    fitted: np.ndarray  # the aligned CRP on FIT_LAGS, in the curve's own units
+    fitted: np.ndarray  # the aligned CRP on the fit's lags (FIT_LAGS unless given), in the curve's own units
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,15 @@ class GaussianFit:
     fitted: np.ndarray  # a + b exp(-(lag - μ)² / 2σ²) on the curve's lags
 
 
-def _on_fit_lags(curve: np.ndarray, lags: np.ndarray) -> np.ndarray:
+def _on_fit_lags(curve: np.ndarray, lags: np.ndarray, fit_lags: np.ndarray = FIT_LAGS) -> np.ndarray:
     lags, curve = np.asarray(lags), np.asarray(curve, dtype=np.float64)
     if curve.shape[-1] != len(lags):
         raise UsageError(f"curve has {curve.shape[-1]} values for {len(lags)} lags: they must match")
-    missing = set(FIT_LAGS.tolist()) - set(lags.tolist())
+    missing = set(fit_lags.tolist()) - set(lags.tolist())
     if missing:
-        raise UsageError(f"lags {sorted(lags.tolist())} miss {sorted(missing)}: the fit needs every lag in -5..+5")
-    return curve[..., [lags.tolist().index(k) for k in FIT_LAGS]]
+        raise UsageError(f"lags {sorted(lags.tolist())} miss {sorted(missing)}: the fit needs every lag of "
+                         f"{fit_lags.tolist()}")
+    return curve[..., [lags.tolist().index(k) for k in fit_lags]]
 
 
 def _check_not_flat(curve: np.ndarray) -> None:
@@ -76,9 +77,11 @@ def _distance(fitted: np.ndarray, target: np.ndarray) -> np.ndarray:
 ALIGNMENTS = ("peak", "affine")
 
 
-def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *, alignment: str = "peak") -> CMRFit:
-    """The grid CRP closest to ``curve`` on lags -5..+5, the CRP renormalised to sum 1 there; ``grid`` defaults to
-    the paper's grid shipped with primacy (``CMRGrid.paper()``).
+def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *, alignment: str = "peak",
+            fit_lags: np.ndarray = FIT_LAGS) -> CMRFit:
+    """The grid CRP closest to ``curve`` on ``fit_lags`` (-5..+5; free recall's lag-CRP leaves out lag 0, never
+    possible), the CRP renormalised to sum 1 there; ``grid`` defaults to the paper's grid shipped with primacy
+    (``CMRGrid.paper()``).
 
     ``alignment="peak"`` (the paper): curve and CRP each minus its minimum, the CRP scaled so its maximum equals the
     curve's; that scale is the inverse temperature. ``alignment="affine"``: offset + scale · CRP by least squares
@@ -88,22 +91,23 @@ def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *,
     if alignment not in ALIGNMENTS:
         raise UsageError(f"alignment={alignment!r} is unknown: choose one of {', '.join(ALIGNMENTS)}")
     grid = CMRGrid.paper() if grid is None else grid
-    curve = _on_fit_lags(curve, lags)
+    fit_lags = np.asarray(fit_lags)
+    curve = _on_fit_lags(curve, lags, fit_lags)
     _check_not_flat(curve)
-    crps = _on_fit_lags(grid.crps, grid.lags)  # G 11
+    crps = _on_fit_lags(grid.crps, grid.lags, fit_lags)  # G K (K fit lags)
     crps = crps / crps.sum(-1, keepdims=True)
     if alignment == "peak":
         target = curve - curve.min()
         crps = crps - crps.min(-1, keepdims=True)
         peak = crps.max(-1, keepdims=True)  # G 1
         scale = np.divide(target.max(), peak, out=np.zeros_like(peak), where=peak > 0)  # G 1
-        fitted = crps * scale + curve.min()  # G 11, back in the curve's units
+        fitted = crps * scale + curve.min()  # G K, back in the curve's units
     else:
-        centred = crps - crps.mean(-1, keepdims=True)  # G 11
+        centred = crps - crps.mean(-1, keepdims=True)  # G K
         denom = (centred**2).sum(-1, keepdims=True)  # G 1
         slope = centred @ (curve - curve.mean())  # G
         scale = np.clip(np.divide(slope[:, None], denom, out=np.zeros_like(denom), where=denom > 1e-15), 0, None)
-        fitted = curve.mean() + scale * centred  # G 11
+        fitted = curve.mean() + scale * centred  # G K
     distance = _distance(fitted, curve)  # G
     best = int(distance.argmin())
     b_enc, b_rec, g_ft = grid.params[best]

@@ -1,7 +1,8 @@
 """Aggregate runs that differ only by seed: mean and standard error of the accuracy matrix, summary and
 recognition-contiguity curves (raw and controlled), for a task with delays (reconstruction) the serial-position curve
-by delay, the mean heatmap and contiguity figure; for free recall the mean and standard error of its rates and curves
-and the runs' lists pooled for psifr; and every run's initial and final Δt distribution on one figure (Fig. 5)."""
+by delay, the mean heatmap and contiguity figure; for free recall the mean and standard error of its rates and curves,
+the runs' lists pooled for psifr, the CMR fits and the figure of the mean curves; and every run's initial and final Δt
+distribution on one figure (Fig. 5)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from primacy.tasks.free_recall import FreeRecallTask
 SEED_KEYS = ("seed",)  # settings allowed to differ between aggregated runs
 FREE_RECALL_SCALARS = ("mean_recalled", "intrusion_rate", "repetition_rate",
                        "primacy_index", "recency_index", "early_minus_late")
+CMR_FIT_NUMBERS = ("distance", "beta_enc", "beta_rec", "gamma_ft", "inv_temperature")  # of each run's own fit
 # summary.json key of each free-recall curve -> the prefix of its arrays in the aggregate's free_recall.npz
 FREE_RECALL_CURVES = {"serial_position_curve": "serial_position", "first_recall_curve": "first_recall",
                       "lag_crp": "lag_crp"}
@@ -131,8 +133,8 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     delay_heatmap.png/.pdf, the mean curves by delay; for condition ``forward`` heatmap.png/.pdf is that figure too,
     as a run's is (its study x query matrix is only a diagonal).
 
-    Free-recall runs give summary.json, free_recall.npz and free_recall.csv instead (``_aggregate_free_recall``) and
-    no figure of their own yet.
+    Free-recall runs give summary.json, free_recall.npz, free_recall.csv and free_recall.png/.pdf instead
+    (``_aggregate_free_recall``).
     """
     run_dirs = [Path(r) for r in run_dirs]
     out = Path(out_dir)
@@ -141,7 +143,7 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     histories = _dt_histories(run_dirs)  # read before anything is written, so damage there leaves no half result
     out.mkdir(parents=True, exist_ok=True)
     if _is_free_recall(runs[0]):  # every run is then (load_runs)
-        summary = _aggregate_free_recall(run_dirs, runs, out)
+        summary = _aggregate_free_recall(run_dirs, runs, out, dpi)
     else:
         summary = _aggregate_accuracy(run_dirs, runs, out, dpi)
     if histories:
@@ -199,9 +201,9 @@ def _aggregate_accuracy(run_dirs: list[Path], runs: list[dict[str, Any]], out: P
 
     s = summary["settings"]
     title = (f"{plots.describe(s)} · mean of {len(runs)} runs\n"
-             f"accuracy {_fixed(summary['overall_accuracy']['mean'], '.3f')} · "
-             f"early−late {_fixed(summary['early_minus_late']['mean'], '+.3f')} ± "
-             f"{_fixed(summary['early_minus_late']['se'] or 0, '.3f')}")
+             f"accuracy {plots.fixed(summary['overall_accuracy']['mean'], '.3f')} · "
+             f"early−late {plots.fixed(summary['early_minus_late']['mean'], '+.3f')} ± "
+             f"{plots.fixed(summary['early_minus_late']['se'] or 0, '.3f')}")
     figures = {"heatmap": lambda: plots.heatmap(matrix_mean, distractor_mean, title,
                                                 distractor_label=plots.distractor_label(s["task"]))}
     if delays is not None:
@@ -227,8 +229,8 @@ def _aggregate_accuracy(run_dirs: list[Path], runs: list[dict[str, Any]], out: P
     return summary
 
 
-def _aggregate_free_recall(run_dirs: list[Path], runs: list[dict[str, Any]], out: Path) -> dict[str, Any]:
-    """free_recall.npz, free_recall.csv and summary.json of free-recall runs; returns the summary.
+def _aggregate_free_recall(run_dirs: list[Path], runs: list[dict[str, Any]], out: Path, dpi: int) -> dict[str, Any]:
+    """free_recall.npz, free_recall.csv, summary.json and free_recall.png/.pdf of free-recall runs; returns the summary.
 
     summary.json: ``n_runs``, ``runs``, ``subjects`` (each run's subject in the pooled csv, in the order of ``runs``),
     ``task``, for each of ``FREE_RECALL_SCALARS`` its ``mean``, ``se`` and the runs' ``values``, for each curve of
@@ -236,12 +238,17 @@ def _aggregate_free_recall(run_dirs: list[Path], runs: list[dict[str, Any]], out
     ``settings``. The runs' values are recomputed from their free_recall.npz counts. A curve's mean at a position or
     lag is over the runs that have a value there (as pandas averages psifr's per-subject curves, skipping NaN): null
     only where no run has one, as at lag 0, never possible; its se is null where fewer than two runs have one.
+    ``cmr_fit`` is the CMR fit of the mean lag-CRP (``results.cmr_fit_entry``); ``cmr_fit_runs`` holds, for each
+    variant, the ``mean``, ``se`` and ``values`` of every run's own fit (distance, parameters, inverse temperature;
+    null for a run without a fit).
 
     free_recall.npz: ``<prefix>_curves`` (R, L; lag_crp (R, 2L - 1), NaN where a run has no value), ``<prefix>_mean``
     and ``<prefix>_se`` for each prefix of ``FREE_RECALL_CURVES``, and ``lag_crp_lags`` (2L - 1).
 
     free_recall.csv: every run's rows, run after run, under one header, each keeping its own subject; the subjects
     are distinct (``load_runs``), so psifr reads the pooled file as one subject per run.
+
+    free_recall.png/.pdf: the mean curves with standard-error bands and the fits of the mean lag-CRP.
     """
     summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs],
                                "subjects": [r["subject"] for r in runs], "task": FreeRecallTask.name}
@@ -255,6 +262,9 @@ def _aggregate_free_recall(run_dirs: list[Path], runs: list[dict[str, Any]], out
         summary[key] = _curve_entry(mean, se)
     arrays["lag_crp_lags"] = runs[0]["lag_crp_lags"]  # the same for every run: their lists have one length
     summary["lag_crp_lags"] = [int(k) for k in arrays["lag_crp_lags"]]
+    summary["cmr_fit"] = results.cmr_fit_entry(arrays["lag_crp_mean"], arrays["lag_crp_lags"])
+    own_fits = [results.cmr_fit_entry(r["lag_crp"], r["lag_crp_lags"]) for r in runs]
+    summary["cmr_fit_runs"] = _cmr_fits_over_runs(own_fits)
     summary["settings"] = _comparable(runs[0]["summary"])
     files.save_npz(out / "free_recall.npz", **arrays)
     text = io.StringIO()
@@ -264,7 +274,33 @@ def _aggregate_free_recall(run_dirs: list[Path], runs: list[dict[str, Any]], out
         writer.writerows(run["rows"])
     files.write_text(out / "free_recall.csv", text.getvalue())
     files.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    _draw_free_recall(summary, arrays, out, dpi)
     return summary
+
+
+def _cmr_fits_over_runs(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """For each CMR variant, the mean, se and values over runs of each number of their fits (``cmr_fit_entry``s)."""
+    over_runs = {}
+    for variant in (key for key in entries[0] if key != "lags"):
+        fits = [entry[variant] for entry in entries]
+        over_runs[variant] = {key: _scalar_entry(np.array([np.nan if f is None else f[key] for f in fits]))
+                              for key in CMR_FIT_NUMBERS}
+    return over_runs
+
+
+def _draw_free_recall(summary: dict[str, Any], arrays: dict[str, np.ndarray], out: Path, dpi: int) -> None:
+    settings = summary["settings"]
+    recalled, intrusions, repetitions = (summary[k] for k in ("mean_recalled", "intrusion_rate", "repetition_rate"))
+    title = (f"{plots.describe(settings)} · mean of {summary['n_runs']} runs\n"
+             f"{plots.fixed(recalled['mean'], '.1f')} ± {plots.fixed(recalled['se'] or 0, '.1f')} of "
+             f"{settings['n_items']} recalled · intrusions {plots.fixed(intrusions['mean'], '.1%')} · "
+             f"repetitions {plots.fixed(repetitions['mean'], '.1%')}")
+    se = {"spc": arrays["serial_position_se"], "pfr": arrays["first_recall_se"], "lag_crp": arrays["lag_crp_se"]}
+    fig = plots.free_recall(arrays["serial_position_mean"], arrays["first_recall_mean"], arrays["lag_crp_lags"],
+                            arrays["lag_crp_mean"], title, plots.cmr_overlays(summary["cmr_fit"]), se)
+    for fmt in ("png", "pdf"):
+        files.save_figure(fig, out / f"free_recall.{fmt}", dpi=dpi)
+    plt.close(fig)
 
 
 def _is_free_recall(run: dict[str, Any]) -> bool:
@@ -377,8 +413,3 @@ def _dt_histories(run_dirs: list[Path]) -> list[dict[str, np.ndarray]]:
 
 def _num(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
-
-
-def _fixed(x: float | None, spec: str) -> str:
-    """``x`` formatted for a title; "n/a" for an undefined (null) value, e.g. an index over untested positions."""
-    return "n/a" if x is None else format(x, spec)

@@ -237,10 +237,23 @@ class ResultsWriter(Callback):
         loss = float(pl_module.test_loss.compute())
         if not trainer.is_global_zero:
             return
-        out = run_dir(trainer) / "results"
+        out, settings = run_dir(trainer) / "results", run_settings(trainer, pl_module)
         _announce_replacing(out)
-        results.write_free_recall(out, counts, study, recalls, run_settings(trainer, pl_module), run_dir(trainer).name,
-                                  loss)
+        content = results.write_free_recall(out, counts, study, recalls, settings, run_dir(trainer).name, loss)
+        self._draw_free_recall(content, settings, [out / f"free_recall.{fmt}" for fmt in self.formats])
+
+    def _draw_free_recall(self, content: dict, settings: dict, paths: list[Path]) -> None:
+        """The serial-position, first-recall and lag-CRP curves of a free-recall summary, its CMR fits overlaid."""
+        curves = (np.array(content[k], dtype=float)  # null (never possible) -> NaN
+                  for k in ("serial_position_curve", "first_recall_curve", "lag_crp_lags", "lag_crp"))
+        title = (f"{describe(settings)} · {content['n_lists']} lists (test)\n"
+                 f"{content['mean_recalled']:.1f} of {settings['n_items']} recalled · "
+                 f"intrusions {plots.fixed(content['intrusion_rate'], '.1%')} · "
+                 f"repetitions {plots.fixed(content['repetition_rate'], '.1%')}")
+        fig = plots.free_recall(*curves, title, plots.cmr_overlays(content["cmr_fit"]))
+        for path in paths:
+            files.save_figure(fig, path, dpi=self.dpi)
+        plt.close(fig)
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if _matrix_metric(pl_module, "test") is not None or not trainer.is_global_zero:

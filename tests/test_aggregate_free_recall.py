@@ -92,8 +92,24 @@ def test_rates_and_curves_are_averaged_over_seeds(tmp_path):
             np.testing.assert_allclose(values([summary[key]], "mean")[0], mean, rtol=0, atol=1e-12, err_msg=key)
             np.testing.assert_allclose(values([summary[key]], "se")[0], se, rtol=0, atol=1e-12, err_msg=key)
     assert summary["lag_crp"]["mean"][L_ITEMS - 1] is None and summary["lag_crp"]["se"][L_ITEMS - 1] is None
-    assert sorted(p.name for p in (tmp_path / "agg").iterdir()) == ["free_recall.csv", "free_recall.npz",
-                                                                   "summary.json"], "no figure yet"
+    assert sorted(p.name for p in (tmp_path / "agg").iterdir()) == [
+        "free_recall.csv", "free_recall.npz", "free_recall.pdf", "free_recall.png", "summary.json"]
+
+
+def test_cmr_is_fitted_to_the_mean_lag_crp_and_to_each_run(tmp_path):
+    runs = [fake_run(tmp_path, f"seed{seed}", seed, n_lists=400) for seed in range(3)]
+    summary = aggregate(runs, tmp_path / "agg")
+    lags = np.array(summary["lag_crp_lags"])
+    mean = np.array(summary["lag_crp"]["mean"], dtype=float)
+    assert summary["cmr_fit"] == results.cmr_fit_entry(mean, lags)
+    assert summary["cmr_fit"]["lags"] == [-5, -4, -3, -2, -1, 1, 2, 3, 4, 5]
+    for variant in ("paper", "canonical"):
+        own = [run_summary(r)["cmr_fit"][variant] for r in runs]  # each run's summary fits its own lag-CRP
+        assert all(fit is not None for fit in own) and summary["cmr_fit"][variant] is not None
+        for key in ("distance", "beta_enc", "beta_rec", "gamma_ft", "inv_temperature"):
+            entry = summary["cmr_fit_runs"][variant][key]
+            assert entry["values"] == pytest.approx([fit[key] for fit in own], abs=1e-12), (variant, key)
+            assert entry["mean"] == pytest.approx(np.mean(entry["values"]), abs=1e-12)
 
 
 def test_a_lag_only_some_runs_have_is_averaged_over_those(tmp_path):

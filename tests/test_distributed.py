@@ -103,6 +103,9 @@ def test_test_metrics_equal_the_single_process_ones(trained, processes, tmp_path
         assert arrays["lists"] == 5 and arrays["recalls"].shape == (5, 4)
         assert (tmp_path / "out" / "results" / "free_recall.csv").read_text().replace("out,", "run,") == \
             (run / "results" / "free_recall.csv").read_text().replace(f"{run.name},", "run,")
+        assert summary["cmr_fit"] == single["cmr_fit"] == {"lags": [-5, -4, -3, -2, -1, 1, 2, 3, 4, 5], "paper": None,
+                                                           "canonical": None}, "L = 4: no lag beyond 3, no fit"
+        assert (tmp_path / "out" / "results" / "free_recall.png").is_file()  # the formats TINY_RUNS asks for
     elif task == "induction":
         assert summary["repeat_tokens"] == 11 * 4 and summary["other_tokens"] == 11 * 6
     numbers = {k: v for k, v in single.items() if isinstance(v, float)}

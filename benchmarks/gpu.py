@@ -70,6 +70,7 @@ TWINS = {
     "induction-4L": "cpu/induction-attn-2L",
     "reconstruction-s4d-legs-L128": "quickstart-reconstruction",  # S4D, L = 12, K = 32, delays 0-16
     "recall-s4d-legs-L128": "quickstart-recall",  # S4D, L = 8 pairs, 16 keys, 8 values
+    "free-recall-s4d-legs-L128": "quickstart-free-recall",  # S4D, L = 32, K = 512
 }
 
 

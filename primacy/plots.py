@@ -28,7 +28,7 @@ def _span(values: np.ndarray, minimum: float = 0.3) -> tuple[float, float]:
 
 
 def describe(settings: dict[str, Any]) -> str:
-    """A run's settings for a figure title: backbone, task (unless verification), L, vocabulary, condition.
+    """A run's settings for a figure title: backbone, task (unless verification), L, vocabulary, condition (if any).
 
     settings: ``primacy.callbacks.run_settings``'s dict, as summary.json stores it (a summary without ``task`` is a
     verification run's)."""
@@ -40,7 +40,8 @@ def describe(settings: dict[str, Any]) -> str:
         parts.append(f"keys {data['n_keys']} · values {data['n_values']}")
     elif settings.get("vocab_size") is not None:
         parts.append(f"K={settings['vocab_size']}")
-    parts.append(str(settings.get("condition")))
+    if settings.get("condition") is not None:  # free recall has none
+        parts.append(str(settings["condition"]))
     return " · ".join(parts)
 
 

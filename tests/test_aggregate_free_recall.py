@@ -9,6 +9,7 @@ import torch
 from test_aggregate_tasks import VERIFICATION, aggregate_fails
 from test_aggregate_tasks import fake_run as accuracy_run
 
+from primacy import aggregate as aggregate_module
 from primacy import results
 from primacy.aggregate import FREE_RECALL_CURVES, FREE_RECALL_SCALARS, aggregate
 from primacy.analysis.free_recall import free_recall_counts, recall_positions
@@ -110,6 +111,28 @@ def test_cmr_is_fitted_to_the_mean_lag_crp_and_to_each_run(tmp_path):
             entry = summary["cmr_fit_runs"][variant][key]
             assert entry["values"] == pytest.approx([fit[key] for fit in own], abs=1e-12), (variant, key)
             assert entry["mean"] == pytest.approx(np.mean(entry["values"]), abs=1e-12)
+
+
+def test_the_figure_draws_the_mean_curves_with_their_bands_and_the_fits_of_the_mean(tmp_path, monkeypatch):
+    calls = []
+    draw = aggregate_module.plots.free_recall
+
+    def recording(spc, pfr, lags, lag_crp, title="", cmr=(), se=None):
+        calls.append((spc, pfr, lags, lag_crp, title, cmr, se))
+        return draw(spc, pfr, lags, lag_crp, title, cmr, se)
+
+    monkeypatch.setattr(aggregate_module.plots, "free_recall", recording)
+    runs = [fake_run(tmp_path, f"seed{seed}", seed, n_lists=400) for seed in range(3)]
+    summary = aggregate(runs, tmp_path / "agg")
+    [(spc, pfr, lags, lag_crp, title, cmr, se)] = calls
+    arrays = np.load(tmp_path / "agg" / "free_recall.npz")
+    for drawn, key in ((spc, "serial_position"), (pfr, "first_recall"), (lag_crp, "lag_crp")):
+        np.testing.assert_array_equal(drawn, arrays[f"{key}_mean"])
+    np.testing.assert_array_equal(se["spc"], arrays["serial_position_se"])
+    np.testing.assert_array_equal(se["lag_crp"], arrays["lag_crp_se"])
+    assert title.startswith(f"S4DBackbone · free_recall · L={L_ITEMS} · K={VOCAB} · mean of 3 runs\n")
+    assert [label.split(" (")[0] for label, _, _ in cmr] == ["CMR paper", "CMR canonical"]
+    np.testing.assert_allclose(cmr[0][2], summary["cmr_fit"]["paper"]["curve"])
 
 
 def test_a_lag_only_some_runs_have_is_averaged_over_those(tmp_path):

@@ -11,6 +11,7 @@ matplotlib.use("Agg")  # figures are written to files; no display is needed
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 CMAP = "viridis"
 
@@ -238,10 +239,14 @@ def free_recall(spc: np.ndarray, pfr: np.ndarray, lags: np.ndarray, lag_crp: np.
             ax.fill_between(x, curve - band, curve + band, where=~np.isnan(curve), color="k", alpha=0.15, lw=0)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions and lags are whole numbers
         ax.set_ylim(0.0, max(0.05, float(np.nanmax(curve, initial=0.0))) * 1.1)
         ax.grid(alpha=0.3)
     for (label, fit_lags, fitted), color in zip(cmr, ("tab:red", "tab:blue", "tab:green")):
-        axes[2].plot(fit_lags, fitted, "-", color=color, lw=1.2, label=label)
+        fit_lags, fitted = np.asarray(fit_lags, float), np.asarray(fitted, float)
+        gaps = np.flatnonzero(np.diff(fit_lags) > 1) + 1  # lag 0 is not fitted: no line across it
+        axes[2].plot(np.insert(fit_lags, gaps, np.nan), np.insert(fitted, gaps, np.nan), "-", color=color, lw=1.2,
+                     label=label)
     axes[2].legend(fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=10)
     return fig
@@ -251,7 +256,7 @@ def cmr_overlays(cmr_fit: dict[str, Any]) -> list[tuple[str, np.ndarray, np.ndar
     """A summary's ``cmr_fit`` entry (``results.cmr_fit_entry``) as ``free_recall``'s overlays, one per variant
     fitted, labelled with its distance."""
     lags = np.asarray(cmr_fit["lags"])
-    return [(f"CMR {variant} (d = {fit['distance']:.2f})", lags, np.asarray(fit["curve"], float))
+    return [(f"CMR {variant} (d = {fit['distance']:.3f})", lags, np.asarray(fit["curve"], float))
             for variant, fit in cmr_fit.items() if variant != "lags" and fit is not None]
 
 

@@ -95,8 +95,9 @@ class FreeRecallModel(TaskModel):
         _choice("teacher_forcing", teacher_forcing, TEACHER_FORCING)
         _choice("decoding", decoding, DECODING)
         if vocab_size < n_items + 2:
-            raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: it needs the items, the "
-                             f"cue and stop (at least {n_items + 2})")
+            raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: the model's tokens are "
+                             f"the task's K = {vocab_size - 2} items, the cue and stop, and a list of distinct items "
+                             f"needs K >= {n_items}")
         fits_in_memory("the unembedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
                        d_model=backbone.d_model)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)

@@ -155,6 +155,24 @@ def test_fit(args, expected, places, capsys, tmp_path):
     assert not (tmp_path / "new" / "checkpoints").exists(), "nothing was trained"
 
 
+FREE_RECALL = [
+    ("n-items-too-large-for-vocab", ["--data.init_args.n_items", "600"],
+     "vocab_size=514 is too small for n_items=600: the model's tokens are the task's K = 512 items, the cue and stop"),
+    ("unknown-loss", ["--model.init_args.loss", "hungarian"], "loss hungarian: expected one of 'set_mass', 'uniform'"),
+    ("unknown-teacher-forcing", ["--model.init_args.teacher_forcing", "ranked"], "teacher_forcing ranked"),
+    ("unknown-decoding", ["--model.init_args.decoding", "beam"], "decoding beam"),
+    ("temperature-zero", ["--model.init_args.temperature", "0"], "temperature=0.0 is invalid: it must be > 0"),
+]
+
+
+@pytest.mark.parametrize("args,expected", [c[1:] for c in FREE_RECALL], ids=[c[0] for c in FREE_RECALL])
+def test_fit_free_recall(args, expected, places, capsys, tmp_path):
+    config = str(ROOT / "configs" / "quickstart-free-recall.yaml")
+    root = ["--trainer.default_root_dir", str(tmp_path / "new")]
+    fails_in_one_line(["fit", "--config", config, *QUIET, *root, *args], expected, places, capsys)
+    assert not (tmp_path / "new" / "checkpoints").exists(), "nothing was trained"
+
+
 @pytest.mark.parametrize("args,expected", [c[1:] for c in CONFIG_FILES], ids=[c[0] for c in CONFIG_FILES])
 @pytest.mark.parametrize("subcommand", ["fit", "test"])
 def test_config_files(subcommand, args, expected, places, capsys):

@@ -291,10 +291,9 @@ def _cmr_fits_over_runs(entries: list[dict[str, Any]]) -> dict[str, Any]:
 def _draw_free_recall(summary: dict[str, Any], arrays: dict[str, np.ndarray], out: Path, dpi: int) -> None:
     settings = summary["settings"]
     recalled, intrusions, repetitions = (summary[k] for k in ("mean_recalled", "intrusion_rate", "repetition_rate"))
-    title = (f"{plots.describe(settings)} · mean of {summary['n_runs']} runs\n"
-             f"{plots.fixed(recalled['mean'], '.1f')} ± {plots.fixed(recalled['se'] or 0, '.1f')} of "
-             f"{settings['n_items']} recalled · intrusions {plots.fixed(intrusions['mean'], '.1%')} · "
-             f"repetitions {plots.fixed(repetitions['mean'], '.1%')}")
+    title = (f"{plots.describe(settings)} · mean of {summary['n_runs']} runs\n" +
+             plots.recall_line(settings["n_items"], recalled["mean"], intrusions["mean"], repetitions["mean"],
+                               recalled["se"]))
     se = {"spc": arrays["serial_position_se"], "pfr": arrays["first_recall_se"], "lag_crp": arrays["lag_crp_se"]}
     fig = plots.free_recall(arrays["serial_position_mean"], arrays["first_recall_mean"], arrays["lag_crp_lags"],
                             arrays["lag_crp_mean"], title, plots.cmr_overlays(summary["cmr_fit"]), se)

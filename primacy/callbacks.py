@@ -246,10 +246,9 @@ class ResultsWriter(Callback):
         """The serial-position, first-recall and lag-CRP curves of a free-recall summary, its CMR fits overlaid."""
         curves = (np.array(content[k], dtype=float)  # null (never possible) -> NaN
                   for k in ("serial_position_curve", "first_recall_curve", "lag_crp_lags", "lag_crp"))
-        title = (f"{describe(settings)} · {content['n_lists']} lists (test)\n"
-                 f"{content['mean_recalled']:.1f} of {settings['n_items']} recalled · "
-                 f"intrusions {plots.fixed(content['intrusion_rate'], '.1%')} · "
-                 f"repetitions {plots.fixed(content['repetition_rate'], '.1%')}")
+        title = (f"{describe(settings)} · {content['n_lists']} lists (test)\n" +
+                 plots.recall_line(settings["n_items"], content["mean_recalled"], content["intrusion_rate"],
+                                   content["repetition_rate"]))
         fig = plots.free_recall(*curves, title, plots.cmr_overlays(content["cmr_fit"]))
         for path in paths:
             files.save_figure(fig, path, dpi=self.dpi)

@@ -51,6 +51,14 @@ def fixed(x: float | None, spec: str) -> str:
     return "n/a" if x is None else format(x, spec)
 
 
+def recall_line(n_items: int, recalled: float, intrusions: float | None, repetitions: float | None,
+                recalled_se: float | None = None) -> str:
+    """A free-recall figure's second title line: items recalled of L (± se over runs if given) and the rates."""
+    spread = "" if recalled_se is None else f" ± {recalled_se:.1f}"
+    return (f"{recalled:.1f}{spread} of {n_items} recalled · intrusions {fixed(intrusions, '.1%')} · "
+            f"repetitions {fixed(repetitions, '.1%')}")
+
+
 def distractor_label(task: str | None) -> str:
     """The heatmap's top-row label: the answer to a query about no studied item in ``task`` ("new" in verification,
     "none" in associative recall; reconstruction has no such queries, so its row is blank and unlabelled)."""

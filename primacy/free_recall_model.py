@@ -16,6 +16,8 @@ the answer there is stop):
 Both add loss_L = -log p_L(stop) and average over the L + 1 steps. The fed items come from the batch (the task's
 random order: ``teacher_forcing: sampled``) or, with ``teacher_forcing: greedy``, from the model itself: a pass
 without gradients picks at each step the remaining item it rates highest, then the loss is taken on that order.
+Feeding back runs a backbone's recurrent form when it has one (``initial_state``, ``step``: S4, S4D, LSTM), one step
+per token; others (the Transformer) run a pass over the sequence per output.
 
 At validation and test the model recalls freely (``decoding``): at each step it outputs the most probable token
 (``greedy``) or samples one at ``temperature`` (``sampled``) from the whole vocabulary, and feeds it back.
@@ -25,6 +27,7 @@ recall ends at stop or after L outputs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -60,7 +63,8 @@ class FreeRecallModel(TaskModel):
         n_items: L, linked from the task.
         loss: ``set_mass`` or ``uniform`` (module docstring).
         teacher_forcing: which items are fed back while training: ``sampled`` (the batch's random order of the
-            remaining items) or ``greedy`` (the model's own best remaining item; L extra passes without gradients).
+            remaining items) or ``greedy`` (the model's own best remaining item, decoded without gradients before the
+            loss: 2L + 1 steps of a recurrent backbone, or L passes over the sequence of any other).
         decoding: how the model recalls at validation and test: ``greedy`` or ``sampled`` at ``temperature``.
         temperature: softmax temperature of ``sampled`` decoding (> 0).
         decoding_seed: seeds sampled decoding; each list draws from its own generator (seed, list index), so the
@@ -132,39 +136,55 @@ class FreeRecallModel(TaskModel):
     @torch.no_grad()
     def greedy_order(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens with the fed items replaced by the model's own choice at each step: the remaining study item it
-        rates highest. (B, 2L + 1) -> (B, 2L + 1); L passes of the backbone."""
-        n = self.n_items
-        tokens = tokens.clone()
-        study = tokens[:, :n]  # B L
+        rates highest. (B, 2L + 1) -> (B, 2L + 1)."""
+        study = tokens[:, : self.n_items]  # B L
         left = torch.ones_like(study, dtype=torch.bool)  # B L: study positions not fed yet
-        for r in range(n):
-            logits = self(tokens)[:, r]  # B V
-            scores = logits.gather(1, study).masked_fill(~left, float("-inf"))  # B L
-            pick = scores.argmax(-1)  # B
-            tokens[:, n + 1 + r] = study.gather(1, pick[:, None]).squeeze(1)
-            left[torch.arange(len(pick)), pick] = False
-        return tokens
+        rows = torch.arange(len(study), device=study.device)
+
+        def pick(r: int, logits: torch.Tensor) -> torch.Tensor:  # B V -> B
+            best = logits.gather(1, study).masked_fill(~left, float("-inf")).argmax(-1)  # B: a study position
+            left[rows, best] = False
+            return study[rows, best]
+
+        return torch.cat([tokens[:, : self.n_items + 1], self.feed_back(study, pick)], dim=1)
 
     @torch.no_grad()
     def recall(self, study: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """The model's free recall of each list: study (B, L) items, index (B,) the lists' indices (they seed sampled
         decoding) -> recalls (B, L) output tokens, -1 after stop."""
-        b, n = study.shape
-        cue = torch.full((b, 1), self.stop - 1, dtype=study.dtype, device=study.device)
-        tokens = torch.cat([study, cue, torch.full_like(study, self.stop)], dim=1)  # B 2L+1: later inputs unseen
-        recalls = torch.full_like(study, PADDING)  # B L
-        stopped = torch.zeros(b, dtype=torch.bool, device=study.device)
         noise = self._gumbel(index, study.device) if self.decoding == "sampled" else None  # B L V
-        for r in range(n):
-            logits = self(tokens)[:, r].float()  # B V
+
+        def output(r: int, logits: torch.Tensor) -> torch.Tensor:  # B V -> B
+            logits = logits.float()
             if noise is not None:
                 logits = logits / self.temperature + noise[:, r]
-            out = logits.argmax(-1)  # B
-            stopped |= out == self.stop
-            recalls[:, r] = torch.where(stopped, PADDING, out)
-            if r + 1 < n:
-                tokens[:, n + 1 + r] = out
-        return recalls
+            return logits.argmax(-1)  # B
+
+        outputs = self.feed_back(study, output)  # B L
+        return outputs.masked_fill(outputs.eq(self.stop).cumsum(1) > 0, PADDING)  # the stop and what follows it
+
+    def feed_back(self, study: torch.Tensor, choose: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Runs the model on the study items and the cue, then feeds back at each output step r = 0..L-1 the token
+        ``choose(r, logits)`` picks from that step's logits (B, V). Returns the fed tokens (B, L).
+
+        A backbone with a recurrent form (``initial_state``, ``step``) takes one step per token, 2L + 1 in all;
+        any other runs L passes over the sequence, the tokens not fed yet held at stop (causality hides them)."""
+        n = study.shape[1]
+        cue = torch.full_like(study[:, :1], self.stop - 1)  # B 1
+        fed = torch.full_like(study, self.stop)  # B L
+        if callable(getattr(self.backbone, "step", None)):
+            state = self.backbone.initial_state(len(study))
+            for x_t in self.embedding(torch.cat([study, cue], dim=1)).unbind(1):  # B H each
+                h, state = self.backbone.step(x_t, state)
+            for r in range(n):
+                fed[:, r] = choose(r, self.unembedding(h))
+                if r + 1 < n:
+                    h, state = self.backbone.step(self.embedding(fed[:, r]), state)
+            return fed
+        tokens = torch.cat([study, cue, fed], dim=1)  # B 2L+1
+        for r in range(n):
+            tokens[:, n + 1 + r] = choose(r, self(tokens)[:, r])
+        return tokens[:, n + 1 :]
 
     def _gumbel(self, index: torch.Tensor, device: torch.device) -> torch.Tensor:
         """Gumbel noise (B, L, V), each list's from its own generator, so sampling is argmax(logits / T + noise)."""

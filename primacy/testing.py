@@ -14,7 +14,8 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
 
     Checks: subclass of Backbone; typed constructor without ``*args``/``**kwargs``; (B, T, D) -> (B, T, D);
     causality (changing inputs at t does not change outputs before t); every trainable parameter gets a
-    finite gradient; ``dt()`` maps names to positive finite tensors; the state dict round-trips.
+    finite gradient; ``dt()`` maps names to positive finite tensors; the state dict round-trips; with a recurrent
+    form (``initial_state`` and ``step``), stepping through the inputs gives the outputs of ``forward``.
     """
     assert issubclass(cls, Backbone), f"{cls.__name__} must subclass primacy.backbones.Backbone"
     for name, param in inspect.signature(cls.__init__).parameters.items():
@@ -52,6 +53,16 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
     for name, dt in dts.items():
         assert isinstance(dt, torch.Tensor) and dt.ndim == 1, f"{cls.__name__}.dt()[{name!r}] must be (channels,)"
         assert torch.isfinite(dt).all() and (dt > 0).all(), f"{cls.__name__}.dt()[{name!r}] must be positive"
+
+    if callable(getattr(model, "step", None)):
+        assert callable(getattr(model, "initial_state", None)), f"{cls.__name__} has step() but no initial_state()"
+        with torch.no_grad():
+            state, steps = model.initial_state(batch), []
+            for x_t in x2.unbind(1):
+                y_t, state = model.step(x_t, state)
+                steps.append(y_t)
+        assert torch.allclose(torch.stack(steps, 1), y2, atol=1e-4, rtol=1e-4), \
+            f"{cls.__name__}: stepping through the inputs does not give forward's outputs"
 
     torch.manual_seed(1)
     clone = cls(d_model=d_model, **kwargs)

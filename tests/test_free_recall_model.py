@@ -1,13 +1,18 @@
 """FreeRecallModel: its order-agnostic losses against float64 references, greedy teacher forcing, free recall by
 greedy and sampled decoding, and the FreeRecallStats metric."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 
 from primacy import results
 from primacy.analysis.free_recall import free_recall_counts, recall_positions
+from primacy.backbones.base import Backbone
 from primacy.backbones.lstm import LSTMBackbone
+from primacy.backbones.s4 import S4Backbone
+from primacy.backbones.s4d import S4DBackbone
 from primacy.errors import UsageError
 from primacy.free_recall_model import FreeRecallModel
 from primacy.metrics import FreeRecallStats
@@ -94,6 +99,36 @@ def test_greedy_recall_feeds_its_own_outputs_back_and_pads_after_stop():
             assert recalls[b, r] == out
             if r + 1 < L:
                 tokens[0, L + 1 + r] = out
+
+
+class Passes(Backbone):
+    """A backbone without its recurrent form, so the model runs passes over the whole sequence."""
+
+    def __init__(self, inner: Backbone) -> None:
+        super().__init__()
+        self.inner, self.d_model = inner, inner.d_model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+RECURRENT = {"lstm": lambda: LSTMBackbone(d_model=8, n_layers=2, output_block=True),
+             "s4d": lambda: S4DBackbone(d_model=8, d_state=8), "s4": lambda: S4Backbone(d_model=8, d_state=8)}
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_a_recurrent_backbone_steps_through_recall_and_gives_what_passes_over_the_sequence_give(name):
+    torch.manual_seed(0)
+    stepped = FreeRecallModel(RECURRENT[name](), vocab_size=K + 2, n_items=L, decoding="sampled").double()
+    passes = copy.deepcopy(stepped)
+    passes.backbone = Passes(passes.backbone)
+    study, tokens = trials()
+    study, tokens = torch.cat([study, trials(1)[0]]), torch.cat([tokens, trials(1)[1]])  # 2B lists
+    index = torch.arange(len(study))
+    assert torch.equal(stepped.greedy_order(tokens), passes.greedy_order(tokens))
+    for decoding in ("sampled", "greedy"):
+        stepped.decoding = passes.decoding = decoding
+        assert torch.equal(stepped.recall(study, index), passes.recall(study, index)), decoding
 
 
 def test_sampled_recall_depends_on_each_list_and_seed_not_on_batching():

@@ -81,8 +81,21 @@ class LSTMBackbone(Backbone):
                 b_ih[h : 2 * h] = 1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.lstm(x)[0]  # B T D
+        return self._block(self.lstm(x)[0])  # B T D
+
+    def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The zero hidden and cell states, each (n_layers, B, H), as nn.LSTM starts."""
+        h = self.lstm.weight_hh_l0.new_zeros(self.n_layers, batch_size, self.d_model)
+        return h, h.clone()
+
+    def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """One step: x_t (B, H), state (hidden, cell) -> y_t (B, H), the new state."""
+        y, state = self.lstm(x_t[:, None], state)  # B 1 H
+        return self._block(y[:, 0]), state
+
+    def _block(self, y: torch.Tensor) -> torch.Tensor:
         if self.out is not None:
-            y = F.glu(self.out(F.gelu(y)), dim=-1)  # B T 2D -> B T D
+            y = F.glu(self.out(F.gelu(y)), dim=-1)  # ... 2H -> ... H
         return y
 

@@ -1,9 +1,9 @@
 """Free recall's feed-back loops, stepped against passes over the sequence, side by side.
 
 FreeRecallModel decodes (``recall`` at validation and test, ``greedy_order`` for greedy teacher forcing) by feeding
-its outputs back one at a time. A backbone with a recurrent form (S4, S4D, LSTM) takes one step per token, 2L + 1
-steps a list; the reference runs the L passes over the whole sequence that any backbone allows (the same model with
-its recurrent form hidden). Both run on the same batches, alternating, so a busy machine slows both alike.
+its outputs back one at a time. A backbone with ``step`` (the recurrence of S4, S4D and the LSTM, the Transformer's
+key-value cache) takes one step per token, 2L + 1 steps a list; the reference runs the L passes over the whole
+sequence that any backbone allows (the same model with its ``step`` hidden). Both run on the same batches, alternating, so a busy machine slows both alike.
 
 Prints, per backbone and loop, the median seconds of each and their ratio (passes / stepped), and the share of
 lists whose outputs agree exactly (float32: the two paths round differently, so a near tie may flip). No thresholds.
@@ -24,16 +24,18 @@ import torch
 from primacy.backbones.base import Backbone
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.s4d import S4DBackbone
+from primacy.backbones.transformer import TransformerBackbone
 from primacy.free_recall_model import FreeRecallModel
 
 BACKBONES: dict[str, Callable[[], Backbone]] = {  # the free-recall quickstarts' sizes
     "S4D (H 128, N 64)": lambda: S4DBackbone(d_model=128, d_state=64),
     "LSTM (H 128)": lambda: LSTMBackbone(d_model=128, max_timescale=65),
+    "Transformer (2 x 128)": lambda: TransformerBackbone(d_model=128, n_layers=2, n_heads=4, d_ff=512),
 }
 
 
 class Passes(Backbone):
-    """The backbone without its recurrent form."""
+    """The backbone without its step()."""
 
     def __init__(self, inner: Backbone) -> None:
         super().__init__()
@@ -62,7 +64,7 @@ def main() -> None:
     tokens = torch.cat([study, torch.full((b, 1), k), study], dim=1)  # B 2L+1
     index = torch.arange(b)
     print(f"L = {n}, K = {k}, {b} lists, median of {options.repeats}; {torch.get_num_threads()} threads")
-    print(f"{'backbone':<20} {'loop':<13} {'stepped s':>10} {'passes s':>10} {'ratio':>7} {'agree':>7}")
+    print(f"{'backbone':<22} {'loop':<13} {'stepped s':>10} {'passes s':>10} {'ratio':>7} {'agree':>7}")
     for name, build in BACKBONES.items():
         torch.manual_seed(0)
         stepped = FreeRecallModel(build(), vocab_size=k + 2, n_items=n).eval()
@@ -78,7 +80,7 @@ def main() -> None:
                 times["passes"].append(t_pass)
             agree = (out_step == out_pass).all(1).float().mean().item()
             s, p = statistics.median(times["stepped"]), statistics.median(times["passes"])
-            print(f"{name:<20} {loop:<13} {s:>10.3f} {p:>10.3f} {p / s:>7.1f} {agree:>7.1%}")
+            print(f"{name:<22} {loop:<13} {s:>10.3f} {p:>10.3f} {p / s:>7.1f} {agree:>7.1%}")
 
 
 if __name__ == "__main__":

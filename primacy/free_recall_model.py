@@ -16,8 +16,8 @@ the answer there is stop):
 Both add loss_L = -log p_L(stop) and average over the L + 1 steps. The fed items come from the batch (the task's
 random order: ``teacher_forcing: sampled``) or, with ``teacher_forcing: greedy``, from the model itself: a pass
 without gradients picks at each step the remaining item it rates highest, then the loss is taken on that order.
-Feeding back runs a backbone's recurrent form when it has one (``initial_state``, ``step``: S4, S4D, LSTM), one step
-per token; others (the Transformer) run a pass over the sequence per output.
+Feeding back runs a backbone's ``step`` when it has one (the recurrence of S4, S4D and the LSTM, the Transformer's
+key-value cache), one step per token; a backbone without it runs a pass over the sequence per output.
 
 At validation and test the model recalls freely (``decoding``): at each step it outputs the most probable token
 (``greedy``) or samples one at ``temperature`` (``sampled``) from the whole vocabulary, and feeds it back.
@@ -64,7 +64,7 @@ class FreeRecallModel(TaskModel):
         loss: ``set_mass`` or ``uniform`` (module docstring).
         teacher_forcing: which items are fed back while training: ``sampled`` (the batch's random order of the
             remaining items) or ``greedy`` (the model's own best remaining item, decoded without gradients before the
-            loss: 2L + 1 steps of a recurrent backbone, or L passes over the sequence of any other).
+            loss: 2L + 1 steps of a backbone with ``step``, or L passes over the sequence).
         decoding: how the model recalls at validation and test: ``greedy`` or ``sampled`` at ``temperature``.
         temperature: softmax temperature of ``sampled`` decoding (> 0).
         decoding_seed: seeds sampled decoding; each list draws from its own generator (seed, list index), so the
@@ -167,8 +167,8 @@ class FreeRecallModel(TaskModel):
         """Runs the model on the study items and the cue, then feeds back at each output step r = 0..L-1 the token
         ``choose(r, logits)`` picks from that step's logits (B, V). Returns the fed tokens (B, L).
 
-        A backbone with a recurrent form (``initial_state``, ``step``) takes one step per token, 2L + 1 in all;
-        any other runs L passes over the sequence, the tokens not fed yet held at stop (causality hides them)."""
+        A backbone with ``initial_state`` and ``step`` takes one step per token, 2L + 1 in all; any other runs L
+        passes over the sequence, the tokens not fed yet held at stop (causality hides them)."""
         n = study.shape[1]
         cue = torch.full_like(study[:, :1], self.stop - 1)  # B 1
         fed = torch.full_like(study, self.stop)  # B L

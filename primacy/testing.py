@@ -14,8 +14,8 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
 
     Checks: subclass of Backbone; typed constructor without ``*args``/``**kwargs``; (B, T, D) -> (B, T, D);
     causality (changing inputs at t does not change outputs before t); every trainable parameter gets a
-    finite gradient; ``dt()`` maps names to positive finite tensors; the state dict round-trips; with a recurrent
-    form (``initial_state`` and ``step``), stepping through the inputs gives the outputs of ``forward``.
+    finite gradient; ``dt()`` maps names to positive finite tensors; the state dict round-trips; with ``initial_state``
+    and ``step``, stepping through the inputs gives the outputs of ``forward``.
     """
     assert issubclass(cls, Backbone), f"{cls.__name__} must subclass primacy.backbones.Backbone"
     for name, param in inspect.signature(cls.__init__).parameters.items():

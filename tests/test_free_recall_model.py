@@ -13,6 +13,7 @@ from primacy.backbones.base import Backbone
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.s4 import S4Backbone
 from primacy.backbones.s4d import S4DBackbone
+from primacy.backbones.transformer import TransformerBackbone
 from primacy.errors import UsageError
 from primacy.free_recall_model import FreeRecallModel
 from primacy.metrics import FreeRecallStats
@@ -102,7 +103,7 @@ def test_greedy_recall_feeds_its_own_outputs_back_and_pads_after_stop():
 
 
 class Passes(Backbone):
-    """A backbone without its recurrent form, so the model runs passes over the whole sequence."""
+    """A backbone without its step(), so the model runs passes over the whole sequence."""
 
     def __init__(self, inner: Backbone) -> None:
         super().__init__()
@@ -112,14 +113,15 @@ class Passes(Backbone):
         return self.inner(x)
 
 
-RECURRENT = {"lstm": lambda: LSTMBackbone(d_model=8, n_layers=2, output_block=True),
-             "s4d": lambda: S4DBackbone(d_model=8, d_state=8), "s4": lambda: S4Backbone(d_model=8, d_state=8)}
+STEPPING = {"lstm": lambda: LSTMBackbone(d_model=8, n_layers=2, output_block=True),
+             "s4d": lambda: S4DBackbone(d_model=8, d_state=8), "s4": lambda: S4Backbone(d_model=8, d_state=8),
+             "transformer": lambda: TransformerBackbone(d_model=8, n_heads=2)}
 
 
-@pytest.mark.parametrize("name", RECURRENT)
-def test_a_recurrent_backbone_steps_through_recall_and_gives_what_passes_over_the_sequence_give(name):
+@pytest.mark.parametrize("name", STEPPING)
+def test_a_backbone_that_steps_recalls_and_orders_as_passes_over_the_sequence_do(name):
     torch.manual_seed(0)
-    stepped = FreeRecallModel(RECURRENT[name](), vocab_size=K + 2, n_items=L, decoding="sampled").double()
+    stepped = FreeRecallModel(STEPPING[name](), vocab_size=K + 2, n_items=L, decoding="sampled").double()
     passes = copy.deepcopy(stepped)
     passes.backbone = Passes(passes.backbone)
     study, tokens = trials()

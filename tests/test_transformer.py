@@ -14,6 +14,24 @@ def test_contract(kwargs):
     check_backbone(TransformerBackbone, n_heads=2, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16}, {"mlp": False, "layer_norm": False}])
+def test_stepping_with_the_key_value_cache_is_forward_in_float64_ablated_heads_included(kwargs):
+    torch.manual_seed(0)
+    model = TransformerBackbone(d_model=16, n_layers=3, n_heads=4, **kwargs).double().eval()
+    x = torch.randn(2, 12, 16, dtype=torch.float64)
+    with model.ablate_heads([(0, 1), (2, 3)]):
+        full = model(x)
+        state, steps = model.initial_state(2), []
+        for x_t in x.unbind(1):
+            y_t, state = model.step(x_t, state)
+            steps.append(y_t)
+    assert torch.allclose(torch.stack(steps, 1), full, rtol=0, atol=1e-12)
+    assert [tuple(k.shape) for k, _ in state] == [(2, 4, 12, 4)] * 3
+    assert not torch.allclose(model(x), full), "the ablation acts"
+    with model.capture_attention(), pytest.raises(UsageError, match="cannot be captured"):
+        model.step(x[:, 0], model.initial_state(2))
+
+
 def test_captured_weights_are_causal_distributions_and_match_the_fused_output():
     torch.manual_seed(0)
     model = TransformerBackbone(d_model=16, n_layers=3, n_heads=4).eval()

@@ -19,6 +19,7 @@ from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
 
 Positional = Literal["sinusoidal", "learned"]
+KeyValues = tuple[torch.Tensor, torch.Tensor]  # one layer's cached keys and values, (B, heads, T, D / heads) each
 _POSITIONALS = ("sinusoidal", "learned")
 
 
@@ -63,16 +64,34 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # B h T d_h each
-        if self.ablated:
-            off = torch.zeros(self.n_heads, dtype=torch.bool, device=v.device)  # h
-            off[sorted(self.ablated)] = True
-            v = v.masked_fill(off[:, None, None], 0.0)  # B h T d_h; exact zeros, as if W_V and b_V were zero
+        v = self._ablate(v)
         dropout = self.dropout if self.training else 0.0
         if self.captured is None:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)  # B h T d_h
         else:
             out = self._explicit(q, k, v, dropout)
         return self.proj(out.transpose(1, 2).reshape(b, t, d))  # B T D
+
+    def step(self, x: torch.Tensor, cache: KeyValues) -> tuple[torch.Tensor, KeyValues]:
+        """The next position's attention: x (B, D) -> (B, D), attending to the cached keys and values and its own
+        (appended to the cache). Ablated heads are zeroed as in forward."""
+        b, d = x.shape
+        q, k, v = self.qkv(x).view(b, 3, self.n_heads, 1, d // self.n_heads).unbind(1)  # B h 1 d_h each
+        if self.captured is not None:
+            raise UsageError("capture_attention records whole forward passes: step() cannot be captured")
+        v = self._ablate(v)
+        keys, values = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # B h t+1 d_h
+        dropout = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, keys, values, dropout_p=dropout)  # B h 1 d_h: every key is in the past
+        return self.proj(out.transpose(1, 2).reshape(b, d)), (keys, values)
+
+    def _ablate(self, v: torch.Tensor) -> torch.Tensor:
+        """v (B, h, T, d_h) with the ablated heads' values exact zeros, as if their W_V and b_V were zero."""
+        if not self.ablated:
+            return v
+        off = torch.zeros(self.n_heads, dtype=torch.bool, device=v.device)  # h
+        off[sorted(self.ablated)] = True
+        return v.masked_fill(off[:, None, None], 0.0)
 
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float) -> torch.Tensor:
         t = q.shape[-2]
@@ -105,6 +124,12 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.drop(self.attn(self.norm1(x)))
         return x if self.mlp is None else x + self.mlp(self.norm2(x))
+
+    def step(self, x: torch.Tensor, cache: KeyValues) -> tuple[torch.Tensor, KeyValues]:
+        """forward for the next position alone: x (B, D) -> (B, D), with the attention's key-value cache."""
+        attended, cache = self.attn.step(self.norm1(x), cache)
+        x = x + self.drop(attended)
+        return (x if self.mlp is None else x + self.mlp(self.norm2(x))), cache
 
 
 class TransformerBackbone(Backbone):
@@ -183,6 +208,23 @@ class TransformerBackbone(Backbone):
         for block in self.blocks:
             h = block(h)
         return self.norm(h)
+
+    def initial_state(self, batch_size: int) -> list[KeyValues]:
+        """Empty key-value caches, a (keys, values) pair per block, each (B, heads, 0, D / heads)."""
+        weight = self.blocks[0].attn.qkv.weight
+        empty = weight.new_zeros(batch_size, self.n_heads, 0, self.d_model // self.n_heads)
+        return [(empty, empty)] * len(self.blocks)
+
+    def step(self, x_t: torch.Tensor, state: list[KeyValues]) -> tuple[torch.Tensor, list[KeyValues]]:
+        """The next position t (the caches' length): x_t (B, D) -> y_t (B, D) and the caches with t appended. Each
+        step attends to the cache instead of recomputing the prefix (a key-value cache); not inside capture_attention."""
+        t = state[0][0].shape[2]
+        h = self.drop(x_t + self._positions(t + 1, x_t.device)[t].to(x_t.dtype))  # B D
+        caches = []
+        for block, cache in zip(self.blocks, state):
+            h, cache = block.step(h, cache)
+            caches.append(cache)
+        return self.norm(h), caches
 
     @contextmanager
     def capture_attention(self) -> Iterator[list[Attention]]:

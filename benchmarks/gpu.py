@@ -71,6 +71,8 @@ TWINS = {
     "reconstruction-s4d-legs-L128": "quickstart-reconstruction",  # S4D, L = 12, K = 32, delays 0-16
     "recall-s4d-legs-L128": "quickstart-recall",  # S4D, L = 8 pairs, 16 keys, 8 values
     "free-recall-s4d-legs-L128": "quickstart-free-recall",  # S4D, L = 32, K = 512
+    "free-recall-lstm-L128": "quickstart-free-recall-lstm",  # LSTM H 128, L = 32, K = 512
+    "free-recall-transformer-L128": "quickstart-free-recall-transformer",  # 2 x 128, L = 32, K = 512
 }
 
 

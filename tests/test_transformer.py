@@ -14,7 +14,8 @@ def test_contract(kwargs):
     check_backbone(TransformerBackbone, n_heads=2, **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16}, {"mlp": False, "layer_norm": False}])
+@pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16},
+                                    {"mlp": False, "layer_norm": False}])
 def test_stepping_with_the_key_value_cache_is_forward_in_float64_ablated_heads_included(kwargs):
     torch.manual_seed(0)
     model = TransformerBackbone(d_model=16, n_layers=3, n_heads=4, **kwargs).double().eval()

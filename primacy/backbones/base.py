@@ -18,8 +18,8 @@ class Backbone(nn.Module, ABC):
         dt(): the positive discretisation steps by layer name (each a (channels,) tensor); empty if none.
         initial_state(batch_size) and step(x_t, state) -> (y_t, state): one position at a time (a recurrence, or
             a cache of the past), x_t and y_t (B, D); stepping from the initial state through x[:, t] must give
-            forward(x)[:, t]. Models that feed their
-            outputs back (free recall) then take one step per output instead of a pass over the whole sequence.
+            forward(x)[:, t]. Models that feed their outputs back (free recall) then take one step per output
+            instead of a pass over the whole sequence.
 
     Subclasses take typed keyword arguments only, so configs can be validated, printed and saved.
     """

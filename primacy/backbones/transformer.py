@@ -76,9 +76,9 @@ class CausalSelfAttention(nn.Module):
         """The next position's attention: x (B, D) -> (B, D), attending to the cached keys and values and its own
         (appended to the cache). Ablated heads are zeroed as in forward."""
         b, d = x.shape
-        q, k, v = self.qkv(x).view(b, 3, self.n_heads, 1, d // self.n_heads).unbind(1)  # B h 1 d_h each
         if self.captured is not None:
             raise UsageError("capture_attention records whole forward passes: step() cannot be captured")
+        q, k, v = self.qkv(x).view(b, 3, self.n_heads, 1, d // self.n_heads).unbind(1)  # B h 1 d_h each
         v = self._ablate(v)
         keys, values = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # B h t+1 d_h
         dropout = self.dropout if self.training else 0.0
@@ -217,7 +217,8 @@ class TransformerBackbone(Backbone):
 
     def step(self, x_t: torch.Tensor, state: list[KeyValues]) -> tuple[torch.Tensor, list[KeyValues]]:
         """The next position t (the caches' length): x_t (B, D) -> y_t (B, D) and the caches with t appended. Each
-        step attends to the cache instead of recomputing the prefix (a key-value cache); not inside capture_attention."""
+        step attends to the cache instead of recomputing the prefix (a key-value cache); not inside
+        capture_attention."""
         t = state[0][0].shape[2]
         h = self.drop(x_t + self._positions(t + 1, x_t.device)[t].to(x_t.dtype))  # B D
         caches = []

@@ -27,23 +27,13 @@ from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.free_recall_model import FreeRecallModel
+from primacy.testing import WithoutStep
 
 BACKBONES: dict[str, Callable[[], Backbone]] = {  # the free-recall quickstarts' sizes
     "S4D (H 128, N 64)": lambda: S4DBackbone(d_model=128, d_state=64),
     "LSTM (H 128)": lambda: LSTMBackbone(d_model=128, max_timescale=65),
     "Transformer (2 x 128)": lambda: TransformerBackbone(d_model=128, n_layers=2, n_heads=4, d_ff=512),
 }
-
-
-class Passes(Backbone):
-    """The backbone without its step()."""
-
-    def __init__(self, inner: Backbone) -> None:
-        super().__init__()
-        self.inner, self.d_model = inner, inner.d_model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.inner(x)
 
 
 def seconds(fn: Callable[[], torch.Tensor]) -> tuple[float, torch.Tensor]:
@@ -70,7 +60,7 @@ def main() -> None:
         torch.manual_seed(0)
         stepped = FreeRecallModel(build(), vocab_size=k + 2, n_items=n).eval()
         passes = copy.deepcopy(stepped)
-        passes.backbone = Passes(passes.backbone)
+        passes.backbone = WithoutStep(passes.backbone)
         loops = {"recall": lambda m: m.recall(study, index), "greedy_order": lambda m: m.greedy_order(tokens)}
         for loop, run in loops.items():
             times: dict[str, list[float]] = {"stepped": [], "passes": []}

@@ -1,4 +1,5 @@
-"""check_backbone(): the contract every backbone, built-in or plugin, must pass. Call it from your tests."""
+"""check_backbone(): the contract every backbone, built-in or plugin, must pass. Call it from your tests.
+WithoutStep: a backbone with its step() hidden, the reference for stepped decoding."""
 
 from __future__ import annotations
 
@@ -69,3 +70,15 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
     clone.load_state_dict(model.state_dict())
     with torch.no_grad():
         assert torch.allclose(clone(x2), y2, atol=1e-6), f"{cls.__name__}: state dict does not round-trip"
+
+
+class WithoutStep(Backbone):
+    """``inner`` with its ``step`` hidden, so a model feeding outputs back runs a pass over the sequence per output:
+    the reference that a backbone's stepped decoding is checked and timed against."""
+
+    def __init__(self, inner: Backbone) -> None:
+        super().__init__()
+        self.inner, self.d_model = inner, inner.d_model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)

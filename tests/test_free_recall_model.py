@@ -9,7 +9,6 @@ import torch
 
 from primacy import results
 from primacy.analysis.free_recall import free_recall_counts, recall_positions
-from primacy.backbones.base import Backbone
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.s4 import S4Backbone
 from primacy.backbones.s4d import S4DBackbone
@@ -17,6 +16,7 @@ from primacy.backbones.transformer import TransformerBackbone
 from primacy.errors import UsageError
 from primacy.free_recall_model import FreeRecallModel
 from primacy.metrics import FreeRecallStats
+from primacy.testing import WithoutStep
 
 L, K, B = 4, 10, 6
 CUE, STOP = K, K + 1
@@ -102,17 +102,6 @@ def test_greedy_recall_feeds_its_own_outputs_back_and_pads_after_stop():
                 tokens[0, L + 1 + r] = out
 
 
-class Passes(Backbone):
-    """A backbone without its step(), so the model runs passes over the whole sequence."""
-
-    def __init__(self, inner: Backbone) -> None:
-        super().__init__()
-        self.inner, self.d_model = inner, inner.d_model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.inner(x)
-
-
 STEPPING = {"lstm": lambda: LSTMBackbone(d_model=8, n_layers=2, output_block=True),
              "s4d": lambda: S4DBackbone(d_model=8, d_state=8), "s4": lambda: S4Backbone(d_model=8, d_state=8),
              "transformer": lambda: TransformerBackbone(d_model=8, n_heads=2)}
@@ -123,7 +112,7 @@ def test_a_backbone_that_steps_recalls_and_orders_as_passes_over_the_sequence_do
     torch.manual_seed(0)
     stepped = FreeRecallModel(STEPPING[name](), vocab_size=K + 2, n_items=L, decoding="sampled").double()
     passes = copy.deepcopy(stepped)
-    passes.backbone = Passes(passes.backbone)
+    passes.backbone = WithoutStep(passes.backbone)
     study, tokens = trials()
     study, tokens = torch.cat([study, trials(1)[0]]), torch.cat([tokens, trials(1)[1]])  # 2B lists
     index = torch.arange(len(study))

@@ -35,12 +35,14 @@ class Attention:
     weights: torch.Tensor
 
 
-def sinusoidal_positions(length: int, d_model: int, device: torch.device | None = None) -> torch.Tensor:
-    """Vaswani et al.'s encoding (T, D): sin on even channels, cos on odd ones, wavelengths 2π .. 2π·10⁴."""
-    position = torch.arange(length, dtype=torch.float32, device=device)[:, None]  # T 1
+def sinusoidal_positions(length: int, d_model: int, device: torch.device | None = None, start: int = 0
+                         ) -> torch.Tensor:
+    """Vaswani et al.'s encoding of positions start..length-1 (T, D): sin on even channels, cos on odd ones,
+    wavelengths 2π .. 2π·10⁴."""
+    position = torch.arange(start, length, dtype=torch.float32, device=device)[:, None]  # T 1
     rate = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(1e4) / d_model))
     angle = position * rate  # T ceil(D/2)
-    pe = torch.zeros(length, d_model, device=device)
+    pe = torch.zeros(len(position), d_model, device=device)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
     return pe
@@ -196,12 +198,13 @@ class TransformerBackbone(Backbone):
         self.blocks = nn.ModuleList(Block(d_model, n_heads, width, dropout, mlp, layer_norm) for _ in range(n_layers))
         self.norm = _norm(d_model, layer_norm)
 
-    def _positions(self, length: int, device: torch.device) -> torch.Tensor:
+    def _positions(self, length: int, device: torch.device, start: int = 0) -> torch.Tensor:
+        """The encodings of positions start..length-1, (T, D)."""
         if self.position is None:
-            return sinusoidal_positions(length, self.d_model, device)  # T D
+            return sinusoidal_positions(length, self.d_model, device, start)  # T D
         if length > self.max_length:
             raise UsageError(f"input length {length} exceeds max_length={self.max_length} of the learned positions")
-        return self.position.weight[:length]  # T D
+        return self.position.weight[start:length]  # T D
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.drop(x + self._positions(x.shape[1], x.device).to(x.dtype))  # B T D
@@ -220,7 +223,7 @@ class TransformerBackbone(Backbone):
         step attends to the cache instead of recomputing the prefix (a key-value cache); not inside
         capture_attention."""
         t = state[0][0].shape[2]
-        h = self.drop(x_t + self._positions(t + 1, x_t.device)[t].to(x_t.dtype))  # B D
+        h = self.drop(x_t + self._positions(t + 1, x_t.device, start=t)[0].to(x_t.dtype))  # B D: position t alone
         caches = []
         for block, cache in zip(self.blocks, state):
             h, cache = block.step(h, cache)

@@ -21,7 +21,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from primacy import registry
-from primacy.model import SequenceModel
+from primacy.models.lists import SequenceModel
 from primacy.tasks.verification import training_batch
 
 BATCH, N_ITEMS, VOCAB, WIDTH = 64, 32, 512, 64

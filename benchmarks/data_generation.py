@@ -27,9 +27,9 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from primacy import registry
 from primacy.backbones.s4d import S4DBackbone
-from primacy.model import SequenceModel
-from primacy.optim import param_groups
-from primacy.runs import link_task_to_model
+from primacy.models.lists import SequenceModel
+from primacy.models.optim import param_groups
+from primacy.rundir.runs import link_task_to_model
 from primacy.tasks.verification import held_out_sets, set_hash, stream_generator, token_hashes, training_batch
 
 L_ITEMS, VOCAB, BATCH, HELD_OUT = 32, 512, 64, 1024

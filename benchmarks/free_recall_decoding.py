@@ -26,7 +26,7 @@ from primacy.backbones.base import Backbone
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import TransformerBackbone
-from primacy.free_recall_model import FreeRecallModel
+from primacy.models.free_recall import FreeRecallModel
 from primacy.testing import WithoutStep
 
 BACKBONES: dict[str, Callable[[], Backbone]] = {  # the free-recall quickstarts' sizes

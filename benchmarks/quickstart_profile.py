@@ -49,10 +49,13 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loops.fetchers import _PrefetchDataFetcher
 
-from primacy import console, files, plots, results
-from primacy.callbacks import rng_states, set_rng_states
-from primacy.lightning_cli import PrimacyCLI
-from primacy.optim import param_groups, warmup_cosine
+from primacy.cli import console
+from primacy import files
+from primacy.figures import plots
+from primacy.rundir import results
+from primacy.callbacks.checkpointing import rng_states, set_rng_states
+from primacy.cli.lightning import PrimacyCLI
+from primacy.models.optim import param_groups, warmup_cosine
 from primacy.tasks.verification import CyclicDesign
 
 _T_IMPORTED = time.perf_counter()

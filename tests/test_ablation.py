@@ -15,11 +15,11 @@ from primacy.analysis.ablation import (
     paired_stats,
     repeated_tokens,
 )
-from primacy.analysis.heads import repeated_prompt
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.transformer import TransformerBackbone, sinusoidal_positions
 from primacy.errors import UsageError
-from primacy.language_model import LanguageModel
+from primacy.models.language import LanguageModel
+from primacy.tasks.prompts import repeated_prompt
 
 V = 20
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from primacy import results
-from primacy.aggregate import aggregate
 from primacy.cli import main
 from primacy.errors import UsageError
+from primacy.rundir import results
 from primacy.ssm.dense import impulse_responses
 from primacy.ssm.hippo import hippo
+from primacy.workflows.aggregate import aggregate
 
 SETTINGS = {"condition": "half", "n_items": 3, "vocab_size": 16, "backbone": "S4DBackbone",
             "backbone_args": {"d_model": 8}, "data_args": {"n_items": 3, "seed": 0}, "model_args": {"lr": 0.001}}

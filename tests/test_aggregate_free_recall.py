@@ -9,12 +9,12 @@ import torch
 from test_aggregate_tasks import VERIFICATION, aggregate_fails
 from test_aggregate_tasks import fake_run as accuracy_run
 
-from primacy import aggregate as aggregate_module
-from primacy import results
-from primacy.aggregate import FREE_RECALL_CURVES, FREE_RECALL_SCALARS, aggregate
 from primacy.analysis.free_recall import free_recall_counts, recall_positions
 from primacy.cli import main
 from primacy.errors import UsageError
+from primacy.rundir import results
+from primacy.workflows import aggregate as aggregate_module
+from primacy.workflows.aggregate import FREE_RECALL_CURVES, FREE_RECALL_SCALARS, aggregate
 
 L_ITEMS, VOCAB = 6, 16
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from primacy import aggregate as aggregate_module
-from primacy import results
-from primacy.aggregate import aggregate
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.metrics import StudyQueryAccuracy
+from primacy.rundir import results
+from primacy.workflows import aggregate as aggregate_module
+from primacy.workflows.aggregate import aggregate
 
 L_ITEMS, DELAYS = 4, (0, 4, 8)
 

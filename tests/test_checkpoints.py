@@ -8,9 +8,9 @@ import torch
 import yaml
 from conftest import ROOT
 
-from primacy.checkpoints import checkpoint_difference, read_checkpoint
 from primacy.cli import main
 from primacy.errors import UsageError
+from primacy.rundir.checkpoints import checkpoint_difference, read_checkpoint
 
 QUIET = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
          "--trainer.enable_model_summary", "false"]
@@ -118,12 +118,12 @@ def test_read_checkpoint_names_the_parameter_and_refuses_directories(runs, tmp_p
 
 
 def test_equivalent_spellings_of_a_setting_are_the_same():
-    hparams = {"_class_path": "primacy.model.SequenceModel",
+    hparams = {"_class_path": "primacy.models.lists.SequenceModel",
                "_instantiator": "lightning.pytorch.cli.instantiate_module",
                "backbone": {"class_path": "primacy.backbones.lstm.LSTMBackbone",
                             "init_args": {"d_model": 8, "max_timescale": None}},
                "vocab_size": 32, "lr": 0.001, "betas": [0.9, 0.99]}
-    config = {"class_path": "primacy.model.SequenceModel",
+    config = {"class_path": "primacy.models.lists.SequenceModel",
               "init_args": {"backbone": {"class_path": "LSTMBackbone",
                                          "init_args": {"d_model": 8.0, "max_timescale": None}},
                             "vocab_size": 32, "lr": 0.001, "betas": (0.9, 0.99)}}
@@ -134,9 +134,9 @@ def test_equivalent_spellings_of_a_setting_are_the_same():
 
 
 def test_a_setting_added_after_the_checkpoint_counts_only_when_it_leaves_its_default():
-    hparams = {"_class_path": "primacy.model.SequenceModel",
+    hparams = {"_class_path": "primacy.models.lists.SequenceModel",
                "backbone": {"class_path": "primacy.backbones.lstm.LSTMBackbone", "init_args": {"d_model": 8}}}
-    config = {"class_path": "primacy.model.SequenceModel",
+    config = {"class_path": "primacy.models.lists.SequenceModel",
               "init_args": {"backbone": {"class_path": "primacy.backbones.lstm.LSTMBackbone",
                                          "init_args": {"d_model": 8, "n_layers": 1}}}}
     assert checkpoint_difference(hparams, config, "test") is None

@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-import primacy.analysis.cmr as cmr
+import primacy.analysis.cmr.simulate as cmr
 from primacy.analysis.cmr import association, cmr_crp, cmr_crps, draw, drift, reference_crp, study_contexts
 from primacy.errors import UsageError
 

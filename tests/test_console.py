@@ -11,8 +11,8 @@ from conftest import QUIET, ROOT, TINY_RUNS
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
 from primacy.cli import main
-from primacy.console import KNOWN_WARNINGS
-from primacy.lightning_cli import TERMINAL_REFRESH_BATCHES, PrimacyCLI
+from primacy.cli.console import KNOWN_WARNINGS
+from primacy.cli.lightning import TERMINAL_REFRESH_BATCHES, PrimacyCLI
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 COMMANDS = ("fit", "validate", "test", "predict", "aggregate", "analyze", "kernels", "models", "reproduce")
@@ -70,7 +70,7 @@ def test_help_all_is_lightnings_full_help(capsys):
 
 @pytest.mark.parametrize("config", [[], ["--config", QUICKSTART]])
 @pytest.mark.parametrize("option,name,expected", [
-    ("--model.help", "SequenceModel", "primacy.model.SequenceModel"),
+    ("--model.help", "SequenceModel", "primacy.models.lists.SequenceModel"),
     ("--data.help", "VerificationTask", "primacy.tasks.verification.VerificationTask"),
     ("--model.init_args.backbone.help", "S4DBackbone", "primacy.backbones.s4d.S4DBackbone"),
 ])

@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from primacy import files, results
+from primacy import files
+from primacy.rundir import results
 
 
 def only(directory, name):

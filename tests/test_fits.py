@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from primacy.analysis.cmr import cmr_crp
-from primacy.analysis.cmr_grid import PAPER_VALUES, CMRGrid, main
-from primacy.analysis.fits import fit_cmr, fit_gaussian, is_flat
+from primacy.analysis.cmr.fits import fit_cmr, fit_gaussian, is_flat
+from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid, main
+from primacy.analysis.cmr.simulate import cmr_crp
 from primacy.errors import UsageError
 
 SIM = {"n_items": 30, "n_starts": 4, "n_chains": 100, "max_samples": 20}

@@ -8,13 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from primacy.analysis.cmr import cmr_crp
-from primacy.analysis.cmr_grid import CMRGrid
-from primacy.analysis.fits import fit_cmr
+from primacy.analysis.cmr.fits import FREE_RECALL_FIT_LAGS, fit_cmr, fit_free_recall
+from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.cmr.simulate import cmr_crp
 from primacy.analysis.free_recall import (
-    CMR_FIT_LAGS,
     FreeRecallCounts,
-    cmr_fits,
     first_recall_counts,
     free_recall_counts,
     lag_crp_counts,
@@ -237,7 +235,7 @@ def test_bad_positions_are_a_one_line_usage_error(positions, n_items, words):
 def test_a_lag_crp_simulated_by_cmr_gets_its_parameters_back_from_its_variant(variant):
     lags, crp = cmr_crp(0.6, 0.5, 0.2, variant=variant, seed=5)  # another seed than the grids': fresh noise
     crp[lags == 0] = float("nan")  # as a free-recall lag-CRP has it: never possible
-    fits = cmr_fits(crp.numpy(), lags.numpy())
+    fits = fit_free_recall(crp.numpy(), lags.numpy())
     assert set(fits) == {"paper", "canonical"}
     fit = fits[variant]
     assert fit.distance < 0.01 and (fit.beta_enc, fit.beta_rec, fit.gamma_ft) == pytest.approx((0.6, 0.5, 0.2))
@@ -250,9 +248,9 @@ def test_the_fit_reads_lags_minus_five_to_five_without_zero_of_any_list_length()
     lags = np.arange(-(L * 2 - 1), L * 2)
     curve = np.exp(-np.abs(lags - 0.7)) + np.where(np.abs(lags) > 5, 10.0, 0.0)  # far lags must be ignored
     curve[lags == 0] = np.nan
-    fit = cmr_fits(curve, lags)["paper"]
-    alone = fit_cmr(curve[np.isin(lags, CMR_FIT_LAGS)], CMR_FIT_LAGS, CMRGrid.paper(), fit_lags=CMR_FIT_LAGS)
-    assert CMR_FIT_LAGS.tolist() == [-5, -4, -3, -2, -1, 1, 2, 3, 4, 5]
+    fit = fit_free_recall(curve, lags)["paper"]
+    alone = fit_cmr(curve[np.isin(lags, FREE_RECALL_FIT_LAGS)], FREE_RECALL_FIT_LAGS, CMRGrid.paper(), fit_lags=FREE_RECALL_FIT_LAGS)
+    assert FREE_RECALL_FIT_LAGS.tolist() == [-5, -4, -3, -2, -1, 1, 2, 3, 4, 5]
     assert (fit.distance, fit.beta_enc, fit.beta_rec, fit.gamma_ft) == (
         alone.distance, alone.beta_enc, alone.beta_rec, alone.gamma_ft)
     assert np.array_equal(fit.fitted, alone.fitted)
@@ -275,4 +273,4 @@ def test_a_lag_crp_without_a_fit_has_none_for_each_variant(case):
     else:
         lags = np.arange(-7, 8)
         curve = np.where(lags == 0, np.nan, 0.25)
-    assert cmr_fits(curve, lags) == {"paper": None, "canonical": None}
+    assert fit_free_recall(curve, lags) == {"paper": None, "canonical": None}

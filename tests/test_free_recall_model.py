@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from primacy import results
 from primacy.analysis.free_recall import free_recall_counts, recall_positions
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.s4 import S4Backbone
 from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.errors import UsageError
-from primacy.free_recall_model import FreeRecallModel
 from primacy.metrics import FreeRecallStats
+from primacy.models.free_recall import FreeRecallModel
+from primacy.rundir import results
 from primacy.testing import WithoutStep
 
 L, K, B = 4, 10, 6

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from primacy.paper_figures import FIGURES
+from primacy.workflows.figures import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu.py"

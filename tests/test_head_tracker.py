@@ -9,12 +9,11 @@ import pytest
 import torch
 from conftest import QUIET, ROOT, TINY_RUNS
 
-from primacy.analysis.cmr_grid import CMRGrid
-from primacy.analysis.fits import fit_cmr, is_flat
-from primacy.analysis.heads import repeated_prompt
+from primacy.analysis.cmr.fits import fit_cmr, is_flat
+from primacy.analysis.cmr.grid import CMRGrid
 from primacy.cli import main
-from primacy.runs import load_run
-from primacy.tasks.induction import BOS
+from primacy.rundir.runs import load_run
+from primacy.tasks.prompts import BOS, repeated_prompt
 
 STEPS = 8
 EVERY = ["--trainer.callbacks.every_n_steps", "3"]  # records at 0, 3, 6 and the last step, 8

@@ -10,10 +10,10 @@ from primacy.analysis.heads import (
     induction_score,
     lag_profile,
     previous_token_score,
-    repeated_prompt,
     second_repeat,
 )
 from primacy.errors import UsageError
+from primacy.tasks.prompts import repeated_prompt
 
 N = 10
 T = 2 * N + 1

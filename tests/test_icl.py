@@ -10,17 +10,18 @@ import torch
 from conftest import ROOT
 
 from primacy.analysis.ablation import icl_scores
-from primacy.analysis.cmr_grid import CMRGrid
+from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import across_seeds, emergence_row, emergence_step
-from primacy.analysis.heads import attention_lag_crp, induction_score, repeated_prompt
+from primacy.analysis.heads import attention_lag_crp, induction_score
 from primacy.analysis.icl import HeadResult, analyze_heads, capture, fit_head
-from primacy.analyze import ranked_heads
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.cli import main
+from primacy.cli.analyze import ranked_heads
 from primacy.errors import UsageError
-from primacy.language_model import LanguageModel
-from primacy.runs import load_run
+from primacy.models.language import LanguageModel
+from primacy.rundir.runs import load_run
+from primacy.tasks.prompts import repeated_prompt
 
 N = 6
 

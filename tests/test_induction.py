@@ -6,8 +6,9 @@ import torch
 
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.errors import UsageError
-from primacy.language_model import LanguageModel
-from primacy.tasks.induction import BOS, InductionTask, repeated_segment_batch
+from primacy.models.language import LanguageModel
+from primacy.tasks.induction import InductionTask, repeated_segment_batch
+from primacy.tasks.prompts import BOS
 
 
 def test_training_sequences_copy_one_segment_and_mark_the_predictable_tokens():

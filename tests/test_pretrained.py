@@ -12,11 +12,11 @@ import pytest
 import torch
 import transformers
 
-from primacy.analysis.cmr_grid import CMRGrid
-from primacy.analysis.heads import repeated_prompt
+from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.icl import analyze_heads
+from primacy.analysis.pretrained import checkpoint_name_step, load_pretrained
 from primacy.cli import main
-from primacy.pretrained import checkpoint_name_step, load_pretrained
+from primacy.tasks.prompts import repeated_prompt
 
 V, D, LAYERS, HEADS = 96, 32, 2, 4
 SPECIAL = ("<s>", "</s>", "<pad>")

@@ -13,7 +13,7 @@ from conftest import QUIET, ROOT
 from primacy.analysis.probes import MEASURES, measure_probes, probe_sums
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.cli import main
-from primacy.model import SequenceModel
+from primacy.models.lists import SequenceModel
 from primacy.tasks.verification import VerificationTask
 
 L, B, HEADS, LAYERS = 4, 6, 3, 2

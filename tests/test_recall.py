@@ -6,9 +6,9 @@ import torch
 
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.errors import UsageError
-from primacy.model import RecallModel
+from primacy.models.lists import RecallModel
+from primacy.tasks.associative_recall import AssociativeRecallTask, Layout
 from primacy.tasks.base import TrainingStream
-from primacy.tasks.recall import AssociativeRecallTask, Layout
 
 SMALL = {"num_held_out": 12, "num_test_sets": 3, "num_val_sets": 2}
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from primacy import results
 from primacy.metrics import StudyQueryAccuracy
+from primacy.rundir import results
 
 
 def computed(n_items: int, delays: list[int] | None, seed: int = 0) -> dict:

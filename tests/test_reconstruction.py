@@ -7,7 +7,7 @@ import torch
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.errors import UsageError
 from primacy.metrics import StudyQueryAccuracy
-from primacy.model import RecallModel
+from primacy.models.lists import RecallModel
 from primacy.tasks.base import TrainingStream
 from primacy.tasks.reconstruction import ReconstructionTask, Tokens, resolve_test_delays, trials
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 from conftest import ROOT
 
-from primacy import launchers
 from primacy.cli import main
-from primacy.paper_figures import FIGURES
+from primacy.workflows import launchers
+from primacy.workflows.figures import FIGURES
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
 TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",

@@ -10,7 +10,7 @@ import torch
 
 from primacy.backbones.s4 import S4Backbone
 from primacy.errors import UsageError
-from primacy.optim import param_groups
+from primacy.models.optim import param_groups
 from primacy.ssm.dplr import FeedbackSeries, dplr_kernel_reference
 from primacy.ssm.hippo import nplr
 

@@ -7,7 +7,7 @@ import torch
 
 from primacy.backbones.s4d import S4DBackbone
 from primacy.errors import UsageError
-from primacy.optim import param_groups
+from primacy.models.optim import param_groups
 from primacy.ssm.hippo import hippo, nplr
 
 CASES = [(init, disc) for init in ("legs", "lin") for disc in ("bilinear", "zoh")]

@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+from torch import nn
 
 from primacy.analysis.head_model import Head, HeadModel, head_model
-from primacy.analysis.heads import repeated_prompt
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.errors import UsageError
-from primacy.language_model import LanguageModel
+from primacy.tasks.prompts import repeated_prompt
 
 
 def repeated_tokens(n: int, repeats: int, vocab_size: int, bos: int | None, batch: int,
@@ -61,7 +61,7 @@ def icl_positions(tokens: torch.Tensor, start: int = 1) -> tuple[int, int]:
                      f"in every row: pass early and late explicitly")
 
 
-def icl_scores(model: HeadModel | LanguageModel, tokens: torch.Tensor, early: int, late: int,
+def icl_scores(model: HeadModel | nn.Module, tokens: torch.Tensor, early: int, late: int,
                batch_size: int = 64) -> torch.Tensor:
     """Per-sequence ICL score, loss at token ``late`` minus loss at token ``early``: tokens (B, T) -> (B,).
 
@@ -132,7 +132,7 @@ def _summary(scores: torch.Tensor) -> dict[str, float]:
 
 
 def ablation_study(
-    model: HeadModel | LanguageModel,
+    model: HeadModel | nn.Module,
     tokens: torch.Tensor,
     ranked_heads: list[Head],
     fraction: float = 0.1,

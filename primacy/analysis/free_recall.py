@@ -20,8 +20,8 @@ use as an oracle:
   (the next one starts after it), but items output before still leave the pool of possible ones (psifr's
   ``lag_crp`` defaults).
 
-``cmr_fits`` fits the lag-CRP with CMR as ``primacy analyze`` fits an attention head's (``fit_cmr``), with each
-variant's shipped grid, on lags -5..+5 without lag 0, so a model gets CMR parameters as a person or a head does.
+``primacy.analysis.cmr.fits.fit_free_recall`` fits the lag-CRP with CMR, as a head's is fitted; it lives there so
+that training, which counts, never imports the fitter.
 
 Shapes: B lists, L study positions, R output steps. Positions are 0-based here; ``long_format_rows`` exports 1-based
 positions, as psifr and the free-recall literature use.
@@ -32,16 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numpy as np
 import torch
 
-from primacy.analysis.cmr import VARIANTS
-from primacy.analysis.cmr_grid import CMRGrid
-from primacy.analysis.fits import FIT_LAGS, CMRFit, fit_cmr, is_flat
 from primacy.errors import UsageError
 
 PADDING = -1  # in `recalls`: the model had stopped
-CMR_FIT_LAGS = FIT_LAGS[FIT_LAGS != 0]  # -5..-1, 1..5: lag 0 (repeating an item) is never possible in the lag-CRP
 INTRUSION_POSITION = -1  # in `positions`: an output that is not in the list's study
 PADDING_POSITION = -2  # in `positions`: no output
 
@@ -213,20 +208,6 @@ def summarize(counts: FreeRecallCounts) -> FreeRecallCurves:
         repetition_rate=float(c.repetitions / c.outputs),
         mean_recalled=float(c.correct / c.lists),
     )
-
-
-def cmr_fits(lag_crp: np.ndarray, lags: np.ndarray) -> dict[str, CMRFit | None]:
-    """``lag_crp`` (by ``lags``) fitted on CMR_FIT_LAGS by ``fit_cmr`` (the paper's peak alignment) with the shipped
-    grid of each CMR variant: {variant: fit}. A fit is None where the curve has no value at some lag of CMR_FIT_LAGS
-    (that lag was never possible, as in lists shorter than 6 or in recall that never leaves an earlier item behind)
-    or is flat there (no distance)."""
-    lag_crp, lags = np.asarray(lag_crp, dtype=np.float64), np.asarray(lags)
-    at = np.flatnonzero(np.isin(lags, CMR_FIT_LAGS))  # the fit lags present, in order
-    curve = lag_crp[at]  # <= 10
-    if len(at) < len(CMR_FIT_LAGS) or np.isnan(curve).any() or is_flat(curve):
-        return dict.fromkeys(VARIANTS)
-    return {variant: fit_cmr(curve, lags[at], CMRGrid.shipped(variant), fit_lags=CMR_FIT_LAGS)
-            for variant in VARIANTS}
 
 
 def long_format_rows(study: torch.Tensor, recalls: torch.Tensor, subject: int | str,

@@ -2,8 +2,8 @@
 
 ``analyze icl`` and ``analyze ablation`` see a model only through ``HeadModel``: its heads' attention on token
 sequences, each head's OV circuit, head ablation and next-token losses, plus the vocabulary prompts are drawn from.
-``RunHeads`` provides it for a primacy model with a TransformerBackbone; ``primacy.pretrained.PretrainedHeads`` for
-a Hugging Face causal language model.
+``RunHeads`` provides it for a primacy model with a TransformerBackbone; ``primacy.analysis.pretrained.PretrainedHeads``
+for a Hugging Face causal language model.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from torch import nn
 
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.errors import UsageError
-from primacy.tasks.induction import BOS
+from primacy.tasks.prompts import BOS
 
 Head = tuple[int, int]  # (layer, head), 0-based
 OVCircuit = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # W_E (V, D), W_V, W_O, W_U (D, V)

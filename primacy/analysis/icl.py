@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from primacy.analysis.cmr_grid import CMRGrid
-from primacy.analysis.fits import FIT_LAGS, CMRFit, GaussianFit, fit_cmr, fit_gaussian, is_flat
+from primacy.analysis.cmr.fits import FIT_LAGS, CMRFit, GaussianFit, fit_cmr, fit_gaussian, is_flat
+from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.head_model import HeadModel, check_layers, head_model
 from primacy.analysis.heads import (
     attention_lag_crp,

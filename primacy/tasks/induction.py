@@ -3,7 +3,7 @@
 Training sequences are [BOS] followed by random tokens in which a segment of random length, starting at a random
 offset, occurs a second time later on: only by copying what followed the earlier occurrence can a model predict
 the second one. Varying the period and offsets keeps a model from solving it by position. Evaluation uses the
-[BOS] r r prompt (``primacy.analysis.heads.repeated_prompt``) with its own length. Token 0 is BOS.
+[BOS] r r prompt (``primacy.tasks.prompts.repeated_prompt``) with its own length. Token 0 is BOS.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader
 
-from primacy.analysis.heads import repeated_prompt
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Task
+from primacy.tasks.prompts import BOS, repeated_prompt
 from primacy.tasks.sampling import stream_generator
 
-BOS = 0
 TRAIN, VAL, TEST = 0, 1, 2  # stream ids for stream_generator
 
 

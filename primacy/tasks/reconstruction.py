@@ -28,8 +28,15 @@ import torch
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
-from primacy.tasks.sampling import (TRAIN, HeldOut, check_held_out, cyclic_orders, distinct_sets,
-                                    draw_distinct, stream_generator)
+from primacy.tasks.sampling import (
+    TRAIN,
+    HeldOut,
+    check_held_out,
+    cyclic_orders,
+    distinct_sets,
+    draw_distinct,
+    stream_generator,
+)
 
 Condition = Literal["forward", "cued"]
 CONDITIONS = ("forward", "cued")

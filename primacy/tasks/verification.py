@@ -22,8 +22,18 @@ from torch.utils.data import DataLoader
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Task
-from primacy.tasks.sampling import (HELD_OUT, TEST_DESIGN, TRAIN, avoiding, distinct_sets, draw_distinct, set_hash,
-                                    stream_generator, token_hashes, unique_sets)
+from primacy.tasks.sampling import (
+    HELD_OUT,
+    TEST_DESIGN,
+    TRAIN,
+    avoiding,
+    distinct_sets,
+    draw_distinct,
+    set_hash,
+    stream_generator,
+    token_hashes,
+    unique_sets,
+)
 
 Condition = Literal["half", "uniform"]
 

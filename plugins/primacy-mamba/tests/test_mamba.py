@@ -12,7 +12,7 @@ from mambapy.mamba import MambaConfig, ResidualBlock
 from primacy import registry
 from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.model import SequenceModel
+from primacy.models.lists import SequenceModel
 from primacy.testing import check_backbone
 
 import primacy_mamba.backbone

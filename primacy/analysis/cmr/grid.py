@@ -1,0 +1,199 @@
+"""A grid of simulated CMR lag-CRPs over (β_enc, β_rec, γ_FT), what ``fit_cmr`` searches: built, saved, loaded.
+
+The paper's grid (Ji-An et al. 2024) ships with the package (``CMRGrid.paper()``), and so does the same grid
+simulated with the canonical variant (``CMRGrid.shipped("canonical")``); ``python -m primacy.analysis.cmr.grid --out
+FILE [--variant canonical]`` rebuilds either (on 2 idle cores about 6.5 minutes for the paper's, 14 for the canonical).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.resources
+import multiprocessing
+import sys
+import time
+import zipfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from primacy.analysis.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS, Variant, check_simulation, cmr_crps
+from primacy.errors import UsageError
+
+# The grid of Ji-An et al. (2024): 20 x 21 x 11 = 4,620 parameter sets.
+PAPER_VALUES = {
+    "beta_enc": np.round(np.arange(1, 21) * 0.05, 2),  # 0.05..1.0
+    "beta_rec": np.round(np.arange(0, 21) * 0.05, 2),  # 0..1.0
+    "gamma_ft": np.round(np.arange(0, 11) * 0.1, 1),  # 0..1.0
+}
+_SETTINGS = ("variant", "temperature", "seed", "n_items", "n_starts", "n_chains", "max_samples", "max_lag", "dtype")
+_BLOCK = 20  # parameter sets per task handed to a worker (and per progress report)
+
+
+def _simulate(params: np.ndarray, simulation: dict) -> np.ndarray:
+    """One block of CRPs (B, K), in a worker process with one thread (threads of one process contend badly with
+    other jobs on a shared machine; separate processes do not)."""
+    torch.set_num_threads(1)
+    return cmr_crps(torch.from_numpy(params), **simulation)[1].numpy()
+
+
+@dataclass(frozen=True)
+class CMRGrid:
+    """Simulated CMR CRPs: params (G, 3) as (β_enc, β_rec, γ_FT), crps (G, K) float64 holding float32 values
+    (the precision a saved grid keeps; Monte-Carlo noise is about 1e-3), lags (K,), and ``settings``: the
+    simulation that produced them (variant, temperature, seed, n_items, n_starts, n_chains, max_samples, max_lag,
+    dtype)."""
+
+    params: np.ndarray
+    crps: np.ndarray
+    lags: np.ndarray
+    settings: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        beta_enc: np.ndarray,
+        beta_rec: np.ndarray,
+        gamma_ft: np.ndarray,
+        *,
+        variant: Variant = "paper",
+        temperature: float = DEFAULT_TEMPERATURE,
+        seed: int = 0,
+        n_items: int = 100,
+        n_starts: int = 20,
+        n_chains: int = 1000,
+        max_samples: int = 50,
+        max_lag: int = 8,
+        dtype: torch.dtype = torch.float32,
+        workers: int = 1,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> CMRGrid:
+        """Every combination of the given values, simulated by ``cmr_crps`` (the batched path; float32 by default,
+        which matches float64 within Monte-Carlo noise). ``workers`` > 1 splits the sets over that many processes
+        of one thread each; the result does not depend on it. ``progress(done, total)`` is called after each block."""
+        if workers < 1:
+            raise UsageError(f"workers={workers} is invalid: it must be >= 1")
+        combos = np.array(np.meshgrid(beta_enc, beta_rec, gamma_ft, indexing="ij"), dtype=np.float64)
+        combos = combos.reshape(3, -1).T  # G 3
+        simulation = {"variant": variant, "temperature": float(temperature), "seed": int(seed), "n_items": n_items,
+                      "n_starts": n_starts, "n_chains": n_chains, "max_samples": max_samples, "max_lag": max_lag,
+                      "dtype": dtype}
+        check_simulation(combos, **simulation)  # before any long simulation
+        blocks = [combos[i : i + _BLOCK] for i in range(0, len(combos), _BLOCK)]
+        curves, done = [], 0
+        if workers == 1:
+            results = (cmr_crps(torch.from_numpy(b), **simulation)[1].numpy() for b in blocks)
+            pool = None
+        else:
+            # fork where there is one (a child started by spawn needs an importable __main__), as DataLoader does.
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
+            results = pool.map(_simulate, blocks, [simulation] * len(blocks))
+        try:
+            for block in results:
+                curves.append(block)
+                done += len(block)
+                if progress is not None:
+                    progress(done, len(combos))
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+        crps = np.concatenate(curves).astype(np.float32).astype(np.float64)
+        settings = {**simulation, "dtype": str(dtype).removeprefix("torch.")}
+        return cls(combos, crps, np.arange(-max_lag, max_lag + 1), settings)
+
+    @property
+    def variant(self) -> str:
+        """The CMR variant simulated ("paper" for a grid that does not record it: the only one there was)."""
+        return self.settings.get("variant", "paper")
+
+    @classmethod
+    def paper(cls) -> CMRGrid:
+        """The paper's grid (``PAPER_VALUES``, paper variant and settings) shipped with the package; read once,
+        then shared (its arrays are read-only)."""
+        return _shipped_grid("paper")
+
+    @classmethod
+    def shipped(cls, variant: str) -> CMRGrid:
+        """The grid of ``PAPER_VALUES`` simulated with ``variant`` (``VARIANTS``; canonical at its default
+        temperature) shipped with the package, what ``main`` builds; read once, then shared read-only."""
+        if variant not in VARIANTS:
+            raise UsageError(f"variant={variant!r} is unknown: choose one of {', '.join(VARIANTS)}")
+        return _shipped_grid(variant)
+
+    def save(self, path: str | Path) -> None:
+        """A compressed .npz: params, crps (float32), lags, and one entry per simulation setting."""
+        settings = {key: np.asarray(value) for key, value in self.settings.items()}
+        np.savez_compressed(path, params=self.params, crps=self.crps.astype(np.float32), lags=self.lags, **settings)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CMRGrid:
+        if not Path(path).is_file():
+            raise UsageError(f"CMR grid {str(path)!r} does not exist: build one with CMRGrid.build(...).save(path)")
+        try:
+            f = np.load(path, allow_pickle=False)
+            if not isinstance(f, np.lib.npyio.NpzFile):
+                raise ValueError("not an .npz archive")
+            with f:
+                params, crps, lags = (np.asarray(f[key], dtype=np.float64) for key in ("params", "crps", "lags"))
+                settings = {key: f[key].item() for key in _SETTINGS if key in f.files}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            reason = " ".join(str(error).split()) or type(error).__name__
+            raise UsageError(f"CMR grid {str(path)!r} is not a readable grid file ({reason}): rebuild it with "
+                             "python -m primacy.analysis.cmr.grid --out FILE") from None
+        if params.ndim != 2 or params.shape[1] != 3 or lags.ndim != 1 or crps.shape != (len(params), len(lags)):
+            raise UsageError(f"CMR grid {str(path)!r} is inconsistent: params {params.shape}, crps {crps.shape}, "
+                             f"lags {lags.shape}; expected (G, 3), (G, K), (K,)")
+        return cls(params, crps, lags, settings)
+
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m primacy.analysis.cmr.grid --out FILE``: build the paper's grid (``PAPER_VALUES``) and save it."""
+    parser = argparse.ArgumentParser(prog="python -m primacy.analysis.cmr.grid",
+                                     description="Build the CMR grid of Ji-An et al. (2024) and save it.")
+    parser.add_argument("--out", required=True, type=Path, help="the .npz file to write")
+    parser.add_argument("--variant", choices=VARIANTS, default="paper")
+    parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="softmax temperature, canonical")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-chains", type=int, default=1000, help="chains per start position")
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--workers", type=int, default=multiprocessing.cpu_count(), help="processes (default: CPUs)")
+    args = parser.parse_args(argv)
+    begin = time.perf_counter()
+    reported = [0]
+
+    def report(done: int, total: int) -> None:
+        if done * 20 // total > reported[0] * 20 // total:  # every 5 %
+            reported[0] = done
+            print(f"{done}/{total} sets, {time.perf_counter() - begin:.0f} s", file=sys.stderr, flush=True)
+
+    try:
+        grid = CMRGrid.build(**PAPER_VALUES, variant=args.variant, temperature=args.temperature, seed=args.seed,
+                             n_chains=args.n_chains, dtype=getattr(torch, args.dtype), workers=args.workers,
+                             progress=report)
+    except UsageError as error:
+        parser.exit(2, f"error: {error}\n")
+    grid.save(args.out)
+    print(f"{len(grid.params)} sets in {time.perf_counter() - begin:.0f} s with {args.workers} worker(s): "
+          f"{args.out}", file=sys.stderr)
+
+
+
+@functools.cache
+def _shipped_grid(variant: str) -> CMRGrid:
+    resource = importlib.resources.files("primacy.analysis.cmr") / "data" / f"cmr_grid_{variant}.npz"
+    with importlib.resources.as_file(resource) as path:
+        grid = CMRGrid.load(path)
+    for array in (grid.params, grid.crps, grid.lags):
+        array.setflags(write=False)
+    return grid
+
+
+if __name__ == "__main__":
+    main()

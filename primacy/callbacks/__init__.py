@@ -1,0 +1,10 @@
+"""Callbacks that make a run's directory: checkpoints, the resolved config, result files and figures, and the
+trackers of values over training. Configs name them by their module (``primacy.callbacks.trackers.DtTracker``); the
+package names (``primacy.callbacks.DtTracker``) of configs written before the modules existed still resolve."""
+
+from primacy.callbacks.checkpointing import RunCheckpoint
+from primacy.callbacks.config import RunConfig
+from primacy.callbacks.results import ResultsWriter
+from primacy.callbacks.trackers import DtTracker, HeadScoreTracker, TrainingRecorder
+
+__all__ = ["DtTracker", "HeadScoreTracker", "ResultsWriter", "RunCheckpoint", "RunConfig", "TrainingRecorder"]

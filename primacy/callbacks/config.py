@@ -1,0 +1,39 @@
+"""RunConfig: <run>/config.yaml, and the run's whole config logged to every logger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import yaml
+from lightning.pytorch.cli import SaveConfigCallback
+
+from primacy import files
+from primacy.rundir.layout import run_dir
+
+
+class RunConfig(SaveConfigCallback):
+    """Saves the resolved config to <run>/config.yaml at the start of ``fit``, ready for ``primacy test``, and logs it
+    (trainer, model, data and the rest, nested as in the file) to every logger at the start of ``fit`` and ``test``.
+
+    It replaces Lightning's merge of the model's and the task's hyperparameters, which models and tasks switch off
+    (``save_hyperparameters(logger=False)``): that merge refuses a key with two values, and a task's ``vocab_size``
+    (its items) is not the model's (every token id, e.g. blanks and cues too).
+    """
+
+    FIT_ONLY_KEYS = ("test_after_fit",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "save_to_log_dir": False})
+
+    def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        config = self.config.clone()
+        for key in self.FIT_ONLY_KEYS:  # so `primacy test --config <run>/config.yaml` accepts the file
+            config.pop(key, None)
+        if trainer.loggers:
+            logged = yaml.safe_load(self.parser.dump(config, skip_none=False, skip_validation=True))  # plain types
+            for logger in trainer.loggers:
+                logger.log_hyperparams(logged)
+        if stage == "fit":
+            with files.atomic_path(run_dir(trainer) / "config.yaml") as temp:  # overwrite: the temporary file exists
+                self.parser.save(config, temp, skip_none=False, overwrite=True, skip_validation=True)

@@ -1,0 +1,269 @@
+"""Trackers of a value over training: DtTracker (the backbone's Δt) and HeadScoreTracker (attention-head scores),
+each saved in the checkpoint and written to <run>/results at the end of fit."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_warn
+
+from primacy import files
+from primacy.analysis.cmr.fits import FIT_LAGS, fit_cmr, is_flat
+from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.emergence import EMERGED
+from primacy.analysis.head_model import RunHeads
+from primacy.analysis.heads import attention_lag_crp, induction_score
+from primacy.backbones.transformer import TransformerBackbone
+from primacy.checks import figure_formats, fits_in_memory
+from primacy.errors import UsageError
+from primacy.figures import heads as head_figures
+from primacy.figures import plots
+from primacy.rundir import results
+from primacy.rundir.layout import run_dir
+from primacy.tasks.prompts import BOS, repeated_prompt
+
+
+class TrainingRecorder(Callback, ABC):
+    """What DtTracker and HeadScoreTracker share: a record (``_record``, which skips a step it already has) before
+    the first step, every ``every_n_steps`` optimiser steps and after the last, and the files (``_write``) written
+    from the history on rank zero at the end of ``fit``."""
+
+    def __init__(self, every_n_steps: int) -> None:
+        super().__init__()
+        if every_n_steps < 1:
+            raise UsageError(f"every_n_steps={every_n_steps} is invalid: it must be at least 1")
+        self.every_n_steps = every_n_steps
+        self.steps: list[int] = []
+
+    @abstractmethod
+    def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Append this step's values to the history, unless its last step is this one."""
+
+    @abstractmethod
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
+        """Write the history's files under ``out`` (<run>/results)."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._record(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if trainer.global_step % self.every_n_steps == 0:
+            self._record(trainer, pl_module)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._record(trainer, pl_module)
+        if self.steps and trainer.is_global_zero:
+            self._write(trainer, pl_module, run_dir(trainer) / "results")
+
+
+class DtTracker(TrainingRecorder):
+    """Records the backbone's Δt (``Backbone.dt()``, every layer and channel) during training.
+
+    Every ``every_n_steps`` optimiser steps (and at the first and last step) it stores the values, logs
+    their quantiles (and a histogram, for wandb and TensorBoard), and at the end of ``fit`` writes
+    <run>/results/dt_history.npz, dt_trajectory.png and dt_histogram.png. Does nothing for backbones
+    without a Δt. The history is part of the checkpoint, so a resumed run keeps it.
+
+    Args:
+        every_n_steps: recording interval in optimiser steps.
+        dpi: resolution of the figures.
+    """
+
+    QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+    def __init__(self, every_n_steps: int = 100, dpi: int = 150) -> None:
+        super().__init__(every_n_steps)
+        self.dpi = dpi
+        self.values: list[np.ndarray] = []
+        self.layers: list[str] = []
+        self.channels: list[int] = []
+
+    def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        step = trainer.global_step
+        dts = pl_module.backbone.dt()
+        if not dts or (self.steps and self.steps[-1] == step):
+            return
+        self.layers, self.channels = list(dts), [int(v.numel()) for v in dts.values()]
+        values = np.concatenate([v.detach().float().cpu().numpy() for v in dts.values()])  # C
+        self.steps.append(step)
+        self.values.append(values)
+        logger = trainer.logger
+        if logger is None:
+            return
+        quantiles = np.quantile(values, self.QUANTILES)
+        logger.log_metrics({f"dt/q{int(q * 100):02d}": float(v) for q, v in zip(self.QUANTILES, quantiles)}, step)
+        if isinstance(logger, WandbLogger):
+            import wandb
+
+            logger.experiment.log({"dt/log10_histogram": wandb.Histogram(np.log10(values))}, commit=False)
+        elif isinstance(logger, TensorBoardLogger):
+            logger.experiment.add_histogram("dt/log10", np.log10(values), step)
+
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
+        steps, dt = np.asarray(self.steps), np.stack(self.values)  # S, S C
+        results.write_dt_history(out / "dt_history.npz", steps, dt, self.layers, self.channels)
+        name = type(pl_module.backbone).__name__
+        for fig, file in ((plots.dt_trajectory(steps, dt, f"{name}: Δt over training"), "dt_trajectory.png"),
+                          (plots.dt_histogram(dt[0], dt[-1], f"{name}: Δt at step {steps[0]} and {steps[-1]}"),
+                           "dt_histogram.png")):
+            files.save_figure(fig, out / file, dpi=self.dpi)
+            plt.close(fig)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": list(self.steps), "values": [v.tolist() for v in self.values],
+                "layers": list(self.layers), "channels": list(self.channels)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.steps = list(state_dict["steps"])
+        self.values = [np.asarray(v) for v in state_dict["values"]]
+        self.layers, self.channels = list(state_dict["layers"]), list(state_dict["channels"])
+
+
+class HeadScoreTracker(TrainingRecorder):
+    """Scores every attention head of a TransformerBackbone during training on one fixed set of [BOS] r r prompts
+    (Ji-An et al. 2024): its induction score, the lag at which its attention lag-CRP peaks and its CMR distance.
+
+    Every ``every_n_steps`` optimiser steps (and before the first step and after the last) it scores the heads, logs
+    the best head's scores, and at the end of ``fit`` writes <run>/results/head_history.npz and head_history.png
+    (and the other ``formats``). The prompts come from their own generator and the heads are scored without
+    gradients and in eval mode, so training goes exactly as without the tracker. The history is part of the
+    checkpoint, so a resumed run keeps it.
+
+    Args:
+        every_n_steps: scoring interval in optimiser steps.
+        n_items: n, the length of r (prompts have length 2n + 1); null: the task's ``prompt_items``, else 25.
+        prompts: prompts the scores average over.
+        seed: seed of the prompts' generator.
+        formats: figure file formats.
+        dpi: resolution of raster figures.
+    """
+
+    def __init__(self, every_n_steps: int = 250, n_items: int | None = None, prompts: int = 32, seed: int = 0,
+                 formats: list[str] = ["png", "pdf"], dpi: int = 150) -> None:  # noqa: B006
+        super().__init__(every_n_steps)
+        if n_items is not None and n_items < 1:
+            raise UsageError(f"n_items={n_items} is invalid: it must be at least 1 (or null for the task's "
+                             "prompt_items)")
+        if prompts < 1:
+            raise UsageError(f"prompts={prompts} is invalid: it must be at least 1")
+        if dpi < 1:
+            raise UsageError(f"dpi={dpi} is invalid: it must be at least 1")
+        figure_formats(formats)
+        self.n_items, self.prompts, self.seed = n_items, prompts, seed
+        self.formats, self.dpi = list(formats), dpi
+        self.tokens: torch.Tensor | None = None  # P 2n+1, drawn at setup
+        self.n: int | None = None  # n_items resolved at setup
+        self.induction: list[np.ndarray] = []  # each (layers, heads)
+        self.lag_crp_peak: list[np.ndarray] = []
+        self.cmr_distance: list[np.ndarray] = []
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        backbone = getattr(pl_module, "backbone", None)
+        if not isinstance(backbone, TransformerBackbone):
+            raise UsageError(f"HeadScoreTracker needs a TransformerBackbone: this run's backbone is "
+                             f"{type(backbone).__name__}")
+        vocab_size = pl_module.hparams.vocab_size
+        n = getattr(trainer.datamodule, "prompt_items", 25) if self.n_items is None else self.n_items
+        shortest = int(FIT_LAGS.max()) + 1  # a second-repeat query with every lag of the CRP behind it
+        if not shortest <= n < vocab_size:
+            given = "" if self.n_items is not None else " (the task's prompt_items)"
+            raise UsageError(f"n_items={n}{given} is invalid for HeadScoreTracker with vocab_size={vocab_size}: it "
+                             f"must lie in [{shortest}, {vocab_size - 1}] (the lag-CRP on lags ±{shortest - 1} needs "
+                             f"n_items >= {shortest}, the prompt n distinct tokens besides BOS)")
+        if backbone.max_length is not None and 2 * n + 1 > backbone.max_length:
+            raise UsageError(f"n_items={n} is too large for max_length={backbone.max_length} of the learned "
+                             f"positions: prompts have length 2·n_items + 1 = {2 * n + 1}")
+        layers = len(backbone.heads()) // backbone.n_heads
+        fits_in_memory("the tracker's captured attention", 2 * 4 * layers * self.prompts * backbone.n_heads
+                       * (2 * n + 1) ** 2, prompts=self.prompts, n_items=n)
+        self.n = n
+        generator = torch.Generator().manual_seed(self.seed)  # never the global one: training must not notice
+        self.tokens = repeated_prompt(n, vocab_size, BOS, self.prompts, generator)  # P 2n+1
+
+    def settings(self) -> dict[str, int | None]:
+        """What the scores depend on besides the model: a history scored otherwise is not continued."""
+        return {"n_items": self.n, "prompts": self.prompts, "seed": self.seed}
+
+    def score(self, pl_module: L.LightningModule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Induction score, lag-CRP peak and CMR distance (NaN for a flat lag-CRP) of every head on the prompts,
+        averaged over them: (layers, heads) each. The model's modes are restored afterwards."""
+        heads, n = RunHeads(pl_module), self.n
+        modes = [(module, module.training) for module in pl_module.modules()]
+        pl_module.eval()  # dropout would draw from the global generator
+        try:
+            scores, weights = heads.attention(self.tokens.to(pl_module.device), range(heads.n_layers))
+        finally:
+            for module, training in modes:
+                module.training = training
+        scores, weights = scores.float().cpu(), weights.float().cpu()  # layers P heads T T each
+        induction = induction_score(weights, n).mean(1).double().numpy()  # layers heads
+        lags, crps = attention_lag_crp(scores.double(), n)  # K, (layers P heads K)
+        lags, crps = lags.numpy(), crps.mean(1).numpy()  # K, (layers heads K)
+        distance = np.full(induction.shape, np.nan)
+        for head in np.ndindex(distance.shape):
+            if not is_flat(crps[head]):  # a flat curve (up to rounding) has no fit
+                distance[head] = fit_cmr(crps[head], lags, CMRGrid.paper()).distance  # the grid is read once
+        return induction, lags[crps.argmax(-1)].astype(np.int64), distance
+
+    def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        step = trainer.global_step
+        if self.tokens is None or (self.steps and self.steps[-1] == step):
+            return
+        induction, peak, distance = self.score(pl_module)
+        self.steps.append(step)
+        self.induction.append(induction)
+        self.lag_crp_peak.append(peak)
+        self.cmr_distance.append(distance)
+        if trainer.logger is not None:
+            best = np.unravel_index(induction.argmax(), induction.shape)
+            trainer.logger.log_metrics({"heads/best_induction": float(induction[best]),
+                                        "heads/best_lag_crp_peak": float(peak[best]),
+                                        "heads/best_cmr_distance": float(distance[best])}, step)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.steps:  # a resumed run's history already has its start
+            self._record(trainer, pl_module)
+
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
+        steps, induction = np.asarray(self.steps, dtype=np.int64), np.stack(self.induction)  # S, (S layers heads)
+        peak, distance = np.stack(self.lag_crp_peak), np.stack(self.cmr_distance)  # S layers heads each
+        first = self.first_induction_step()
+        files.save_npz(out / "head_history.npz", steps=steps, induction=induction, lag_crp_peak=peak,
+                       cmr_distance=distance, n_items=np.int64(self.n), n_prompts=np.int64(self.prompts),
+                       prompt_seed=np.int64(self.seed), first_induction_step=np.int64(-1 if first is None else first))
+        title = (f"{type(pl_module.backbone).__name__}: heads on [BOS] r r (n = {self.n}, {self.prompts} prompts) "
+                 "over training")
+        fig = head_figures.head_history(steps, induction, distance, peak, first, title)
+        for fmt in self.formats:
+            files.save_figure(fig, out / f"head_history.{fmt}", dpi=self.dpi)
+        plt.close(fig)
+
+    def first_induction_step(self) -> int | None:
+        """The first recorded step at which some head's induction score is at least 0.5; None if none."""
+        return next((step for step, scores in zip(self.steps, self.induction) if scores.max() >= EMERGED), None)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"settings": self.settings(), "steps": list(self.steps),
+                "induction": [v.tolist() for v in self.induction],
+                "lag_crp_peak": [v.tolist() for v in self.lag_crp_peak],
+                "cmr_distance": [v.tolist() for v in self.cmr_distance]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self.n is not None and state_dict["settings"] != self.settings():  # fitting with other prompts
+            rank_zero_warn(f"HeadScoreTracker: the checkpoint's head history was scored with {state_dict['settings']}, "
+                           f"this run scores with {self.settings()}: the history starts afresh")
+            return
+        self.steps = list(state_dict["steps"])
+        self.induction = [np.asarray(v, dtype=np.float64) for v in state_dict["induction"]]
+        self.lag_crp_peak = [np.asarray(v, dtype=np.int64) for v in state_dict["lag_crp_peak"]]
+        self.cmr_distance = [np.asarray(v, dtype=np.float64) for v in state_dict["cmr_distance"]]

@@ -1,0 +1,227 @@
+"""``primacy analyze icl|ablation|probes``: post-hoc analyses of a trained run's attention heads (Ji-An et al. 2024;
+Morita 2025 for the verification probes)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from primacy.analysis.cmr.fits import ALIGNMENTS
+from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.emergence import emergence_step
+from primacy.analysis.icl import check_prompt_items
+from primacy.analysis.pretrained import DEVICES, DTYPES, transformers_module
+from primacy.analysis.probes import capture_bytes, measure_probes
+from primacy.backbones.transformer import TransformerBackbone
+from primacy.checks import figure_formats, fits_in_memory, positive, writable_directory
+from primacy.errors import ArgumentParser, UsageError
+from primacy.rundir.runs import load_run, require_backbone, require_task
+from primacy.tasks.verification import VerificationTask
+from primacy.workflows.analyses import (
+    AblationSettings,
+    ICLSettings,
+    ablate_checkpoint,
+    analyze_checkpoint,
+    analyze_checkpoints,
+    ranked_heads,
+    write_probes,
+)
+from primacy.workflows.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
+
+ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
+PROBE_FILES = ("probes.csv", "probes.npz", "summary.json")
+
+
+def _run_arguments(parser: argparse.ArgumentParser, seed: bool = True) -> None:
+    parser.add_argument("--config", required=True, help="the run's config.yaml")
+    parser.add_argument("--ckpt_path", required=True, help="the checkpoint, e.g. <run>/checkpoints/last.ckpt")
+    _common_arguments(parser, seed)
+
+
+def _common_arguments(parser: argparse.ArgumentParser, seed: bool = True) -> None:
+    parser.add_argument("--out", required=True, help="directory for the tables and figures")
+    parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
+    if seed:  # the analyses that draw their own prompts
+        parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
+
+
+def _check_outputs(out: str, files: tuple[str, ...], overwrite: bool, formats: list[str]) -> Path:
+    """The output directory (made when results are written), refusing to replace earlier results unless asked
+    to, and figure formats matplotlib can write; checked before any work is done."""
+    path = writable_directory("out", out)
+    existing = [f for f in files if (path / f).exists()]
+    if existing and not overwrite:
+        raise UsageError(f"out={path} already holds {existing[0]}: choose another directory or pass --overwrite")
+    figure_formats(formats)
+    return path
+
+
+def _source_arguments(parser: argparse.ArgumentParser, several: bool) -> None:
+    """--config/--ckpt_path (a run trained here) or --hf_model (a pretrained model), with several checkpoints of one
+    model when ``several``."""
+    nargs = "+" if several else None
+    group = parser.add_argument_group("the model: a run trained here (--config, --ckpt_path) or a pretrained Hugging "
+                                      "Face causal LM (--hf_model)")
+    group.add_argument("--config", help="the run's config.yaml")
+    group.add_argument("--ckpt_path", nargs=nargs,
+                       help="the checkpoint, e.g. <run>/checkpoints/last.ckpt" + (
+                           "; or several of one run (e.g. <run>/checkpoints/*.ckpt): each is analysed into "
+                           "OUT/step<N>, then OUT/emergence.csv" if several else ""))
+    group.add_argument("--hf_model", nargs=nargs,
+                       help="a hub id (gpt2, EleutherAI/pythia-160m) or a directory saved with save_pretrained" + (
+                           "; several directories of one model's checkpoints give a series like several "
+                           "--revision" if several else ""))
+    group.add_argument("--revision", nargs=nargs,
+                       help="the hub revision (a branch, tag or commit)" + (
+                           "; several revisions of one model (e.g. step1000 step2000 for Pythia) are a series of "
+                           "checkpoints, each step read from its name" if several else ""))
+    group.add_argument("--dtype", choices=list(DTYPES), default=None, help="weights of --hf_model (default float32)")
+    group.add_argument("--device", choices=DEVICES, default=None, help="where --hf_model runs (default cpu)")
+
+
+def _listed(value: str | list[str] | None) -> list[str] | None:
+    return [value] if isinstance(value, str) else value
+
+
+def _sources(options: argparse.Namespace, command: str) -> list[Checkpoint]:
+    """The checkpoints the options name, checked before any model is loaded."""
+    run = options.config is not None or options.ckpt_path is not None
+    if options.hf_model is not None and run:
+        raise UsageError("hf_model and config/ckpt_path are two sources: give --hf_model, or --config with "
+                         "--ckpt_path, not both")
+    if options.hf_model is None:
+        if options.config is None or options.ckpt_path is None:
+            raise UsageError(f"{command} needs a model: --config with --ckpt_path (a run trained here) or --hf_model "
+                             f"(a pretrained model)")
+        for name in ("revision", "dtype", "device"):
+            if getattr(options, name) is not None:
+                raise UsageError(f"{name}={getattr(options, name)} only applies to --hf_model: a run's checkpoint "
+                                 f"loads as it was trained")
+        require_backbone(options.config, TransformerBackbone, command)  # only attention heads can be analysed
+        return trained_checkpoints(options.config, _listed(options.ckpt_path))
+    transformers_module()  # a one-line message now, not after the other checks, when it is missing
+    return pretrained_checkpoints(_listed(options.hf_model), _listed(options.revision), options.dtype or "float32",
+                                  options.device or "cpu")
+
+
+def icl_command(args: list[str]) -> None:
+    """Score every attention head on [BOS] r r prompts, fit CMR and a Gaussian to its lag-CRP, write tables
+    and figures (docs/icl.md says what each one is); given several checkpoints, also how they change over training."""
+    parser = ArgumentParser(prog="primacy analyze icl", description=icl_command.__doc__)
+    _source_arguments(parser, several=True)
+    _common_arguments(parser)
+    parser.add_argument("--n_items", type=int, default=None,
+                        help="n, the length of r (default: the task's prompt_items, else 25)")
+    parser.add_argument("--prompts", type=int, default=64, help="number of random prompts averaged")
+    parser.add_argument("--batch_size", type=int, default=16, help="prompts per forward pass")
+    parser.add_argument("--layers", type=int, nargs="+", default=None,
+                        help="analyse only these layers (0-based; default: all)")
+    parser.add_argument("--grid", default=None, help="a CMR grid file (default: the paper grid shipped with primacy)")
+    parser.add_argument("--alignment", choices=ALIGNMENTS, default="peak",
+                        help="CMR CRP onto the lag-CRP: peak (the paper: minima subtracted, maxima matched) or "
+                             "affine (least-squares offset and scale)")
+    parser.add_argument("--top", type=int, default=4,
+                        help="heads shown in the lag-CRP figure, and averaged (best by induction) over training")
+    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    options = parser.parse_args(args)
+    positive(prompts=options.prompts, top=options.top, batch_size=options.batch_size)
+    if options.n_items is not None:
+        check_prompt_items(options.n_items)
+    sources = _sources(options, "analyze icl")  # every file checked before any work
+    several = len(sources) > 1
+    out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)
+    for source in sources if several else ():
+        _check_outputs(str(out / f"step{source.step}"), ICL_FILES, options.overwrite, options.formats)
+    grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
+    settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
+                           tuple(options.formats), None if options.layers is None else tuple(options.layers),
+                           options.batch_size)
+    if several:
+        rows = analyze_checkpoints(sources, out, settings)
+        first = emergence_step(rows)
+        print(f"{len(rows)} checkpoints -> {out}: "
+              + ("no checkpoint has a head with induction score >= 0.5" if first is None else
+                 f"a head with induction score >= 0.5 from step {first}"))
+        return
+    content = analyze_checkpoint(sources[0], out, settings)
+    best = content["top_induction_heads"][0]
+    print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: top induction head L{best['layer']}H{best['head']} "
+          f"score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "
+          f"CMR distance {best['cmr_distance']:.3f}")
+
+
+def ablation_command(args: list[str]) -> None:
+    """ICL score of the intact model, with the most CMR-like heads ablated, and with as many random heads ablated,
+    on [BOS] r r ... r sequences, with paired statistics (Ji-An et al. 2024)."""
+    parser = ArgumentParser(prog="primacy analyze ablation", description=ablation_command.__doc__)
+    _source_arguments(parser, several=False)
+    _common_arguments(parser)
+    parser.add_argument("--heads", required=True, help="heads.csv written by `primacy analyze icl`")
+    parser.add_argument("--rank_by", choices=("cmr_distance", "induction"), default="cmr_distance",
+                        help="which heads count as top: lowest CMR distance (the paper) or highest induction score")
+    parser.add_argument("--fraction", type=float, default=0.1, help="share of heads ablated (at least one)")
+    parser.add_argument("--random", type=int, default=20,
+                        help="random draws of as many heads, from the heads in --heads")
+    parser.add_argument("--sequences", type=int, default=256, help="evaluation sequences")
+    parser.add_argument("--batch_size", type=int, default=16, help="sequences per forward pass")
+    parser.add_argument("--n_items", type=int, default=None, help="length of r (default: the task's prompt_items)")
+    parser.add_argument("--repeats", type=int, default=2, help="copies of r in each sequence")
+    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    options = parser.parse_args(args)
+    positive(sequences=options.sequences, random=options.random, batch_size=options.batch_size)
+    out = _check_outputs(options.out, ("ablation.json",), options.overwrite, options.formats)
+    ranked = ranked_heads(options.heads, options.rank_by)
+    source, = _sources(options, "analyze ablation")
+    settings = AblationSettings(options.rank_by, options.fraction, options.random, options.sequences,
+                                options.n_items, options.repeats, options.seed, tuple(options.formats),
+                                options.batch_size)
+    result = ablate_checkpoint(source, ranked, out, settings)
+    s, c = result["summary"], result["comparisons"]
+    print(f"ICL score (loss at token {result['late']} - token {result['early']}): intact {s['intact']['mean']:+.3f}, "
+          f"top-{result['k']} ablated {s['top']['mean']:+.3f} (p = {c['top_minus_intact']['p_value']:.3g}), "
+          f"random ablated {s['random']['mean']:+.3f}; top vs random p = {c['top_minus_random']['p_value']:.3g}")
+
+
+def probes_command(args: list[str]) -> None:
+    """Attention of each verification query on the study items, old probes against new ones, per layer and head, on
+    the run's test trials (Morita 2025, appendix: why the Transformer is at ceiling)."""
+    parser = ArgumentParser(prog="primacy analyze probes", description=probes_command.__doc__)
+    _run_arguments(parser, seed=False)
+    parser.add_argument("--sets", type=int, default=64,
+                        help="test sets analysed, the run's first ones (each gives 2L trials)")
+    parser.add_argument("--batch_size", type=int, default=32, help="trials per forward pass")
+    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    options = parser.parse_args(args)
+    positive(sets=options.sets, batch_size=options.batch_size)
+    out = _check_outputs(options.out, PROBE_FILES, options.overwrite, options.formats)
+    require_backbone(options.config, TransformerBackbone, "analyze probes")  # it reads attention weights
+    require_task(options.config, VerificationTask, "analyze probes")  # it needs study items and old/new queries
+    model, task = load_run(options.config, options.ckpt_path)
+    if options.sets > task.num_test_sets:
+        raise UsageError(f"sets={options.sets} is invalid: the run has num_test_sets={task.num_test_sets}, "
+                         f"give at most {task.num_test_sets}")
+    fits_in_memory("the captured attention of one batch", capture_bytes(model, options.batch_size, task.n_items),
+                   batch_size=options.batch_size, n_items=task.n_items)
+    stats = measure_probes(model, task.test_design(), options.sets, options.batch_size)
+    settings = {"n_sets": options.sets, "condition": task.condition, "vocab_size": task.vocab_size}
+    content = write_probes(stats, settings, out, options.formats)
+    gap = max(content["heads"], key=lambda h: abs(h["old_minus_new"]["max_weight"] or 0.0))
+    print(f"{len(content['heads'])} heads, {options.sets} sets -> {out}: largest old-new gap in max weight "
+          f"L{gap['layer']}H{gap['head']}: old {gap['old']['max_weight']:.3f}, new {gap['new']['max_weight']:.3f}, "
+          f"weight on the probed item {gap['old']['match_weight']:.3f}")
+
+
+SUBCOMMANDS = {"icl": icl_command, "ablation": ablation_command, "probes": probes_command}
+
+
+def command(args: list[str]) -> None:
+    """``primacy analyze icl|ablation|probes ...``; ``--help`` after any of them says more."""
+    if args[:1] in (["-h"], ["--help"]):
+        print(f"usage: primacy analyze {{{','.join(SUBCOMMANDS)}}} [--help] ...\n")
+        for name, command in SUBCOMMANDS.items():
+            print(f"  {name:<9} {' '.join(command.__doc__.split())}")
+        return
+    if not args or args[0] not in SUBCOMMANDS:
+        given = args[0] if args else "nothing"
+        raise UsageError(f"analyze {given} is unknown: choose one of {', '.join(SUBCOMMANDS)}")
+    SUBCOMMANDS[args[0]](args[1:])

@@ -1,0 +1,38 @@
+"""What ``primacy fit`` does with a run directory: start a new run, resume an unfinished one, refuse a finished one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.utilities import rank_zero_info
+
+from primacy.errors import UsageError
+from primacy.rundir.checkpoints import check_checkpoint
+from primacy.rundir.layout import last_checkpoint
+
+
+def resume_point(root: Path, max_steps: int, model_config: Any) -> Path | None:
+    """The checkpoint to resume from when ``root`` holds an unfinished run of the same model, None when it holds no
+    run; a finished run (at ``max_steps``), a damaged checkpoint or another model's run is refused in one line."""
+    last = last_checkpoint(root)
+    if not last.exists():
+        return None
+    try:
+        step = check_checkpoint(last, model_config, "fit")["global_step"]
+    except UsageError as err:
+        raise UsageError(f"trainer.default_root_dir={root} holds a run that cannot be resumed: {err}") from None
+    if step >= max_steps:
+        raise UsageError(
+            f"trainer.default_root_dir={root} already holds a finished run (step {step} of max_steps={max_steps}): "
+            f"choose another directory, or test it with primacy test --config {root / 'config.yaml'} --ckpt_path {last}"
+        )
+    rank_zero_info(f"Resuming the unfinished run in {root} from step {step} of {max_steps} ({last})")
+    return last
+
+
+def wandb_run_id(root: Path) -> str | None:
+    """The id of the latest wandb run stored in ``root/wandb`` (directories are named ``[offline-]run-<time>-<id>``),
+    so a resumed run continues the same wandb run instead of starting another."""
+    runs = sorted((root / "wandb").glob("*run-*-*"), key=lambda p: p.name.split("run-", 1)[1])
+    return runs[-1].name.rsplit("-", 1)[1] if runs else None

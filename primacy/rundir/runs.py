@@ -1,0 +1,110 @@
+"""Rebuilding a finished run's model and task from its config.yaml and a checkpoint, for post-hoc analyses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import yaml
+from lightning.pytorch.cli import LightningArgumentParser
+
+from primacy import registry
+from primacy.errors import UsageError
+from primacy.rundir.checkpoints import check_checkpoint
+
+
+def link_task_to_model(parser: LightningArgumentParser) -> None:
+    """The task's sizes are the model's: the number of tokens its sequences use (``Task.model_vocabulary``) always,
+    n_items and the evaluation delays (``Task.eval_delays``) for the models that take them."""
+    parser.link_arguments("data", "model.init_args.vocab_size", compute_fn=_task_vocabulary, apply_on="parse")
+    parser.link_arguments("data.init_args.n_items", "model.init_args.n_items", apply_on="parse")
+    parser.link_arguments("data", "model.init_args.delays", compute_fn=_task_delays, apply_on="parse")
+
+
+def _task_class_and_settings(data: Any) -> tuple[type | None, dict]:
+    """The class and init args of the ``data`` section of a parsed config (a Namespace with class_path, init_args);
+    (None, {}) when the config names no task yet (``primacy fit --help``)."""
+    if data is None or data.get("class_path") is None:
+        return None, {}
+    settings = data.init_args.as_dict() if data.get("init_args") is not None else {}
+    return registry.import_class(data.class_path), settings
+
+
+def _task_vocabulary(data: Any) -> int | None:
+    cls, settings = _task_class_and_settings(data)
+    if hasattr(cls, "model_vocabulary"):
+        return cls.model_vocabulary(settings)
+    return settings.get("vocab_size")  # a LightningDataModule from elsewhere, or none
+
+
+def _task_delays(data: Any) -> list[int] | None:
+    cls, settings = _task_class_and_settings(data)
+    return cls.eval_delays(settings) if hasattr(cls, "eval_delays") else None
+
+
+def run_settings(config: str | Path) -> dict:
+    """A run's config.yaml as a dict, refused unless it has model and data sections."""
+    config = Path(config)
+    if not config.is_file():
+        raise UsageError(f"config={config} does not exist: give a run's config.yaml")
+    try:
+        settings = yaml.safe_load(config.read_text())
+    except yaml.YAMLError as err:
+        raise UsageError(f"config={config} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(settings, dict) or "model" not in settings or "data" not in settings:
+        raise UsageError(f"config={config} is not a run config: it needs model and data sections")
+    return settings
+
+
+def require_backbone(config: str | Path, required: type, command: str) -> None:
+    """Refuses, before anything is loaded, a run whose backbone (from its config.yaml) is not a ``required``."""
+    _require_class(config, "model.init_args.backbone", "backbone", required, command)
+
+
+def require_task(config: str | Path, required: type, command: str) -> None:
+    """Refuses, before anything is loaded, a run whose task (``data`` in its config.yaml) is not a ``required``."""
+    _require_class(config, "data", "task", required, command)
+
+
+def _require_class(config: str | Path, key: str, what: str, required: type, command: str) -> None:
+    section = run_settings(config)
+    for part in key.split("."):
+        section = section.get(part) if isinstance(section, dict) else None
+    class_path = section.get("class_path") if isinstance(section, dict) else section
+    if not isinstance(class_path, str):
+        raise UsageError(f"config={config} names no {key}: {command} needs a {required.__name__} run")
+    if class_path == required.__name__:  # a short name, as the CLI accepts it
+        return
+    try:
+        cls = registry.import_class(class_path)
+    except UsageError as err:
+        if "." not in class_path:  # a short name that is not a registered backbone: a task's, say
+            raise UsageError(f"config={config} has {what} {class_path}: {command} needs a {required.__name__} "
+                             "run") from None
+        raise UsageError(f"config={config} names a {what} that cannot be used: {err}") from None
+    if not (isinstance(cls, type) and issubclass(cls, required)):
+        name = getattr(cls, "__name__", class_path)
+        raise UsageError(f"config={config} has {what} {name}: {command} needs a {required.__name__} run")
+
+
+def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:
+    """The model (weights from ``ckpt_path``, in eval mode) and the task described by a run's ``config.yaml``."""
+    config = Path(config)
+    settings = run_settings(config)
+    registry.load_all()
+    parser = LightningArgumentParser()
+    parser.add_lightning_class_args(L.LightningModule, "model", subclass_mode=True)
+    parser.add_lightning_class_args(L.LightningDataModule, "data", subclass_mode=True)
+    link_task_to_model(parser)
+    parsed = parser.parse_object({"model": settings["model"], "data": settings["data"]})
+    checkpoint = check_checkpoint(ckpt_path, parsed.model, "analyze")  # before anything is built
+    built = parser.instantiate_classes(parsed)
+    try:
+        missing, unexpected = built.model.load_state_dict(checkpoint["state_dict"], strict=False)
+    except RuntimeError as err:  # shapes that differ although the settings agree
+        raise UsageError(f"ckpt_path={ckpt_path} does not match config={config}: {str(err).splitlines()[0]}") from None
+    if missing or unexpected:
+        raise UsageError(f"ckpt_path={ckpt_path} does not match config={config}: missing {missing[:3]}, "
+                         f"unexpected {unexpected[:3]}")
+    return built.model.eval(), built.data

@@ -1,0 +1,226 @@
+"""The post-hoc analyses of ``primacy analyze`` and ``primacy reproduce`` as functions: score the heads of checkpoints
+(ICL, emergence over training), ablate them, and write each analysis's tables and figures into a directory."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from primacy import files
+from primacy.analysis.ablation import ablation_study, icl_scores, repeated_tokens
+from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.emergence import as_float, emergence_row
+from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
+from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
+from primacy.checks import positive
+from primacy.errors import UsageError
+from primacy.figures import heads as head_figures
+from primacy.tasks.prompts import repeated_prompt
+from primacy.workflows.sources import Checkpoint
+
+
+def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
+    try:
+        for fmt in formats:
+            files.save_figure(fig, out / f"{name}.{fmt}", dpi=150)
+    finally:
+        plt.close(fig)
+
+
+@dataclass(frozen=True)
+class ICLSettings:
+    """How ``analyze icl`` scores a model: its prompts, the CMR fit and what it draws."""
+
+    n_items: int | None  # n, the length of r; None: the task's prompt_items, else 25
+    prompts: int
+    seed: int
+    grid: CMRGrid
+    alignment: str
+    top: int  # heads in the lag-CRP figure and in the emergence table's averages
+    formats: tuple[str, ...]
+    layers: tuple[int, ...] | None = None  # the layers analysed; None: all
+    batch_size: int = 64  # prompts per forward pass
+
+    def matches(self, summary: dict) -> bool:
+        """Whether an earlier summary.json was written with these settings."""
+        same_n = self.n_items is None or summary.get("n_items") == self.n_items
+        same_layers = self.layers is None or summary.get("layers") == list(self.layers)
+        return same_n and same_layers and all(summary.get(key) == value for key, value in self.recorded().items())
+
+    def recorded(self) -> dict:
+        return {"n_prompts": self.prompts, "prompt_seed": self.seed, "cmr_variant": self.grid.variant,
+                "cmr_alignment": self.alignment, "top": self.top}
+
+
+def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: dict | None = None) -> dict:
+    """heads.csv, summary.json (with ``extra``), lag_crps.npz and the figures of one analysis."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [h.row() for h in analysis.heads]
+    with files.atomic_path(out / "heads.csv") as temp, temp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    top, grid = min(settings.top, len(analysis.heads)), settings.grid
+    content = {**(extra or {}), **summary(analysis, top), **settings.recorded()}
+    files.write_text(out / "summary.json", json.dumps(_finite(content), indent=2) + "\n")
+    files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
+                   gaussian_fits=analysis.gaussian_fits)
+    ranked = analysis.by_induction()
+    formats = list(settings.formats)
+    _save(head_figures.attention_pattern(analysis, ranked[0]), out, "attention_pattern", formats)
+    _save(head_figures.lag_crp_fits(analysis, ranked[:top], grid.variant), out, "lag_crp_fits", formats)
+    _save(head_figures.distance_vs_induction(analysis.heads), out, "cmr_distance_vs_induction", formats)
+    _save(head_figures.cmr_like_share(content["cmr_like_share_by_layer"], content["layers"]), out, "cmr_like_share",
+          formats)
+    best = ranked[0]
+    base = (0.5, 0.5, 0.3) if np.isnan(best.cmr_distance) else (best.beta_enc, best.beta_rec, best.gamma_ft)
+    _save(head_figures.cmr_families(grid.params, grid.crps, grid.lags, base, grid.variant), out, "cmr_families",
+          formats)
+    return content
+
+
+def _finite(value):
+    """JSON has no NaN: undefined numbers (a flat head's fit) become null."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return None if isinstance(value, float) and np.isnan(value) else value
+
+
+def _prompt_items(default: int | None, n_items: int | None) -> int:
+    """n, the length of r: as asked, else the task's ``prompt_items``, else 25."""
+    n = (default or 25) if n_items is None else n_items
+    positive(n_items=n)
+    return n
+
+
+def analyze_checkpoint(source: Checkpoint, out: Path, settings: ICLSettings) -> dict:
+    """``analyze icl`` of one checkpoint into ``out``; returns its summary.json content, which also says where the
+    model came from, its training step and its ICL score on the same prompts (NaN for a model without next-token
+    predictions)."""
+    model, default_items = source.load()
+    n = _prompt_items(default_items, settings.n_items)
+    generator = torch.Generator().manual_seed(settings.seed)
+    prompts = repeated_prompt(n, model.vocab_size, model.bos, settings.prompts, generator, model.allowed)  # P 2n(+1)
+    analysis = analyze_heads(model, prompts, n, settings.grid, settings.alignment, settings.layers,
+                             settings.batch_size)
+    start = analysis.start
+    icl = float("nan")
+    if model.predicts_tokens:
+        icl = float(icl_scores(model, prompts, start + n - 1, start + 2 * n - 1, settings.batch_size).mean())
+    return write_icl(analysis, settings, out, {**source.describe(model), "icl_score": icl})
+
+
+def read_heads(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSettings, reuse: bool = False,
+                        report: Callable[[str], None] = print) -> list[dict]:
+    """``analyze icl`` of checkpoints of one model in step order (``trained_checkpoints``, ``pretrained_checkpoints``),
+    each into ``out/step<N>``, then ``emergence.csv`` and the emergence figure in ``out``; returns the emergence rows.
+    With ``reuse``, a checkpoint already analysed with the same settings (its summary.json newer than the checkpoint)
+    is read back, not analysed again."""
+    rows = []
+    for source in sources:
+        target = out / f"step{source.step}"
+        summary_file = target / "summary.json"
+        done = reuse and summary_file.is_file() and not source.written_after(summary_file)
+        content = json.loads(summary_file.read_text()) if done else None
+        if content is None or not settings.matches(content):
+            content = analyze_checkpoint(source, target, settings)
+        row = emergence_row(source.step, read_heads(target / "heads.csv"), settings.top,
+                            as_float(content["icl_score"]))
+        report(f"  step {source.step}: best head {row['best_head']} induction {row['best_induction']:.3f}, "
+               f"top-{row['top']} CMR distance {row['top_cmr_distance']:.3f}, ICL score {row['icl_score']:+.3f}")
+        rows.append(row)
+    write_emergence(rows, out, settings.formats)
+    return rows
+
+
+def write_emergence(rows: list[dict], out: Path, formats: tuple[str, ...] | list[str], seeds: dict | None = None,
+                    title: str = "") -> None:
+    """emergence.csv (``rows``) and the emergence figure; ``seeds`` maps names to per-seed rows drawn beneath."""
+    out.mkdir(parents=True, exist_ok=True)
+    files.write_csv(out / "emergence.csv", _finite(rows))
+    _save(head_figures.emergence(rows, seeds or {}, title), out, "emergence", list(formats))
+
+
+def ranked_heads(path: str | Path, key: str) -> list[tuple[int, int]]:
+    """(layer, head) pairs of an ``analyze icl`` heads.csv, best first: lowest ``cmr_distance`` (flat heads last)
+    or highest ``induction`` score."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"heads={path} does not exist: run `primacy analyze icl` first and give its heads.csv")
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not {"layer", "head", key} <= set(rows[0]):
+        raise UsageError(f"heads={path} is not an `analyze icl` heads.csv: it needs layer, head and {key} columns")
+
+    def order(row: dict) -> tuple[bool, float]:
+        value = float(row[key]) if row[key] else float("nan")
+        return np.isnan(value), (value if key == "cmr_distance" else -value)
+
+    return [(int(r["layer"]), int(r["head"])) for r in sorted(rows, key=order)]
+
+
+@dataclass(frozen=True)
+class AblationSettings:
+    """How ``analyze ablation`` tests a model: which heads, how many random draws, on which sequences."""
+
+    rank_by: str = "cmr_distance"
+    fraction: float = 0.1
+    random: int = 20
+    sequences: int = 256
+    n_items: int | None = None  # None: the task's prompt_items, else 25
+    repeats: int = 2
+    seed: int = 0
+    formats: tuple[str, ...] = ("png", "pdf")
+    batch_size: int = 64  # sequences per forward pass
+
+
+def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Path, settings: AblationSettings) -> dict:
+    """``analyze ablation`` of one checkpoint with heads ``ranked`` best first: ablation.json and its figure in
+    ``out``; returns the result."""
+    model, default_items = source.load()
+    n = _prompt_items(default_items, settings.n_items)
+    tokens = repeated_tokens(n, settings.repeats, model.vocab_size, model.bos, settings.sequences,
+                             torch.Generator().manual_seed(settings.seed), model.allowed)
+    result = ablation_study(model, tokens, ranked, settings.fraction, settings.random, settings.seed,
+                            batch_size=settings.batch_size)
+    result = {**source.describe(model), "rank_by": settings.rank_by, "n_items": n, "repeats": settings.repeats,
+              **result}
+    out.mkdir(parents=True, exist_ok=True)
+    files.write_text(out / "ablation.json", json.dumps(_finite(result), indent=2) + "\n")
+    figure = head_figures.ablation_scores(result["summary"], result["k"], settings.rank_by)
+    _save(figure, out, "ablation", list(settings.formats))
+    return result
+
+
+def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str]) -> dict:
+    """probes.csv, probes.npz, summary.json and the probes figure of one probe analysis."""
+    out.mkdir(parents=True, exist_ok=True)
+    means, trials = stats.means(), stats.trials
+    layers, heads, _, n_items = trials.shape
+    with files.atomic_path(out / "probes.csv") as temp, temp.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["layer", "head", "probe", "query_position", *MEASURES, "n"])
+        for (layer, head, k, j), n in np.ndenumerate(trials):
+            writer.writerow([layer, head, PROBES[k], j, *(float(means[m][layer, head, k, j]) for m in MEASURES), int(n)])
+    files.save_npz(out / "probes.npz", probes=np.array(PROBES), **means,
+                   **{f"n_{m}": stats.counts[m] for m in MEASURES})
+    content = {**settings, "n_layers": layers, "n_heads": heads, "n_items": n_items,
+               **{f"{probe}_probes": int(trials[0, 0, k].sum()) for k, probe in enumerate(PROBES)},
+               "heads": head_summary(means)}
+    files.write_text(out / "summary.json", json.dumps(_finite(content), indent=2) + "\n")
+    _save(head_figures.probe_attention(means), out, "probes", formats)
+    return content

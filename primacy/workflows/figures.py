@@ -1,0 +1,263 @@
+"""The figures `primacy reproduce` makes: which config draws each panel at each scale, and how a finished set of runs
+becomes the figure (each panel's `primacy aggregate`, or for induction the analysis of every checkpoint; the page in
+the paper's layout, and a table of its numbers)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from primacy import files
+from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.emergence import MEASURES, across_seeds, emergence_step
+from primacy.analysis.probes import measure_probes
+from primacy.errors import UsageError
+from primacy.figures import heads as head_figures
+from primacy.figures import plots
+from primacy.rundir import results
+from primacy.rundir.resume import last_checkpoint
+from primacy.rundir.runs import load_run
+from primacy.workflows import aggregate
+from primacy.workflows.analyses import (
+    AblationSettings,
+    ICLSettings,
+    ablate_checkpoint,
+    analyze_checkpoints,
+    ranked_heads,
+    write_emergence,
+    write_probes,
+)
+from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
+
+SCALES = ("cpu", "paper")
+DT_QUANTILES = (0.05, 0.5, 0.95)
+SMALL_DT = 0.03  # the paper: after training, Δt concentrates at or below about this
+
+
+@dataclass(frozen=True)
+class Panel:
+    label: str  # the paper's letter or column
+    title: str
+    configs: tuple[str, str]  # config names at the cpu and the paper scale
+
+    def config(self, scale: str) -> str:
+        return self.configs[SCALES.index(scale)]
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    name: str
+    title: str
+    panels: tuple[Panel, ...]
+    layout: str  # "heatmaps" (Fig. 3), "dt" (Fig. 4 and 5), "probes" (the Transformer) or "emergence" (induction)
+
+    def select(self, names: list[str] | None) -> FigureSpec:
+        """The figure restricted to some panels, named by label or config name."""
+        if not names:
+            return self
+        known = {key: panel for panel in self.panels for key in (panel.label, *panel.configs)}
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise UsageError(f"panels={unknown} are not panels of {self.name}: choose from "
+                             f"{', '.join(p.label for p in self.panels)} or their config names")
+        return replace(self, panels=tuple(p for p in self.panels if any(known[n] is p for n in names)))
+
+
+def _panel(label: str, title: str, cpu: str, paper: str) -> Panel:
+    return Panel(label, title, (cpu, paper))
+
+
+B = ("fig3b-hippo-legs-L32", "fig3b-hippo-legs-L128")
+E = ("fig3e-hippo-legs-dt1-L32", "fig3e-hippo-legs-dt1-L128")
+F = ("fig3f-hippo-legs-L16", "fig3f-hippo-legs-L64")
+G = ("fig3g-hippo-legs-L64", "fig3g-hippo-legs-L256")
+FIGURES = {
+    "fig3": FigureSpec("fig3", "Fig. 3: accuracy by study and query position", (
+        _panel("A", "S4, all trained, LegS", "fig3a-s4-legs-L32", "fig3a-s4-legs-L128"),
+        _panel("B", "HiPPO-LegS (A, B frozen)", *B),
+        _panel("C", "HiPPO-LagT", "fig3c-hippo-lagt-L32", "fig3c-hippo-lagt-L128"),
+        _panel("D", "HiPPO-FouT", "fig3d-hippo-fout-L32", "fig3d-hippo-fout-L128"),
+        _panel("E", "HiPPO-LegS, Δt init [0.001, 1]", *E),
+        _panel("F", "HiPPO-LegS, short list", *F),
+        _panel("G", "HiPPO-LegS, long list", *G),
+        _panel("H", "LSTM", "fig3h-lstm-L32", "fig3h-lstm-L128"),
+    ), "heatmaps"),
+    "fig4": FigureSpec("fig4", "Fig. 4: Δt over training (HiPPO-LegS)", (
+        _panel("1", "Δt init [0.001, 0.1]", *B),
+        _panel("2", "Δt init [0.001, 1]", *E),
+        _panel("3", "Δt init [0.0001, 0.01]", "fig4-hippo-legs-dtsmall-L32", "fig4-hippo-legs-dtsmall-L128"),
+        _panel("4", "short list", *F),
+        _panel("5", "long list", *G),
+        _panel("6", "Δt frozen (footnote)", "fig4-hippo-legs-frozen-dt-L32", "fig4-hippo-legs-frozen-dt-L128"),
+    ), "dt"),
+    "transformer": FigureSpec("transformer", "Appendix: the Transformer at the ceiling", (
+        _panel("T", "Transformer", "transformer-L32", "transformer-L128"),
+    ), "probes"),
+    "induction": FigureSpec("induction", "Induction heads and CMR over training (Ji-An et al. 2024, Fig. 7)", (
+        _panel("I", "Transformer trained on repeated random tokens", "induction-attn-2L", "induction-4L"),
+    ), "emergence"),
+}
+PROBE_SETS = 64  # test sets (2L trials each) of every seed whose attention `reproduce transformer` measures
+
+
+def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
+    """Aggregates each panel's runs into ``out/<panel>/mean`` and draws the figure and its table in ``out``; returns
+    the files written. ``runs`` have ``panel`` (config name) and ``dir``."""
+    if spec.layout == "emergence":
+        return _draw_emergence(spec, scale, out, runs)
+    panels = []
+    for panel in spec.panels:
+        name = panel.config(scale)
+        dirs = [run.dir for run in runs if run.panel == name]
+        summary = aggregate.aggregate(dirs, out / name / "mean")
+        with np.load(out / name / "mean" / "accuracy.npz") as arrays:  # written just now by aggregate
+            matrix, distractor = arrays["matrix_mean"], arrays["distractor_mean"]
+        histories = [results.read_dt_history(d / "results" / "dt_history.npz") for d in dirs
+                     if (d / "results" / "dt_history.npz").is_file()]
+        panels.append(PanelResult(panel, name, dirs, summary, matrix, distractor, histories))
+    title = f"{spec.title} · {scale} scale · {len(panels[0].dirs)} seed{'s' * (len(panels[0].dirs) > 1)}"
+    written = []
+    for stem, build in _PAGES[spec.layout]:
+        fig = build(panels, title)
+        for fmt in ("png", "pdf"):
+            path = out / f"{stem or spec.name}.{fmt}"
+            files.save_figure(fig, path, dpi=150)
+            written.append(path)
+        plt.close(fig)
+    if spec.layout == "probes":
+        written += [path for panel in panels for path in _probes(panel, out / panel.name / "mean" / "probes")]
+    return [*written, files.write_csv(out / f"{spec.name}.csv", [panel.row() for panel in panels])]
+
+
+@dataclass
+class PanelResult:
+    panel: Panel
+    name: str
+    dirs: list[Path]
+    summary: dict[str, Any]  # the aggregate's summary.json
+    matrix: np.ndarray  # L L, mean over seeds
+    distractor: np.ndarray  # L
+    histories: list[dict[str, np.ndarray]]  # one dt_history per seed; [] when the backbone has no Δt
+
+    def row(self) -> dict[str, Any]:
+        """The panel's line of the figure's table: mean over seeds of the headline numbers, the bottom-left block
+        (the last quarter of the study items queried in the first quarter of the probes: the paper's worst cells)
+        and Δt quantiles over every channel of every seed, before and after training."""
+        n = self.matrix.shape[0]
+        q = max(1, n // 4)
+        row = {"panel": self.panel.label, "config": self.name, "seeds": len(self.dirs), "n_items": n}
+        for key in ("overall_accuracy", "early_minus_late", "primacy_index", "recency_index"):
+            row[key] = _round(self.summary[key]["mean"])
+            row[f"{key}_se"] = _round(self.summary[key]["se"])
+        row["bottom_left"] = _round(float(np.nanmean(self.matrix[n - q:, :q])))
+        row["rest"] = _round(float(np.nanmean(np.delete(self.matrix[:, :q], np.s_[n - q:], axis=0))))
+        for when, index in (("initial", 0), ("final", -1)):
+            dt = np.concatenate([h["dt"][index] for h in self.histories]) if self.histories else None
+            for quantile in DT_QUANTILES:
+                row[f"dt_{when}_q{round(quantile * 100):02d}"] = None if dt is None else _round(np.quantile(dt, quantile), 5)
+            row[f"dt_{when}_below_{SMALL_DT}"] = None if dt is None else _round(float(np.mean(dt <= SMALL_DT)))
+        return row
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None or np.isnan(x) else round(float(x), digits)
+
+
+def _heatmaps(panels: list[PanelResult], title: str) -> plt.Figure:
+    return plots.fig3_page([(p.panel.label, f"{p.panel.title} · L={p.matrix.shape[0]}", p.matrix, p.distractor)
+                            for p in panels], title)
+
+
+def _dt_columns(panels: list[PanelResult], title: str) -> plt.Figure:
+    return plots.fig4_page([(f"{p.panel.label}  {p.panel.title} · L={p.matrix.shape[0]}", p.histories)
+                            for p in panels], title)
+
+
+def _dt_seeds(panels: list[PanelResult], title: str) -> plt.Figure:
+    histories = [h for p in panels for h in p.histories]
+    names = [f"{p.panel.label} · seed {d.name.removeprefix('seed')}" for p in panels for d in p.dirs]
+    return plots.dt_histograms(histories, names, cols=max(len(p.histories) for p in panels))
+
+
+def _probes(panel: PanelResult, out: Path) -> list[Path]:
+    """`primacy analyze probes` over every seed of a Transformer panel, summed: where its queries look."""
+    total = None
+    for run in panel.dirs:  # the seeds of one config: the same task settings
+        model, task = load_run(run / "config.yaml", last_checkpoint(run))
+        n_sets = min(PROBE_SETS, task.num_test_sets)
+        stats = measure_probes(model, task.test_design(), n_sets, batch_size=32)
+        total = stats if total is None else total + stats
+    settings = {"n_sets": n_sets, "seeds": len(panel.dirs), "condition": task.condition, "vocab_size": task.vocab_size}
+    write_probes(total, settings, out, ["png", "pdf"])
+    return [out / name for name in ("probes.csv", "probes.npz", "summary.json", "probes.png", "probes.pdf")]
+
+
+_PAGES: dict[str, list[tuple[str | None, Callable]]] = {
+    "heatmaps": [(None, _heatmaps)],
+    "dt": [(None, _dt_columns), ("fig5", _dt_seeds)],
+    "probes": [(None, _heatmaps)],
+}
+
+
+def emergence_settings() -> ICLSettings:
+    """How `reproduce induction` analyses each checkpoint: `analyze icl`'s defaults, figures as PNG only."""
+    return ICLSettings(n_items=None, prompts=64, seed=0, grid=CMRGrid.paper(), alignment="peak", top=4,
+                       formats=("png",))
+
+
+def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
+    """`analyze icl` of every numbered checkpoint of every run (into <run>/icl/step<N>, reusing what is done), each
+    panel's emergence over seeds (<panel>/mean/emergence.csv and figure), the page of every panel and the table of
+    each run's final checkpoint and emergence step."""
+    settings = emergence_settings()
+    page = plt.figure(figsize=(14.0, 5.8 * len(spec.panels)), layout="constrained")
+    subfigures = page.subfigures(len(spec.panels), 1, squeeze=False)[:, 0]
+    written, table = [], []
+    for panel, subfigure in zip(spec.panels, subfigures):
+        name = panel.config(scale)
+        seeds = {}
+        for run in (run for run in runs if run.panel == name):
+            ckpts = trained_checkpoints(run.dir / "config.yaml", sorted((run.dir / "checkpoints").glob("*.ckpt")))
+            print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
+            seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, run.dir / "icl", settings, reuse=True,
+                                                             report=lambda line: None)
+            ablation = _ablation(run.dir, rows[-1]["step"])
+            table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows, ablation)})
+        mean = across_seeds(list(seeds.values()))
+        label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
+        write_emergence(mean, out / name / "mean", ("png", "pdf"), seeds, label)
+        written += [out / name / "mean" / f for f in ("emergence.csv", "emergence.png", "emergence.pdf")]
+        head_figures.emergence(mean, seeds, label, fig=subfigure)
+    page.suptitle(f"{spec.title} · {scale} scale", fontsize=12)
+    for fmt in ("png", "pdf"):
+        files.save_figure(page, out / f"{spec.name}.{fmt}", dpi=150)
+        written.append(out / f"{spec.name}.{fmt}")
+    plt.close(page)
+    return [*written, files.write_csv(out / f"{spec.name}.csv", table)]
+
+
+def _ablation(run: Path, step: int) -> dict[str, Any]:
+    """`analyze ablation` of a run's final checkpoint, its most CMR-like heads by the final analysis (Ji-An et al.
+    Fig. 8), into <run>/ablation; an ablation newer than that analysis is read back."""
+    heads, out = run / "icl" / f"step{step}" / "heads.csv", run / "ablation"
+    done = out / "ablation.json"
+    if done.is_file() and done.stat().st_mtime >= heads.stat().st_mtime:
+        return json.loads(done.read_text())
+    source = TrainedCheckpoint(run / "config.yaml", last_checkpoint(run), step)
+    return ablate_checkpoint(source, ranked_heads(heads, "cmr_distance"), out, AblationSettings(formats=("png",)))
+
+
+def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, Any]:
+    """A run's line of the induction table: its last checkpoint's measures, the step its induction head emerged, and
+    the ICL score intact, with its most CMR-like heads ablated and with as many random heads ablated."""
+    last, summary = rows[-1], ablation["summary"]
+    return {"final_step": last["step"], "emerged_at_step": emergence_step(rows), "best_head": last["best_head"],
+            "best_induction": _round(last["best_induction"]), **{key: _round(last[key]) for key in MEASURES},
+            "ablated_heads": ablation["k"], **{f"icl_{name}": _round(summary[name]["mean"]) for name in summary},
+            "p_top_vs_random": _round(ablation["comparisons"]["top_minus_random"]["p_value"], 6)}

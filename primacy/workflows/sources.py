@@ -1,0 +1,92 @@
+"""Where ``primacy analyze icl|ablation`` read a model from: a checkpoint of a run trained here, or a pretrained
+Hugging Face model (a hub id or a local directory, at a revision)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from primacy.analysis.head_model import HeadModel, RunHeads
+from primacy.analysis.pretrained import PretrainedHeads, check_source, checkpoint_name_step, load_pretrained
+from primacy.errors import UsageError
+from primacy.rundir.checkpoints import checkpoint_step
+from primacy.rundir.runs import load_run
+
+
+@dataclass(frozen=True)
+class TrainedCheckpoint:
+    """A checkpoint of a ``primacy fit`` run (its config.yaml and a .ckpt), trained for ``step`` steps."""
+
+    config: Path
+    path: Path
+    step: int
+
+    def load(self) -> tuple[HeadModel, int | None]:
+        """The model and its task's ``prompt_items`` (None if the task has none)."""
+        model, task = load_run(self.config, self.path)
+        return RunHeads(model), getattr(task, "prompt_items", None)
+
+    def describe(self, model: HeadModel) -> dict:
+        return {"checkpoint": str(self.path), "step": self.step}
+
+    def written_after(self, path: Path) -> bool:
+        """Whether the checkpoint is newer than ``path`` (a result made from it)."""
+        return self.path.stat().st_mtime > path.stat().st_mtime
+
+
+@dataclass(frozen=True)
+class PretrainedCheckpoint:
+    """A Hugging Face causal LM: hub id or directory ``name`` at ``revision``, trained for ``step`` steps (None:
+    unknown), loaded in ``dtype`` on ``device``."""
+
+    name: str
+    revision: str | None = None
+    step: int | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+
+    def load(self) -> tuple[HeadModel, int | None]:
+        return load_pretrained(self.name, self.revision, self.dtype, self.device), None
+
+    def describe(self, model: PretrainedHeads) -> dict:
+        return {"hf_model": self.name, "revision": self.revision, "step": self.step, "dtype": self.dtype,
+                "model_type": model.model_type, **model.vocab.describe()}
+
+    def written_after(self, path: Path) -> bool:
+        local = Path(self.name).expanduser() / "config.json"
+        return not local.is_file() or local.stat().st_mtime > path.stat().st_mtime
+
+
+Checkpoint = TrainedCheckpoint | PretrainedCheckpoint
+
+
+def trained_checkpoints(config: str | Path, ckpts: list[str] | list[Path]) -> list[TrainedCheckpoint]:
+    """Checkpoints of one run in step order, each step once (of last.ckpt and its numbered twin, the first given)."""
+    by_step: dict[int, Path] = {}
+    for ckpt in ckpts:
+        by_step.setdefault(checkpoint_step(ckpt), Path(ckpt))
+    return [TrainedCheckpoint(Path(config), path, step) for step, path in sorted(by_step.items())]
+
+
+def pretrained_checkpoints(names: list[str], revisions: list[str] | None, dtype: str,
+                           device: str) -> list[PretrainedCheckpoint]:
+    """One model, or a series of checkpoints of one model (several revisions of a name, or several directories),
+    in step order; a series takes each step from the revision's or directory's name (``step1000``)."""
+    revisions = revisions or [None]
+    if len(names) > 1 and len(revisions) > 1:
+        raise UsageError(f"hf_model gives {len(names)} models and revision {len(revisions)} revisions: give several "
+                         f"revisions of one model, or several directories without --revision")
+    for name in names:
+        check_source(name)
+    pairs = [(name, revision) for name in names for revision in revisions]
+    if len(pairs) == 1:
+        (name, revision), = pairs
+        return [PretrainedCheckpoint(name, revision, checkpoint_name_step(revision or name, required=False), dtype,
+                                     device)]
+    series = [PretrainedCheckpoint(name, revision, checkpoint_name_step(revision or name), dtype, device)
+              for name, revision in pairs]
+    steps = [c.step for c in series]
+    if len(set(steps)) < len(steps):
+        raise UsageError(f"checkpoints {[r or n for n, r in pairs]} name the steps {steps}: each step must appear "
+                         f"once")
+    return sorted(series, key=lambda c: c.step)

@@ -1,0 +1,111 @@
+"""The package's layout is a contract (docs/architecture.md): every module belongs to one layer, imports point down
+only, nothing outside the command line imports a command module, no two modules import each other through any
+path, and no module grows past ~400 lines. Read from the source with ast, so lazy imports inside functions count."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "primacy"
+
+# Bottom up. A module may import modules of its own layer or of lower ones, never of a higher one.
+LAYERS = [
+    ("foundations", ["primacy", "primacy.errors", "primacy.moved", "primacy.checks", "primacy.files"]),
+    ("ssm", ["primacy.ssm"]),
+    ("backbones and tasks", ["primacy.backbones", "primacy.tasks", "primacy.testing"]),
+    ("analysis", ["primacy.analysis"]),
+    ("metrics", ["primacy.metrics"]),
+    ("models", ["primacy.models"]),
+    ("registry", ["primacy.registry"]),
+    ("figures", ["primacy.figures"]),
+    ("rundir", ["primacy.rundir"]),
+    ("callbacks", ["primacy.callbacks"]),
+    ("workflows", ["primacy.workflows"]),
+    ("cli", ["primacy.cli", "primacy.__main__"]),
+]
+MAX_LINES = 400
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer(module: str) -> int:
+    """The index of the layer whose longest prefix matches ``module``."""
+    best = max(((len(prefix), i) for i, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
+                if module == prefix or module.startswith(prefix + ".")), default=None)
+    assert best is not None, f"{module} belongs to no layer: add it to LAYERS and docs/architecture.md"
+    return best[1]
+
+
+def imports(module: str) -> set[str]:
+    """The primacy modules that ``module`` imports anywhere in its source (``from pkg import submodule`` names the
+    submodule)."""
+    found = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in MODULES else node.module)
+    return {name for name in found if name == "primacy" or name.startswith("primacy.")}
+
+
+def test_every_module_belongs_to_a_layer_and_its_imports_point_down():
+    upward = []
+    for module in MODULES:
+        for target in imports(module):
+            assert target in MODULES, f"{module} imports {target}, which does not exist"
+            if layer(target) > layer(module):
+                upward.append(f"{module} ({LAYERS[layer(module)][0]}) imports {target} ({LAYERS[layer(target)][0]})")
+    assert not upward, "imports must point down:\n" + "\n".join(upward)
+
+
+def test_only_the_command_line_imports_command_modules():
+    outside = [f"{module} imports {target}" for module in MODULES if layer(module) != len(LAYERS) - 1
+               for target in imports(module) if target.startswith("primacy.cli")]
+    assert not outside, outside
+
+
+def test_no_module_imports_itself_through_a_circle():
+    graph = {module: imports(module) - {module} for module in MODULES}
+    state: dict[str, str] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                cycle = path[path.index(target):] + [target] if target in path else [module, target]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in MODULES:
+        if module not in state:
+            visit(module, [module])
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {module: n for module, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"split these modules (over {MAX_LINES} lines): {long}"
+
+
+def test_the_top_level_holds_a_handful_of_modules():
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= 10, top
+
+
+def test_the_circle_check_finds_a_circle(monkeypatch):
+    """The check above can fail: two modules importing each other are reported."""
+    fake = {"primacy.a": {"primacy.b"}, "primacy.b": {"primacy.a"}}
+    monkeypatch.setattr(__import__(__name__), "MODULES", dict.fromkeys(fake, None))
+    monkeypatch.setattr(__import__(__name__), "imports", lambda module: fake[module])
+    with pytest.raises(pytest.fail.Exception, match="import circle: primacy.a -> primacy.b -> primacy.a"):
+        test_no_module_imports_itself_through_a_circle()

@@ -2,6 +2,7 @@
 from the same command and ends bitwise equal to an uninterrupted run, for every task; last.ckpt holds the final step."""
 
 import json
+import shutil
 import os
 import signal
 import subprocess
@@ -125,3 +126,22 @@ def test_a_run_written_before_periodic_checkpoints_still_tests(straight, tmp_pat
     (run / "old.yaml").write_text(yaml.safe_dump(config))
     main(["test", "--config", str(run / "old.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt")])
     assert (run / "results" / "summary.json").is_file()
+
+
+def test_a_run_directory_moved_before_resuming_resumes_into_its_own_last_checkpoint(tmp_path):
+    """Runs are copied off scratch disks and resumed elsewhere: the resumed steps go to the moved last.ckpt (Lightning
+    alone would write last-v1.ckpt and leave last.ckpt at the step it resumed from), numbered checkpoints as in a run
+    resumed where it stopped."""
+    numbered = ("--checkpoint.save_top_k", "-1", "--checkpoint.every_n_train_steps", "2")
+    runs = {name: tmp_path / name / "run" for name in ("in_place", "scratch", "home", "straight")}
+    fit("verification", runs["straight"], *numbered)
+    for run in (runs["in_place"], runs["scratch"]):
+        with pytest.raises(SystemExit):
+            fit("verification", run, *numbered, *interrupt_at(3, signal.SIGINT))
+    runs["home"].parent.mkdir()
+    shutil.move(runs["scratch"], runs["home"])
+    for run in (runs["in_place"], runs["home"]):
+        fit("verification", run, *numbered)
+        assert_same_state(checkpoint(run), checkpoint(runs["straight"]))
+    listing = {name: sorted(p.name for p in (runs[name] / "checkpoints").iterdir()) for name in ("in_place", "home")}
+    assert listing["home"] == listing["in_place"] and "last.ckpt" in listing["home"]

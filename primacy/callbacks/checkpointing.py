@@ -7,6 +7,7 @@ import random
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -117,9 +118,29 @@ class RunCheckpoint(ModelCheckpoint):
         return {**super().state_dict(), "rng": rng_states()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        saved_in = state_dict.get("dirpath")
+        if saved_in and self.dirpath and saved_in != self.dirpath:
+            state_dict = rerooted(state_dict, saved_in, self.dirpath)
         super().load_state_dict(state_dict)
         if "rng" in state_dict:
             set_rng_states(state_dict["rng"])
+
+
+def rerooted(state_dict: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """A ModelCheckpoint state written in directory ``old`` as if written in ``new``: the run directory was moved or
+    copied since. Without this Lightning forgets which last.ckpt is the run's own, and the resumed run saves its
+    steps to last-v1.ckpt while last.ckpt stays at the step it resumed from."""
+
+    def moved(path: Any) -> Any:
+        if isinstance(path, str) and path and Path(path).parent == Path(old):
+            return str(Path(new) / Path(path).name)
+        return path
+
+    state = {key: moved(value) for key, value in state_dict.items()}
+    state["dirpath"] = new
+    if isinstance(state_dict.get("best_k_models"), dict):
+        state["best_k_models"] = {moved(path): score for path, score in state_dict["best_k_models"].items()}
+    return state
 
 
 def rng_states() -> dict[str, Any]:

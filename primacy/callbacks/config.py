@@ -6,9 +6,10 @@ from typing import Any
 
 import lightning as L
 import yaml
+from jsonargparse import Namespace
 from lightning.pytorch.cli import SaveConfigCallback
 
-from primacy import files
+from primacy import files, moved
 from primacy.rundir.layout import run_dir
 
 
@@ -27,7 +28,7 @@ class RunConfig(SaveConfigCallback):
         super().__init__(*args, **{**kwargs, "save_to_log_dir": False})
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        config = self.config.clone()
+        config = current_class_paths(self.config.clone())  # a config of before the package layout: its paths now
         for key in self.FIT_ONLY_KEYS:  # so `primacy test --config <run>/config.yaml` accepts the file
             config.pop(key, None)
         if trainer.loggers:
@@ -37,3 +38,18 @@ class RunConfig(SaveConfigCallback):
         if stage == "fit":
             with files.atomic_path(run_dir(trainer) / "config.yaml") as temp:  # overwrite: the temporary file exists
                 self.parser.save(config, temp, skip_none=False, overwrite=True, skip_validation=True)
+
+
+def current_class_paths(value: Any) -> Any:
+    """``value`` (a parsed config, or a part of one) with every class_path of a moved module replaced, in place, by
+    the path of its class now (``primacy.moved``)."""
+    if isinstance(value, Namespace):
+        for key, child in vars(value).items():
+            if key == "class_path" and isinstance(child, str):
+                setattr(value, key, moved.current_path(child))
+            else:
+                current_class_paths(child)
+    elif isinstance(value, list):
+        for child in value:
+            current_class_paths(child)
+    return value

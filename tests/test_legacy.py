@@ -1,0 +1,128 @@
+"""Runs, configs and checkpoints written before the package layout of issue 26 keep working (tests/legacy, made
+with the code before the move: tests/legacy/make.py). Their class paths (primacy.model.SequenceModel, ...) resolve
+to the classes that live elsewhere now, the run tests, resumes bitwise and aggregates, and new runs name new paths."""
+
+import importlib
+import json
+import shutil
+import warnings
+
+import pytest
+import torch
+import yaml
+from conftest import QUIET, ROOT, TINY_RUNS
+from test_configs import TASK_SIZES
+
+from primacy import moved
+from primacy.cli import main
+from primacy.models.lists import SequenceModel
+
+LEGACY = ROOT / "tests" / "legacy"
+OLD_CONFIGS = sorted((LEGACY / "configs").glob("*.yaml"))
+# One old config per task names every old model, task and callback path; the others differ from them only in the
+# backbone (a short name, unchanged by the move) and run with -m slow.
+EVERY_OLD_PATH = ("quickstart", "quickstart-recall", "quickstart-reconstruction", "quickstart-free-recall",
+                  "induction-quickstart")
+
+
+@pytest.fixture
+def legacy_run(tmp_path):
+    """A copy of the run stopped at step 4 of 8 (its checkpoint, config.yaml and Δt history)."""
+    run = tmp_path / "legacy"
+    shutil.copytree(LEGACY / "run", run)
+    return run
+
+
+def with_run_dir(run) -> list[str]:
+    return ["--config", str(run / "config.yaml"), "--trainer.default_root_dir", str(run)]
+
+
+@pytest.mark.parametrize("old", sorted(moved.MOVED))
+def test_an_old_module_path_is_the_new_module_and_says_where_it_went(old):
+    new = importlib.import_module(moved.MOVED[old])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)  # imported fresh, or from sys.modules after a first import
+    assert module is new and module.__spec__.name == moved.MOVED[old]
+    if caught:  # the first import in this process warns; later ones find the module in sys.modules
+        assert f"{old} is now {moved.MOVED[old]}" in str(caught[0].message)
+        assert caught[0].category is FutureWarning
+
+
+def test_the_old_class_paths_of_the_configs_name_the_classes_of_now():
+    from primacy.callbacks.trackers import DtTracker
+    from primacy.models.free_recall import FreeRecallModel
+    from primacy.models.language import LanguageModel
+    from primacy.models.lists import RecallModel
+    from primacy.tasks.associative_recall import AssociativeRecallTask
+
+    old = {"primacy.model.SequenceModel": SequenceModel, "primacy.model.RecallModel": RecallModel,
+           "primacy.free_recall_model.FreeRecallModel": FreeRecallModel,
+           "primacy.language_model.LanguageModel": LanguageModel,
+           "primacy.tasks.recall.AssociativeRecallTask": AssociativeRecallTask,
+           "primacy.callbacks.DtTracker": DtTracker}
+    for path, cls in old.items():
+        module, _, name = path.rpartition(".")
+        assert getattr(importlib.import_module(module), name) is cls, path
+        assert moved.current_path(path) == f"{cls.__module__}.{name}" or module == "primacy.callbacks"
+
+
+def test_load_from_checkpoint_of_an_old_run_returns_the_class_of_now():
+    model = SequenceModel.load_from_checkpoint(LEGACY / "run" / "checkpoints" / "last.ckpt", map_location="cpu")
+    assert type(model) is SequenceModel and type(model).__module__ == "primacy.models.lists"
+
+
+def test_an_old_run_tests_and_then_aggregates(legacy_run, tmp_path, capsys):
+    main(["test", *with_run_dir(legacy_run), "--ckpt_path", str(legacy_run / "checkpoints" / "last.ckpt")])
+    summary = json.loads((legacy_run / "results" / "summary.json").read_text())
+    assert summary["n_items"] == 4 and summary["backbone"] == "S4DBackbone"
+    assert 0.0 <= summary["overall_accuracy"] <= 1.0 and len(summary["serial_position_curve"]) == 4
+    main(["aggregate", str(legacy_run), "--out", str(tmp_path / "mean")])
+    aggregated = json.loads((tmp_path / "mean" / "summary.json").read_text())
+    assert aggregated["n_runs"] == 1
+    assert aggregated["overall_accuracy"]["mean"] == pytest.approx(summary["overall_accuracy"])
+
+
+def test_an_old_run_resumes_bitwise_to_the_end_the_old_code_reached(legacy_run, caplog):
+    """straight.ckpt is the uninterrupted run of the old code: the resumed run of the new code ends in its state, Δt
+    history included (the DtTracker's state key is its class name, unchanged)."""
+    main(["fit", *with_run_dir(legacy_run), "--test_after_fit", "false"])
+    assert "Resuming the unfinished run" in caplog.text
+    resumed = torch.load(legacy_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    expected = torch.load(LEGACY / "straight.ckpt", map_location="cpu", weights_only=True)
+    assert resumed["global_step"] == expected["global_step"] == 8
+    assert resumed["state_dict"].keys() == expected["state_dict"].keys()
+    for key, value in expected["state_dict"].items():
+        assert torch.equal(resumed["state_dict"][key], value), key
+    for ours, theirs in zip(resumed["optimizer_states"][0]["state"].values(),
+                            expected["optimizer_states"][0]["state"].values()):
+        assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
+    assert resumed["lr_schedulers"] == expected["lr_schedulers"]
+    tracker = next(state for key, state in resumed["callbacks"].items() if key.startswith("DtTracker"))
+    old_tracker = next(state for key, state in expected["callbacks"].items() if key.startswith("DtTracker"))
+    assert tracker["steps"] == old_tracker["steps"] == [0, 2, 4, 6, 8]
+    assert tracker["values"] == old_tracker["values"]  # every channel's Δt at each of those steps
+
+
+def test_a_new_run_writes_the_new_class_paths(tmp_path):
+    run = tmp_path / "new"
+    main(["fit", *TINY_RUNS["verification"], "--trainer.default_root_dir", str(run), "--trainer.max_steps", "2",
+          "--test_after_fit", "false"])
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["model"]["class_path"] == "primacy.models.lists.SequenceModel"
+    assert config["trainer"]["callbacks"][0]["class_path"] == "primacy.callbacks.trackers.DtTracker"
+    assert config["data"]["class_path"] == "primacy.tasks.verification.VerificationTask"
+
+
+@pytest.mark.parametrize("config", [pytest.param(p, id=p.stem, marks=() if p.stem in EVERY_OLD_PATH else pytest.mark.slow)
+                                    for p in OLD_CONFIGS])
+def test_an_old_config_runs_one_batch(config, tmp_path):
+    task = yaml.safe_load(config.read_text())["data"]["class_path"].rsplit(".", 1)[-1]
+    main(["fit", "--config", str(config), *QUIET, "--trainer.default_root_dir", str(tmp_path / "run"),
+          "--trainer.accelerator", "cpu", "--trainer.max_steps", "1", "--trainer.val_check_interval", "1",
+          "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2",
+          "--trainer.num_sanity_val_steps", "0", "--data.init_args.batch_size", "4", *TASK_SIZES[task],
+          "--results.formats", "[png]"])
+    assert (tmp_path / "run" / "results" / "summary.json").is_file()
+    written = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert not any(written["model"]["class_path"].startswith(old + ".") for old in moved.MOVED)

@@ -52,7 +52,7 @@ PROG = "benchmarks/gpu.py"
 NO_CUDA = "no CUDA device: nothing to benchmark (use --device cpu --scale cpu to test the script)"
 PRECISIONS = ("32", "bf16-mixed")
 # Every paper config (configs/paper/NAME.yaml) and its CPU-scale twin, relative to configs/ (the same panel at a
-# quarter of the list length; primacy.workflows.figures.FIGURES pairs the figure panels the same way).
+# quarter of the list length; primacy.workflows.pages.FIGURES pairs the figure panels the same way).
 TWINS = {
     "fig3a-s4-legs-L128": "cpu/fig3a-s4-legs-L32",
     "fig3b-hippo-legs-L128": "cpu/fig3b-hippo-legs-L32",

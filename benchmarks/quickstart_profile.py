@@ -49,13 +49,12 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loops.fetchers import _PrefetchDataFetcher
 
-from primacy.cli import console
-from primacy import files
-from primacy.figures import plots
-from primacy.rundir import results
+from primacy import figures, files
 from primacy.callbacks.checkpointing import rng_states, set_rng_states
+from primacy.cli import console
 from primacy.cli.lightning import PrimacyCLI
 from primacy.models.optim import param_groups, warmup_cosine
+from primacy.rundir import results
 from primacy.tasks.verification import CyclicDesign
 
 _T_IMPORTED = time.perf_counter()
@@ -288,8 +287,9 @@ def timed_cli(watch: Stopwatch, timer: PhaseTimer) -> type[PrimacyCLI]:
 
 def instrument_modules(watch: Stopwatch) -> None:
     """Module-level functions the callbacks call through their module, and classes every loader uses."""
-    for name in ("heatmap", "contiguity", "dt_trajectory", "dt_histogram"):
-        patch(plots, name, watch, "figures: draw")
+    for module, name in ((figures.accuracy, "heatmap"), (figures.accuracy, "contiguity"),
+                         (figures.dt, "dt_trajectory"), (figures.dt, "dt_histogram")):
+        patch(module, name, watch, "figures: draw")
     patch(files, "save_figure", watch, "figures: save")
     for name in ("write", "write_dt_history", "summary"):
         patch(results, name, watch, "result files")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from primacy.errors import UsageError
 
@@ -14,6 +16,14 @@ def positive(**values: int) -> None:
     for name, value in values.items():
         if value < 1:
             raise UsageError(f"{name}={value} is invalid: it must be at least 1")
+
+
+def one_of(name: str, value: Any, allowed: Iterable[Any]) -> Any:
+    """``value`` if it is one of ``allowed``; otherwise a UsageError naming the setting and every allowed value."""
+    allowed = list(allowed)
+    if value not in allowed:
+        raise UsageError(f"{name}={value!r} is unknown: choose one of {', '.join(repr(a) for a in allowed)}")
+    return value
 
 
 def finite(**values: float) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 import os
 import secrets
 from collections.abc import Iterator
@@ -65,8 +67,32 @@ def write_text(path: str | Path, text: str) -> Path:
     return Path(path)
 
 
+def plain(value: Any) -> Any:
+    """``value`` as JSON holds it: NaN and infinities become null, numpy numbers and arrays Python numbers and lists,
+    tuples lists; dicts and lists recursively."""
+    if isinstance(value, dict):
+        return {key: plain(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return plain(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def write_json(path: str | Path, content: Any) -> Path:
+    """``content`` (through ``plain``) as indented JSON to ``path`` atomically; returns the path."""
+    return write_text(path, json.dumps(plain(content), indent=2, allow_nan=False) + "\n")
+
+
 def write_csv(path: str | Path, rows: list[dict[str, Any]]) -> Path:
-    """A table, one dict per row with the first row's keys as the header, to ``path`` atomically; returns the path."""
+    """A table, one dict per row with the first row's keys as the header, to ``path`` atomically, lines ending in
+    \\n; returns the path. Every CSV primacy writes goes through here."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()

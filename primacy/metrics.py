@@ -9,7 +9,7 @@ from torchmetrics import Metric
 
 from primacy.analysis.free_recall import FreeRecallCounts, free_recall_counts, recall_positions
 from primacy.analysis.serial_position import expected_contiguity_hits, summarize
-from primacy.checks import fits_in_memory
+from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
 
 
@@ -76,8 +76,7 @@ class StudyQueryAccuracy(Metric):
 
     def __init__(self, n_items: int, delays: list[int] | None = None) -> None:
         super().__init__()
-        if n_items < 1:
-            raise UsageError(f"n_items={n_items} is invalid: it must be at least 1")
+        positive(n_items=n_items)
         if delays is not None and (not delays or sorted(set(delays)) != list(delays) or min(delays) < 0):
             raise UsageError(f"delays={delays} is invalid: give distinct delays >= 0 in increasing order (or null)")
         self.n_items = n_items
@@ -211,8 +210,7 @@ class FreeRecallStats(Metric):
 
     def __init__(self, n_items: int) -> None:
         super().__init__()
-        if n_items < 1:
-            raise UsageError(f"n_items={n_items} is invalid: it must be at least 1")
+        positive(n_items=n_items)
         self.n_items = n_items
         lags = 2 * n_items - 1
         sizes = {"lists": (), "spc": (n_items,), "first_recall": (n_items,), "lag_actual": (lags,),

@@ -115,13 +115,13 @@ def test_cmr_is_fitted_to_the_mean_lag_crp_and_to_each_run(tmp_path):
 
 def test_the_figure_draws_the_mean_curves_with_their_bands_and_the_fits_of_the_mean(tmp_path, monkeypatch):
     calls = []
-    draw = aggregate_module.plots.free_recall
+    draw = aggregate_module.figures.free_recall.free_recall
 
     def recording(spc, pfr, lags, lag_crp, title="", cmr=(), se=None):
         calls.append((spc, pfr, lags, lag_crp, title, cmr, se))
         return draw(spc, pfr, lags, lag_crp, title, cmr, se)
 
-    monkeypatch.setattr(aggregate_module.plots, "free_recall", recording)
+    monkeypatch.setattr(aggregate_module.figures.free_recall, "free_recall", recording)
     runs = [fake_run(tmp_path, f"seed{seed}", seed, n_lists=400) for seed in range(3)]
     summary = aggregate(runs, tmp_path / "agg")
     [(spc, pfr, lags, lag_crp, title, cmr, se)] = calls
@@ -234,7 +234,7 @@ def test_the_cmr_fit_is_drawn_without_a_line_across_lag_zero():
     lags = np.arange(-(L_ITEMS - 1), L_ITEMS)
     lag_crp = np.where(lags == 0, np.nan, np.exp(-np.abs(lags)))
     fit_lags = np.array([-2, -1, 1, 2])
-    fig = aggregate_module.plots.free_recall(np.full(L_ITEMS, 0.5), np.full(L_ITEMS, 1 / L_ITEMS), lags, lag_crp,
+    fig = aggregate_module.figures.free_recall.free_recall(np.full(L_ITEMS, 0.5), np.full(L_ITEMS, 1 / L_ITEMS), lags, lag_crp,
                                              cmr=[("CMR paper (d = 0.001)", fit_lags, np.array([0.1, 0.3, 0.5, 0.2]))])
     line = next(line for line in fig.axes[2].lines if line.get_label().startswith("CMR"))
     x, y = line.get_xdata(), line.get_ydata()

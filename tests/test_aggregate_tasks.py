@@ -109,14 +109,14 @@ def test_the_serial_position_curve_by_delay_is_averaged_over_seeds(tmp_path):
 @pytest.mark.parametrize("condition", ["forward", "cued"])
 def test_the_heatmap_of_forward_reconstruction_is_the_delay_figure(tmp_path, monkeypatch, condition):
     titles = []
-    delay_heatmap = aggregate_module.plots.delay_heatmap
+    delay_heatmap = aggregate_module.figures.accuracy.delay_heatmap
 
     def recording(delays, curves, title="", se=None):
         titles.append(title)
         assert se is not None and np.asarray(curves).shape == (len(DELAYS), L_ITEMS)
         return delay_heatmap(delays, curves, title, se)
 
-    monkeypatch.setattr(aggregate_module.plots, "delay_heatmap", recording)
+    monkeypatch.setattr(aggregate_module.figures.accuracy, "delay_heatmap", recording)
     settings = {**RECONSTRUCTION, "condition": condition,
                 "data_args": {**RECONSTRUCTION["data_args"], "condition": condition}}
     runs = [fake_run(tmp_path, name, seed, settings) for seed, name in enumerate("ab")]
@@ -134,13 +134,13 @@ def test_the_heatmap_of_forward_reconstruction_is_the_delay_figure(tmp_path, mon
 
 def test_recall_runs_aggregate_with_none_on_the_heatmap(tmp_path, monkeypatch):
     calls = []
-    heatmap = aggregate_module.plots.heatmap
+    heatmap = aggregate_module.figures.accuracy.heatmap
 
     def recording(matrix, distractor, title="", **kwargs):
         calls.append((title, kwargs))
         return heatmap(matrix, distractor, title, **kwargs)
 
-    monkeypatch.setattr(aggregate_module.plots, "heatmap", recording)
+    monkeypatch.setattr(aggregate_module.figures.accuracy, "heatmap", recording)
     runs = [fake_run(tmp_path, name, seed, RECALL, delays=None) for seed, name in enumerate("abc")]
     summary = aggregate(runs, tmp_path / "agg")
     assert "delays" not in summary and "serial_position_by_delay" not in summary
@@ -158,8 +158,8 @@ def test_old_verification_summaries_without_a_task_aggregate_with_new_ones(tmp_p
     assert "task" not in json.loads((old / "results" / "summary.json").read_text())
     new = fake_run(tmp_path, "new", 1, VERIFICATION, delays=None)
     labels = []
-    heatmap = aggregate_module.plots.heatmap
-    monkeypatch.setattr(aggregate_module.plots, "heatmap",
+    heatmap = aggregate_module.figures.accuracy.heatmap
+    monkeypatch.setattr(aggregate_module.figures.accuracy, "heatmap",
                         lambda *args, **kwargs: labels.append(kwargs) or heatmap(*args, **kwargs))
     summary = aggregate([old, new], tmp_path / "agg")
     assert summary["n_runs"] == 2 and summary["settings"]["task"] == "verification" and "delays" not in summary

@@ -132,9 +132,9 @@ def test_sampled_recall_depends_on_each_list_and_seed_not_on_batching():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"loss": "hungarian"}, "loss='hungarian' is not known: choose from set_mass, uniform"),
-    ({"teacher_forcing": "model"}, "teacher_forcing='model' is not known: choose from sampled, greedy"),
-    ({"decoding": "beam"}, "decoding='beam' is not known: choose from greedy, sampled"),
+    ({"loss": "hungarian"}, "loss='hungarian' is unknown: choose one of 'set_mass', 'uniform'"),
+    ({"teacher_forcing": "model"}, "teacher_forcing='model' is unknown: choose one of 'sampled', 'greedy'"),
+    ({"decoding": "beam"}, "decoding='beam' is unknown: choose one of 'greedy', 'sampled'"),
     ({"temperature": 0.0}, "temperature=0.0 is invalid: it must be > 0"),
     ({"vocab_size": 5}, "vocab_size=5 is too small for n_items=4"),
 ])

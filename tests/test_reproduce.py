@@ -16,7 +16,7 @@ from conftest import ROOT
 
 from primacy.cli import main
 from primacy.workflows import launchers
-from primacy.workflows.figures import FIGURES
+from primacy.workflows.pages import FIGURES
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
 TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",

@@ -2,8 +2,8 @@
 from the same command and ends bitwise equal to an uninterrupted run, for every task; last.ckpt holds the final step."""
 
 import json
-import shutil
 import os
+import shutil
 import signal
 import subprocess
 import sys

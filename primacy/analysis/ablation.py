@@ -23,6 +23,7 @@ from torch import nn
 
 from primacy.analysis.head_model import Head, HeadModel, head_model
 from primacy.backbones.transformer import TransformerBackbone
+from primacy.checks import positive
 from primacy.errors import UsageError
 from primacy.tasks.prompts import repeated_prompt
 
@@ -107,8 +108,7 @@ def paired_stats(first: np.ndarray | torch.Tensor, second: np.ndarray | torch.Te
         raise UsageError(f"first {a.shape} and second {b.shape} are invalid: they must be 1-D of the same length")
     if len(a) < 2:
         raise UsageError(f"{len(a)} pairs are too few: paired statistics need at least 2")
-    if resamples < 1:
-        raise UsageError(f"resamples={resamples} is invalid: it must be at least 1")
+    positive(resamples=resamples)
     d = b - a  # n
     n = len(d)
     rng = np.random.default_rng(seed)
@@ -183,8 +183,7 @@ def ablation_study(
         raise UsageError(f"ranked_heads={ranked} is invalid: it names a head more than once")
     if not 0 < fraction <= 1:
         raise UsageError(f"fraction={fraction} is invalid: it must lie in (0, 1]")
-    if n_random < 1:
-        raise UsageError(f"n_random={n_random} is invalid: it must be at least 1")
+    positive(n_random=n_random)
     if len(tokens) < 2:
         raise UsageError(f"tokens has {len(tokens)} sequences: paired statistics need at least 2")
     if early is None or late is None:

@@ -23,6 +23,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from primacy.analysis.head_model import Head, OVCircuit
+from primacy.checks import one_of
 from primacy.errors import UsageError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -244,10 +245,8 @@ def load_pretrained(name: str, revision: str | None = None, dtype: str = "float3
     """A causal LM from a hub id or local directory, with eager attention, its tokenizer's vocabulary (or the
     config's without one); every failure is a one-line UsageError naming the parameter."""
     transformers = transformers_module()
-    if dtype not in DTYPES:
-        raise UsageError(f"dtype={dtype} is unknown: choose one of {', '.join(DTYPES)}")
-    if device not in DEVICES:
-        raise UsageError(f"device={device} is unknown: choose one of {', '.join(DEVICES)}")
+    one_of("dtype", dtype, DTYPES)
+    one_of("device", device, DEVICES)
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda is invalid: this machine has no CUDA device, use --device cpu")
     check_source(name)

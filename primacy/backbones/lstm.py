@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
-from primacy.checks import fits_in_memory
+from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 
 GateInit = Literal["chrono", "unit_forget", "pytorch"]
@@ -44,12 +44,8 @@ class LSTMBackbone(Backbone):
         output_block: bool = False,
     ) -> None:
         super().__init__()
-        if d_model < 1:
-            raise UsageError(f"d_model={d_model} is invalid: it must be at least 1")
-        if n_layers < 1:
-            raise UsageError(f"n_layers={n_layers} is invalid: it must be at least 1")
-        if gate_init not in _GATE_INITS:
-            raise UsageError(f"gate_init={gate_init!r} is unknown: choose one of {', '.join(_GATE_INITS)}")
+        positive(d_model=d_model, n_layers=n_layers)
+        one_of("gate_init", gate_init, _GATE_INITS)
         if max_timescale is not None and gate_init != "chrono":
             raise UsageError(
                 f"max_timescale={max_timescale} is only used by gate_init='chrono' (got gate_init={gate_init!r}): "

@@ -7,7 +7,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from primacy.backbones.ssm_block import SSMBlock, choose
+from primacy.backbones.ssm_block import SSMBlock
+from primacy.checks import one_of
 from primacy.ssm.dplr import bilinear_halves, dplr_kernel
 from primacy.ssm.hippo import MEASURES, nplr
 from primacy.ssm.timescale import DtTransform
@@ -55,7 +56,7 @@ class S4Backbone(SSMBlock):
         super().__init__()
         self._check_common(d_model, d_state, dt_min, dt_max, dt_transform, lr_dynamics)
         self.d_model, self.d_state = d_model, d_state
-        self.measure = choose("measure", measure, MEASURES)
+        self.measure = one_of("measure", measure, MEASURES)
         pairs = d_state // 2
 
         lam, p, b, _ = nplr(measure, d_state)

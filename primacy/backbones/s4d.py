@@ -8,7 +8,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from primacy.backbones.ssm_block import SSMBlock, choose
+from primacy.backbones.ssm_block import SSMBlock
+from primacy.checks import one_of
 from primacy.ssm.diagonal import Discretization, discretize, log_discrete, vandermonde
 from primacy.ssm.hippo import nplr
 from primacy.ssm.timescale import DtTransform
@@ -47,8 +48,8 @@ class S4DBackbone(SSMBlock):
         super().__init__()
         self._check_common(d_model, d_state, dt_min, dt_max, dt_transform, lr_dynamics)
         self.d_model, self.d_state = d_model, d_state
-        self.init = choose("init", init, ("legs", "lin"))
-        self.discretization = choose("discretization", discretization, ("bilinear", "zoh"))
+        self.init = one_of("init", init, ("legs", "lin"))
+        self.discretization = one_of("discretization", discretization, ("bilinear", "zoh"))
         pairs = d_state // 2
 
         if init == "legs":

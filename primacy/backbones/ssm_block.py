@@ -9,16 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
-from primacy.checks import fits_in_memory
+from primacy.checks import fits_in_memory, one_of
 from primacy.errors import UsageError
 from primacy.ssm.diagonal import causal_conv
 from primacy.ssm.timescale import DT_TRANSFORMS, DtTransform, check_dt_range, dt_to_raw, init_dt, raw_to_dt
-
-
-def choose(name: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise UsageError(f"{name}={value!r} is unknown: choose one of {', '.join(allowed)}")
-    return value
 
 
 class SSMBlock(Backbone):
@@ -39,7 +33,7 @@ class SSMBlock(Backbone):
         if d_state < 2 or d_state % 2:
             raise UsageError(f"d_state={d_state} is invalid: it must be even and at least 2 (conjugate pairs)")
         check_dt_range(dt_min, dt_max)
-        choose("dt_transform", dt_transform, DT_TRANSFORMS)
+        one_of("dt_transform", dt_transform, DT_TRANSFORMS)
         if lr_dynamics is not None and lr_dynamics <= 0:
             raise UsageError(f"lr_dynamics={lr_dynamics} is invalid: it must be positive or null")
         fits_in_memory("the layer's weights", 4 * (2 * d_model**2 + 4 * d_model * d_state), d_model=d_model,

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
-from primacy.checks import fits_in_memory
+from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 
 Positional = Literal["sinusoidal", "learned"]
@@ -170,9 +170,7 @@ class TransformerBackbone(Backbone):
         layer_norm: bool = True,
     ) -> None:
         super().__init__()
-        for name, value in (("d_model", d_model), ("n_layers", n_layers), ("n_heads", n_heads)):
-            if value < 1:
-                raise UsageError(f"{name}={value} is invalid: it must be at least 1")
+        positive(d_model=d_model, n_layers=n_layers, n_heads=n_heads)
         if d_model % n_heads:
             raise UsageError(f"d_model={d_model} is invalid with n_heads={n_heads}: it must be divisible by n_heads")
         if d_ff is not None and not mlp:
@@ -181,8 +179,7 @@ class TransformerBackbone(Backbone):
             raise UsageError(f"d_ff={d_ff} is invalid: it must be at least 1 (or null for 4·d_model)")
         if not 0 <= dropout < 1:
             raise UsageError(f"dropout={dropout} is invalid: it must lie in [0, 1)")
-        if positional not in _POSITIONALS:
-            raise UsageError(f"positional={positional!r} is unknown: choose one of {', '.join(_POSITIONALS)}")
+        one_of("positional", positional, _POSITIONALS)
         if positional == "learned" and (max_length is None or max_length < 1):
             raise UsageError(f"max_length={max_length} is invalid for learned positions: give the longest input length")
         if positional == "sinusoidal" and max_length is not None:

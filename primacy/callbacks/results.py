@@ -5,14 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning as L
-import matplotlib.pyplot as plt
 import numpy as np
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import WandbLogger
+from matplotlib.figure import Figure
 
-from primacy import files
-from primacy.figures import plots
-from primacy.figures.plots import describe
+from primacy import figures
 from primacy.metrics import FreeRecallStats, StudyQueryAccuracy
 from primacy.rundir import results
 from primacy.rundir.layout import run_dir
@@ -55,11 +53,11 @@ class ResultsWriter(Callback):
         out = run_dir(trainer) / "results"
         _announce_replacing(out)
         content = results.write(out, result, settings)
-        self._draw(result, content, settings, [out / f"heatmap.{fmt}" for fmt in self.formats])
+        figures.save(self._heatmap(result, content, settings), out / "heatmap", self.formats, self.dpi)
         if "serial_position_by_delay" in result:
-            self._draw(result, content, settings, [out / f"delay_heatmap.{fmt}" for fmt in self.formats],
-                       by_delay=True)
-        self._draw_contiguity(result, settings, [out / f"contiguity.{fmt}" for fmt in self.formats])
+            figures.save(self._heatmap(result, content, settings, by_delay=True), out / "delay_heatmap", self.formats,
+                         self.dpi)
+        figures.save(self._contiguity(result, settings), out / "contiguity", self.formats, self.dpi)
 
     def _write_free_recall(self, trainer: L.Trainer, pl_module: L.LightningModule, recall: FreeRecallStats) -> None:
         counts, study, recalls = recall.compute()  # syncs across processes: every list, in test order
@@ -69,19 +67,16 @@ class ResultsWriter(Callback):
         out, settings = run_dir(trainer) / "results", run_settings(trainer, pl_module)
         _announce_replacing(out)
         content = results.write_free_recall(out, counts, study, recalls, settings, run_dir(trainer).name, loss)
-        self._draw_free_recall(content, settings, [out / f"free_recall.{fmt}" for fmt in self.formats])
+        figures.save(self._free_recall(content, settings), out / "free_recall", self.formats, self.dpi)
 
-    def _draw_free_recall(self, content: dict, settings: dict, paths: list[Path]) -> None:
+    def _free_recall(self, content: dict, settings: dict) -> Figure:
         """The serial-position, first-recall and lag-CRP curves of a free-recall summary, its CMR fits overlaid."""
         curves = (np.array(content[k], dtype=float)  # null (never possible) -> NaN
                   for k in ("serial_position_curve", "first_recall_curve", "lag_crp_lags", "lag_crp"))
-        title = (f"{describe(settings)} · {content['n_lists']} lists (test)\n" +
-                 plots.recall_line(settings["n_items"], content["mean_recalled"], content["intrusion_rate"],
-                                   content["repetition_rate"]))
-        fig = plots.free_recall(*curves, title, plots.cmr_overlays(content["cmr_fit"]))
-        for path in paths:
-            files.save_figure(fig, path, dpi=self.dpi)
-        plt.close(fig)
+        title = (f"{figures.style.describe(settings)} · {content['n_lists']} lists (test)\n" +
+                 figures.style.recall_line(settings["n_items"], content["mean_recalled"], content["intrusion_rate"],
+                                           content["repetition_rate"]))
+        return figures.free_recall.free_recall(*curves, title, figures.free_recall.cmr_overlays(content["cmr_fit"]))
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if _matrix_metric(pl_module, "test") is not None or not trainer.is_global_zero:
@@ -104,36 +99,29 @@ class ResultsWriter(Callback):
         if not trainer.is_global_zero:
             return
         settings = run_settings(trainer, pl_module)
-        path = run_dir(trainer) / "results" / "val_heatmap.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._draw(result, results.summary(result, settings), settings, [path],
-                   f"validation, step {trainer.global_step}")
+        fig = self._heatmap(result, results.summary(result, settings), settings,
+                            f"validation, step {trainer.global_step}")
+        [path] = figures.save(fig, run_dir(trainer) / "results" / "val_heatmap", ["png"], self.dpi)
         if isinstance(trainer.logger, WandbLogger):
             trainer.logger.log_image("val/heatmap", [str(path)], step=trainer.global_step)
 
-    def _draw(self, result: dict, content: dict, settings: dict, paths: list[Path], stage: str = "test",
-              by_delay: bool = False) -> None:
+    def _heatmap(self, result: dict, content: dict, settings: dict, stage: str = "test",
+                 by_delay: bool = False) -> Figure:
         """The Fig. 3 heatmap, or with ``by_delay`` the serial-position curve by delay, which is also the heatmap of
         forward reconstruction (its study x query matrix is only a diagonal)."""
-        title = (f"{describe(settings)} · {content['n_sets']} sets ({stage})\n"
+        title = (f"{figures.style.describe(settings)} · {content['n_sets']} sets ({stage})\n"
                  f"accuracy {content['overall_accuracy']:.3f} · early−late {content['early_minus_late']:+.3f}")
         if by_delay or (settings["condition"] == "forward" and "serial_position_by_delay" in result):
-            fig = plots.delay_heatmap(np.asarray(result["delays"]), np.asarray(result["serial_position_by_delay"]),
-                                      title)
-        else:
-            fig = plots.heatmap(np.asarray(result["matrix"]), np.asarray(result["distractor_accuracy_by_query"]), title,
-                                distractor_label=plots.distractor_label(settings.get("task")))
-        for path in paths:
-            files.save_figure(fig, path, dpi=self.dpi)
-        plt.close(fig)
+            return figures.accuracy.delay_heatmap(np.asarray(result["delays"]),
+                                                  np.asarray(result["serial_position_by_delay"]), title)
+        matrix, distractor = np.asarray(result["matrix"]), np.asarray(result["distractor_accuracy_by_query"])
+        return figures.accuracy.heatmap(matrix, distractor, title,
+                                        distractor_label=figures.style.distractor_label(settings.get("task")))
 
-    def _draw_contiguity(self, result: dict, settings: dict, paths: list[Path]) -> None:
-        title = f"contiguity · {describe(settings)}"
-        fig = plots.contiguity(np.asarray(result["contiguity_lags"]), np.asarray(result["contiguity_curve"]),
-                               np.asarray(result["controlled_contiguity_curve"]), title)
-        for path in paths:
-            files.save_figure(fig, path, dpi=self.dpi)
-        plt.close(fig)
+    def _contiguity(self, result: dict, settings: dict) -> Figure:
+        title = f"contiguity · {figures.style.describe(settings)}"
+        curves = (np.asarray(result[k]) for k in ("contiguity_lags", "contiguity_curve", "controlled_contiguity_curve"))
+        return figures.accuracy.contiguity(*curves, title)
 
 
 def _announce_replacing(out: Path) -> None:

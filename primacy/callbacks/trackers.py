@@ -8,24 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
-from primacy import files
+from primacy import figures, files
 from primacy.analysis.cmr.fits import FIT_LAGS, fit_cmr, is_flat
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import EMERGED
 from primacy.analysis.head_model import RunHeads
 from primacy.analysis.heads import attention_lag_crp, induction_score
 from primacy.backbones.transformer import TransformerBackbone
-from primacy.checks import figure_formats, fits_in_memory
+from primacy.checks import figure_formats, fits_in_memory, positive
 from primacy.errors import UsageError
-from primacy.figures import heads as head_figures
-from primacy.figures import plots
 from primacy.rundir import results
 from primacy.rundir.layout import run_dir
 from primacy.tasks.prompts import BOS, repeated_prompt
@@ -38,8 +35,7 @@ class TrainingRecorder(Callback, ABC):
 
     def __init__(self, every_n_steps: int) -> None:
         super().__init__()
-        if every_n_steps < 1:
-            raise UsageError(f"every_n_steps={every_n_steps} is invalid: it must be at least 1")
+        positive(every_n_steps=every_n_steps)
         self.every_n_steps = every_n_steps
         self.steps: list[int] = []
 
@@ -111,11 +107,10 @@ class DtTracker(TrainingRecorder):
         steps, dt = np.asarray(self.steps), np.stack(self.values)  # S, S C
         results.write_dt_history(out / "dt_history.npz", steps, dt, self.layers, self.channels)
         name = type(pl_module.backbone).__name__
-        for fig, file in ((plots.dt_trajectory(steps, dt, f"{name}: Δt over training"), "dt_trajectory.png"),
-                          (plots.dt_histogram(dt[0], dt[-1], f"{name}: Δt at step {steps[0]} and {steps[-1]}"),
-                           "dt_histogram.png")):
-            files.save_figure(fig, out / file, dpi=self.dpi)
-            plt.close(fig)
+        figures.save(figures.dt.dt_trajectory(steps, dt, f"{name}: Δt over training"), out / "dt_trajectory",
+                     ["png"], self.dpi)
+        figures.save(figures.dt.dt_histogram(dt[0], dt[-1], f"{name}: Δt at step {steps[0]} and {steps[-1]}"),
+                     out / "dt_histogram", ["png"], self.dpi)
 
     def state_dict(self) -> dict[str, Any]:
         return {"steps": list(self.steps), "values": [v.tolist() for v in self.values],
@@ -152,10 +147,7 @@ class HeadScoreTracker(TrainingRecorder):
         if n_items is not None and n_items < 1:
             raise UsageError(f"n_items={n_items} is invalid: it must be at least 1 (or null for the task's "
                              "prompt_items)")
-        if prompts < 1:
-            raise UsageError(f"prompts={prompts} is invalid: it must be at least 1")
-        if dpi < 1:
-            raise UsageError(f"dpi={dpi} is invalid: it must be at least 1")
+        positive(prompts=prompts, dpi=dpi)
         figure_formats(formats)
         self.n_items, self.prompts, self.seed = n_items, prompts, seed
         self.formats, self.dpi = list(formats), dpi
@@ -243,10 +235,8 @@ class HeadScoreTracker(TrainingRecorder):
                        prompt_seed=np.int64(self.seed), first_induction_step=np.int64(-1 if first is None else first))
         title = (f"{type(pl_module.backbone).__name__}: heads on [BOS] r r (n = {self.n}, {self.prompts} prompts) "
                  "over training")
-        fig = head_figures.head_history(steps, induction, distance, peak, first, title)
-        for fmt in self.formats:
-            files.save_figure(fig, out / f"head_history.{fmt}", dpi=self.dpi)
-        plt.close(fig)
+        figures.save(figures.heads.head_history(steps, induction, distance, peak, first, title), out / "head_history",
+                     self.formats, self.dpi)
 
     def first_induction_step(self) -> int | None:
         """The first recorded step at which some head's induction score is at least 0.5; None if none."""

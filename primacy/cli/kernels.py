@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
-from primacy import files
+from primacy import figures
 from primacy.checks import figure_path, fits_in_memory, positive
 from primacy.errors import ArgumentParser, UsageError
-from primacy.figures import plots
 from primacy.ssm.dense import impulse_responses
 from primacy.ssm.hippo import MEASURES, hippo
 
@@ -33,6 +33,8 @@ def command(args: list[str]) -> None:
     figure_path("out", options.out)
     a, b = hippo(options.measure, options.state_size)
     curves = {dt: tuple(x.numpy() for x in impulse_responses(a, b, dt, options.length)) for dt in options.dt}
-    fig = plots.kernel_discrepancy(curves, options.degrees, f"HiPPO-{options.measure}, N = {options.state_size}")
-    files.save_figure(fig, options.out, dpi=150)
+    title = f"HiPPO-{options.measure}, N = {options.state_size}"
+    fig = figures.kernels.kernel_discrepancy(curves, options.degrees, title)
+    out = Path(options.out)
+    figures.save(fig, out.with_suffix(""), [out.suffix.removeprefix(".")])
     print(f"wrote {options.out}")

@@ -17,8 +17,8 @@ from primacy.errors import ArgumentParser, UsageError
 from primacy.rundir.checkpoints import check_checkpoint
 from primacy.rundir.resume import last_checkpoint
 from primacy.workflows import launchers
-from primacy.workflows.figures import FIGURES, SCALES, FigureSpec, draw
 from primacy.workflows.launchers import RunJob, SlurmOptions, state_file
+from primacy.workflows.pages import FIGURES, SCALES, FigureSpec, draw
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # the repository's configs/ (an editable install)
 RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args.seed")  # set per run

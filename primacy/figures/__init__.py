@@ -1,0 +1,32 @@
+"""Every figure builder: pure functions from results to matplotlib figures, one module per kind of figure, and
+``save``, the one way a figure reaches files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are written to files; no display is needed
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from primacy import files  # noqa: E402
+
+FORMATS = ("png", "pdf")  # what results and pages are written in unless asked otherwise
+DPI = 150
+
+
+def save(fig: Figure, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = DPI) -> list[Path]:
+    """``fig`` written atomically to ``stem``.<format> for every format, then closed (also when a write fails)."""
+    stem = Path(stem)
+    try:
+        return [files.save_figure(fig, stem.parent / f"{stem.name}.{fmt}", dpi=dpi) for fmt in formats]
+    finally:
+        plt.close(fig)
+
+
+# the builders, one module per kind of figure: figures.accuracy.heatmap(...), figures.style.describe(...), ...
+from primacy.figures import accuracy, dt, free_recall, heads, kernels, style  # noqa: E402, F401

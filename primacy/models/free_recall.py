@@ -37,7 +37,7 @@ from torchmetrics import MeanMetric
 from primacy.analysis.free_recall import PADDING, summarize
 from primacy.analysis.serial_position import position_indices
 from primacy.backbones.base import Backbone
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 from primacy.metrics import FreeRecallStats
 from primacy.models.base import TaskModel
@@ -47,11 +47,6 @@ LOSSES = ("set_mass", "uniform")
 TEACHER_FORCING = ("sampled", "greedy")
 DECODING = ("greedy", "sampled")
 SUMMARY_KEYS = ("mean_recalled", "intrusion_rate", "repetition_rate", "early_minus_late")
-
-
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise UsageError(f"{name}={value!r} is not known: choose from {', '.join(allowed)}")
 
 
 class FreeRecallModel(TaskModel):
@@ -95,9 +90,9 @@ class FreeRecallModel(TaskModel):
         positive(n_items=n_items)
         if not temperature > 0:
             raise UsageError(f"temperature={temperature} is invalid: it must be > 0")
-        _choice("loss", loss, LOSSES)
-        _choice("teacher_forcing", teacher_forcing, TEACHER_FORCING)
-        _choice("decoding", decoding, DECODING)
+        one_of("loss", loss, LOSSES)
+        one_of("teacher_forcing", teacher_forcing, TEACHER_FORCING)
+        one_of("decoding", decoding, DECODING)
         if vocab_size < n_items + 2:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: the model's tokens are "
                              f"the task's K = {vocab_size - 2} items, the cue and stop, and a list of distinct items "

@@ -3,9 +3,7 @@ free recall summary.json, free_recall.npz and free_recall.csv."""
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import zipfile
 import zlib
 from datetime import datetime
@@ -35,10 +33,6 @@ SCALAR_KEYS = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
                "primacy_index", "recency_index", "early_minus_late")
 
 
-def _json_number(x: float) -> float | None:
-    return None if math.isnan(x) else x  # JSON has no NaN
-
-
 def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """The summary.json content: scalars, curves, the number of test sets and the run's key settings.
 
@@ -48,19 +42,19 @@ def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """
     contiguity = {}
     if "contiguity_curve" in result:
-        contiguity = {"contiguity_curve": [_json_number(float(v)) for v in result["contiguity_curve"]],
+        contiguity = {"contiguity_curve": [files.plain(float(v)) for v in result["contiguity_curve"]],
                       "contiguity_lags": [int(d) for d in result["contiguity_lags"]]}
     if "controlled_contiguity_curve" in result:
-        contiguity["controlled_contiguity_curve"] = [_json_number(float(v))
+        contiguity["controlled_contiguity_curve"] = [files.plain(float(v))
                                                      for v in result["controlled_contiguity_curve"]]
     if "serial_position_by_delay" in result:
         contiguity["delays"] = [int(d) for d in result["delays"]]
-        contiguity["serial_position_by_delay"] = [[_json_number(float(v)) for v in row]
+        contiguity["serial_position_by_delay"] = [[files.plain(float(v)) for v in row]
                                                   for row in result["serial_position_by_delay"]]
-        contiguity["early_minus_late_by_delay"] = [_json_number(float(v)) for v in result["early_minus_late_by_delay"]]
+        contiguity["early_minus_late_by_delay"] = [files.plain(float(v)) for v in result["early_minus_late_by_delay"]]
     return {
-        **{k: _json_number(float(result[k])) for k in SCALAR_KEYS},
-        **{k: [_json_number(float(v)) for v in result[k]] for k in CURVE_KEYS},
+        **{k: files.plain(float(result[k])) for k in SCALAR_KEYS},
+        **{k: [files.plain(float(v)) for v in result[k]] for k in CURVE_KEYS},
         **contiguity,
         "n_sets": _n_sets(result),
         **settings,
@@ -112,13 +106,13 @@ def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any], loss
     curves = free_recall_curves(counts)
 
     def values(x: torch.Tensor) -> list[float | None]:
-        return [_json_number(float(v)) for v in x]
+        return [files.plain(float(v)) for v in x]
 
     return {
         "mean_recalled": curves.mean_recalled,
-        "intrusion_rate": _json_number(curves.intrusion_rate),
-        "repetition_rate": _json_number(curves.repetition_rate),
-        **{k: _json_number(v) for k, v in position_indices(curves.spc).items()},
+        "intrusion_rate": files.plain(curves.intrusion_rate),
+        "repetition_rate": files.plain(curves.repetition_rate),
+        **{k: files.plain(v) for k, v in position_indices(curves.spc).items()},
         "loss": loss,
         "serial_position_curve": values(curves.spc),
         "first_recall_curve": values(curves.pfr),
@@ -133,8 +127,8 @@ def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any], loss
 
 def cmr_fit_entry(lag_crp: np.ndarray, lags: np.ndarray) -> dict[str, Any]:
     """summary.json's ``cmr_fit`` of a lag-CRP (``fit_free_recall``): the ``lags`` fitted (FREE_RECALL_FIT_LAGS) and
-    for each variant its ``distance``, ``beta_enc``, ``beta_rec``, ``gamma_ft``, ``inv_temperature`` and the fitted ``curve`` on those
-    lags, or null where the lag-CRP has no fit (a lag never possible, or a flat curve)."""
+    for each variant its ``distance``, ``beta_enc``, ``beta_rec``, ``gamma_ft``, ``inv_temperature`` and the fitted
+    ``curve`` on those lags, or null where the lag-CRP has no fit (a lag never possible, or a flat curve)."""
     entry: dict[str, Any] = {"lags": [int(k) for k in FREE_RECALL_FIT_LAGS]}
     for variant, fit in fit_free_recall(lag_crp, lags).items():
         entry[variant] = None if fit is None else {
@@ -171,7 +165,7 @@ def write_summary(out_dir: str | Path, content: dict[str, Any]) -> dict[str, Any
     """Write ``content`` to <out_dir>/summary.json; returns it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files.write_text(out / "summary.json", json.dumps(content, indent=2) + "\n")
+    files.write_json(out / "summary.json", content)
     return content
 
 
@@ -179,15 +173,11 @@ def write_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -> None
     """Long format: one row per (study, query) cell, then one per query position for distractors (study_pos -1)."""
     hits, counts = arrays["hits"], arrays["counts"]
     n = hits.shape[0]
-    with files.atomic_path(path) as temp, temp.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["condition", "study_pos", "query_pos", "accuracy", "n"])
-        for i in range(n):
-            for j in range(n):
-                writer.writerow([condition, i, j, _ratio(hits[i, j], counts[i, j]), int(counts[i, j])])
-        for j in range(n):
-            d_hits, d_counts = arrays["distractor_hits"][j], arrays["distractor_counts"][j]
-            writer.writerow([condition, -1, j, _ratio(d_hits, d_counts), int(d_counts)])
+    rows = [{"condition": condition, "study_pos": i, "query_pos": j, "accuracy": _ratio(hits[i, j], counts[i, j]),
+             "n": int(counts[i, j])} for i in range(n) for j in range(n)]
+    rows += [{"condition": condition, "study_pos": -1, "query_pos": j, "accuracy": _ratio(h, c), "n": int(c)}
+             for j, (h, c) in enumerate(zip(arrays["distractor_hits"], arrays["distractor_counts"]))]
+    files.write_csv(path, rows)
 
 
 def write_contiguity_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -> None:
@@ -197,23 +187,18 @@ def write_contiguity_csv(path: Path, arrays: dict[str, np.ndarray], condition: s
     hits, counts = arrays["contiguity_hits"], arrays["contiguity_counts"]
     expected = arrays.get(EXPECTED_KEY)
     n = (counts.shape[0] + 1) // 2
-    with files.atomic_path(path) as temp, temp.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["condition", "lag", "accuracy", "controlled", "n"])
-        for index, (h, c) in enumerate(zip(hits, counts)):
-            controlled = "" if expected is None else _ratio(h - expected[index], c)
-            writer.writerow([condition, index - (n - 1), _ratio(h, c), controlled, int(c)])
+    files.write_csv(path, [{"condition": condition, "lag": index - (n - 1), "accuracy": _ratio(h, c),
+                            "controlled": "" if expected is None else _ratio(h - expected[index], c), "n": int(c)}
+                           for index, (h, c) in enumerate(zip(hits, counts))])
 
 
 def write_delay_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -> None:
     """Long format: one row per (delay, study position): the accuracy of the answers about that study position in the
     trials of that delay (over all query positions), empty where n = 0."""
-    with files.atomic_path(path) as temp, temp.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["condition", "delay", "study_pos", "accuracy", "n"])
-        for delay, hits, counts in zip(arrays["delays"], arrays["delay_hits"], arrays["delay_counts"]):
-            for i, (h, c) in enumerate(zip(hits, counts)):
-                writer.writerow([condition, int(delay), i, _ratio(h, c), int(c)])
+    files.write_csv(path, [{"condition": condition, "delay": int(delay), "study_pos": i, "accuracy": _ratio(h, c),
+                            "n": int(c)}
+                           for delay, hits, counts in zip(arrays["delays"], arrays["delay_hits"], arrays["delay_counts"])
+                           for i, (h, c) in enumerate(zip(hits, counts))])
 
 
 def _ratio(hits: float, count: float) -> str:

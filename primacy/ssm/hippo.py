@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from primacy.checks import one_of
 from primacy.errors import UsageError
 
 MEASURES = ("legs", "lagt", "fout")
@@ -27,8 +28,7 @@ LAGT_BETA = 0.01
 
 
 def _check(measure: str, n: int) -> None:
-    if measure not in MEASURES:
-        raise UsageError(f"measure={measure!r} is unknown: choose one of {', '.join(MEASURES)}")
+    one_of("measure", measure, MEASURES)
     if n < 1:
         raise UsageError(f"state size {n} is invalid: it must be at least 1")
     if measure == "fout" and n % 2:

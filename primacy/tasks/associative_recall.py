@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import torch
 
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
 from primacy.tasks.sampling import (
@@ -162,8 +162,7 @@ class AssociativeRecallTask(HeldOutTask):
                 "n_items distinct keys"
             raise UsageError(f"n_keys={n_keys} is too small for n_items={n_items}" +
                              (f" with p_unseen={p_unseen}" if unseen else "") + f": it must be at least {need}")
-        if condition not in CONDITIONS:
-            raise UsageError(f"condition={condition!r} is unknown: choose 'seen' or 'half'")
+        one_of("condition", condition, CONDITIONS)
         if condition == "half" and not unseen:
             raise UsageError("condition='half' asks unseen keys, which a model trained with p_unseen=0 never meets: "
                              "set p_unseen > 0 or condition='seen'")

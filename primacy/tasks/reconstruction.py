@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
 from primacy.tasks.sampling import (
@@ -170,8 +170,7 @@ class ReconstructionTask(HeldOutTask):
         if not repeats and vocab_size < n_items:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: a list of distinct items "
                              f"needs vocab_size >= {n_items} (or repeats=true)")
-        if condition not in CONDITIONS:
-            raise UsageError(f"condition={condition!r} is unknown: choose 'forward' or 'cued'")
+        one_of("condition", condition, CONDITIONS)
         if teacher_forcing and condition != "forward":
             raise UsageError("teacher_forcing=true is for condition='forward': cued queries are position tokens")
         if num_workers < 0:

@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 from torch.utils.data import DataLoader
 
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Task
 from primacy.tasks.sampling import (
@@ -36,11 +36,11 @@ from primacy.tasks.sampling import (
 )
 
 Condition = Literal["half", "uniform"]
+CONDITIONS = ("half", "uniform")
 
 def check_sizes(n_items: int, vocab_size: int) -> None:
     """Reject sizes for which a trial cannot be built: L distinct study items plus L distinct distractors."""
-    if n_items < 1:
-        raise UsageError(f"n_items={n_items} is invalid: it must be at least 1")
+    positive(n_items=n_items)
     if vocab_size < 2 * n_items:
         raise UsageError(
             f"vocab_size={vocab_size} is too small for n_items={n_items}: a trial needs n_items study items "
@@ -111,8 +111,7 @@ class CyclicDesign:
     @classmethod
     def build(cls, study: torch.Tensor, vocab_size: int, seed: int, condition: Condition, index: int = 0) -> CyclicDesign:
         """Draw the query orders and distractors for ``study`` from design stream ``index`` of ``seed``."""
-        if condition not in ("half", "uniform"):
-            raise UsageError(f"condition={condition!r} is unknown: choose 'half' or 'uniform'")
+        one_of("condition", condition, CONDITIONS)
         n_sets, n_items = study.shape
         generator = stream_generator(seed, TEST_DESIGN, index)
         perm = torch.rand(n_sets, n_items, generator=generator).argsort(dim=1)
@@ -196,8 +195,7 @@ class VerificationTask(Task):
                 f"num_held_out={num_held_out} is too small: it must hold num_test_sets + num_val_sets = "
                 f"{num_test_sets + num_val_sets} sets"
             )
-        if condition not in ("half", "uniform"):
-            raise UsageError(f"condition={condition!r} is unknown: choose 'half' or 'uniform'")
+        one_of("condition", condition, CONDITIONS)
         if num_workers < 0:
             raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)

@@ -6,19 +6,14 @@ distribution on one figure (Fig. 5)."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from primacy import files
+from primacy import figures, files
 from primacy.checks import writable_directory
 from primacy.errors import UsageError
-from primacy.figures import plots
 from primacy.rundir import results
 from primacy.rundir.free_recall import read_free_recall
 from primacy.tasks.free_recall import FreeRecallTask
@@ -147,9 +142,8 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     else:
         summary = _aggregate_accuracy(run_dirs, runs, out, dpi)
     if histories:
-        fig = plots.dt_histograms(histories, [r.name for r in run_dirs])
-        files.save_figure(fig, out / "dt_histograms.png", dpi=dpi)
-        plt.close(fig)
+        figures.save(figures.dt.dt_histograms(histories, [r.name for r in run_dirs]), out / "dt_histograms", ["png"],
+                     dpi)
     return summary
 
 
@@ -190,42 +184,37 @@ def _aggregate_accuracy(run_dirs: list[Path], runs: list[dict[str, Any]], out: P
     if delays is not None:
         summary["delays"] = delays
         summary["serial_position_by_delay"] = {
-            "mean": [[_num(v) for v in row] for row in arrays["serial_position_by_delay_mean"]],
-            "se": [[_num(v) for v in row] for row in arrays["serial_position_by_delay_se"]]}
+            "mean": [[files.plain(v) for v in row] for row in arrays["serial_position_by_delay_mean"]],
+            "se": [[files.plain(v) for v in row] for row in arrays["serial_position_by_delay_se"]]}
         summary["early_minus_late_by_delay"] = {
-            "mean": [_num(v) for v in arrays["early_minus_late_by_delay_mean"]],
-            "se": [_num(v) for v in arrays["early_minus_late_by_delay_se"]],
-            "values": [[_num(v) for v in row] for row in arrays["early_minus_late_by_delay_values"]]}
+            "mean": [files.plain(v) for v in arrays["early_minus_late_by_delay_mean"]],
+            "se": [files.plain(v) for v in arrays["early_minus_late_by_delay_se"]],
+            "values": [[files.plain(v) for v in row] for row in arrays["early_minus_late_by_delay_values"]]}
     summary["settings"] = _comparable(runs[0]["summary"])
-    files.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    files.write_json(out / "summary.json", summary)
 
     s = summary["settings"]
-    title = (f"{plots.describe(s)} · mean of {len(runs)} runs\n"
-             f"accuracy {plots.fixed(summary['overall_accuracy']['mean'], '.3f')} · "
-             f"early−late {plots.fixed(summary['early_minus_late']['mean'], '+.3f')} ± "
-             f"{plots.fixed(summary['early_minus_late']['se'] or 0, '.3f')}")
-    figures = {"heatmap": lambda: plots.heatmap(matrix_mean, distractor_mean, title,
-                                                distractor_label=plots.distractor_label(s["task"]))}
+    title = (f"{figures.style.describe(s)} · mean of {len(runs)} runs\n"
+             f"accuracy {figures.style.fixed(summary['overall_accuracy']['mean'], '.3f')} · "
+             f"early−late {figures.style.fixed(summary['early_minus_late']['mean'], '+.3f')} ± "
+             f"{figures.style.fixed(summary['early_minus_late']['se'] or 0, '.3f')}")
+    drawers = {"heatmap": lambda: figures.accuracy.heatmap(matrix_mean, distractor_mean, title,
+                                                           distractor_label=figures.style.distractor_label(s["task"]))}
     if delays is not None:
         curves, curves_se = arrays["serial_position_by_delay_mean"], arrays["serial_position_by_delay_se"]
-        figures["delay_heatmap"] = lambda: plots.delay_heatmap(np.asarray(delays), curves, title, curves_se)
+        drawers["delay_heatmap"] = lambda: figures.accuracy.delay_heatmap(np.asarray(delays), curves, title, curves_se)
         if s["condition"] == "forward":  # its study x query matrix is only a diagonal: the curves by delay say more
-            figures["heatmap"] = figures["delay_heatmap"]
-    for name, draw in figures.items():
-        fig = draw()
-        for fmt in ("png", "pdf"):
-            files.save_figure(fig, out / f"{name}.{fmt}", dpi=dpi)
-        plt.close(fig)
+            drawers["heatmap"] = drawers["delay_heatmap"]
+    for name, draw in drawers.items():
+        figures.save(draw(), out / name, dpi=dpi)
 
     if "contiguity_mean" in arrays:
         controlled = "controlled_contiguity_mean" in arrays
-        fig = plots.contiguity(np.asarray(summary["contiguity_lags"]), arrays["contiguity_mean"],
-                               arrays["controlled_contiguity_mean"] if controlled else None,
-                               f"recognition contiguity · {title.splitlines()[0]}", arrays["contiguity_se"],
-                               arrays["controlled_contiguity_se"] if controlled else None)
-        for fmt in ("png", "pdf"):
-            files.save_figure(fig, out / f"contiguity.{fmt}", dpi=dpi)
-        plt.close(fig)
+        fig = figures.accuracy.contiguity(np.asarray(summary["contiguity_lags"]), arrays["contiguity_mean"],
+                                          arrays["controlled_contiguity_mean"] if controlled else None,
+                                          f"recognition contiguity · {title.splitlines()[0]}", arrays["contiguity_se"],
+                                          arrays["controlled_contiguity_se"] if controlled else None)
+        figures.save(fig, out / "contiguity", dpi=dpi)
     return summary
 
 
@@ -267,13 +256,9 @@ def _aggregate_free_recall(run_dirs: list[Path], runs: list[dict[str, Any]], out
     summary["cmr_fit_runs"] = _cmr_fits_over_runs(own_fits)
     summary["settings"] = _comparable(runs[0]["summary"])
     files.save_npz(out / "free_recall.npz", **arrays)
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")  # as results.write_free_recall writes each run's
-    writer.writerow(runs[0]["header"])  # the same for every run (load_runs)
-    for run in runs:
-        writer.writerows(run["rows"])
-    files.write_text(out / "free_recall.csv", text.getvalue())
-    files.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    header = runs[0]["header"]  # the same for every run (load_runs)
+    files.write_csv(out / "free_recall.csv", [dict(zip(header, row)) for run in runs for row in run["rows"]])
+    files.write_json(out / "summary.json", summary)
     _draw_free_recall(summary, arrays, out, dpi)
     return summary
 
@@ -291,15 +276,14 @@ def _cmr_fits_over_runs(entries: list[dict[str, Any]]) -> dict[str, Any]:
 def _draw_free_recall(summary: dict[str, Any], arrays: dict[str, np.ndarray], out: Path, dpi: int) -> None:
     settings = summary["settings"]
     recalled, intrusions, repetitions = (summary[k] for k in ("mean_recalled", "intrusion_rate", "repetition_rate"))
-    title = (f"{plots.describe(settings)} · mean of {summary['n_runs']} runs\n" +
-             plots.recall_line(settings["n_items"], recalled["mean"], intrusions["mean"], repetitions["mean"],
-                               recalled["se"]))
+    title = (f"{figures.style.describe(settings)} · mean of {summary['n_runs']} runs\n" +
+             figures.style.recall_line(settings["n_items"], recalled["mean"], intrusions["mean"], repetitions["mean"],
+                                       recalled["se"]))
     se = {"spc": arrays["serial_position_se"], "pfr": arrays["first_recall_se"], "lag_crp": arrays["lag_crp_se"]}
-    fig = plots.free_recall(arrays["serial_position_mean"], arrays["first_recall_mean"], arrays["lag_crp_lags"],
-                            arrays["lag_crp_mean"], title, plots.cmr_overlays(summary["cmr_fit"]), se)
-    for fmt in ("png", "pdf"):
-        files.save_figure(fig, out / f"free_recall.{fmt}", dpi=dpi)
-    plt.close(fig)
+    fig = figures.free_recall.free_recall(arrays["serial_position_mean"], arrays["first_recall_mean"],
+                                          arrays["lag_crp_lags"], arrays["lag_crp_mean"], title,
+                                          figures.free_recall.cmr_overlays(summary["cmr_fit"]), se)
+    figures.save(fig, out / "free_recall", dpi=dpi)
 
 
 def _is_free_recall(run: dict[str, Any]) -> bool:
@@ -340,12 +324,12 @@ def _check_distinct_subjects(run_dirs: list[Path], runs: list[dict[str, Any]]) -
 def _scalar_entry(values: np.ndarray) -> dict[str, Any]:
     """A scalar's summary entry from its value in each run (R,): mean, se and the values, null for NaN."""
     mean, se = _mean_se(values)
-    return {"mean": _num(mean), "se": _num(se), "values": [_num(v) for v in values]}
+    return {"mean": files.plain(mean), "se": files.plain(se), "values": [files.plain(v) for v in values]}
 
 
 def _curve_entry(mean: np.ndarray, se: np.ndarray) -> dict[str, Any]:
     """A curve's summary entry: its mean and se by position, null for NaN."""
-    return {"mean": [_num(v) for v in mean], "se": [_num(v) for v in se]}
+    return {"mean": [files.plain(v) for v in mean], "se": [files.plain(v) for v in se]}
 
 
 def _dt_histories(run_dirs: list[Path]) -> list[dict[str, np.ndarray]]:
@@ -354,5 +338,3 @@ def _dt_histories(run_dirs: list[Path]) -> list[dict[str, np.ndarray]]:
     return [results.read_dt_history(p) for p in paths] if all(p.is_file() for p in paths) else []
 
 
-def _num(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)

@@ -9,11 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from primacy import files
+from primacy import figures, files
 from primacy.analysis.ablation import ablation_study, icl_scores, repeated_tokens
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import as_float, emergence_row
@@ -21,17 +20,8 @@ from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
 from primacy.checks import positive
 from primacy.errors import UsageError
-from primacy.figures import heads as head_figures
 from primacy.tasks.prompts import repeated_prompt
 from primacy.workflows.sources import Checkpoint
-
-
-def _save(fig: plt.Figure, out: Path, name: str, formats: list[str]) -> None:
-    try:
-        for fmt in formats:
-            files.save_figure(fig, out / f"{name}.{fmt}", dpi=150)
-    finally:
-        plt.close(fig)
 
 
 @dataclass(frozen=True)
@@ -63,36 +53,24 @@ def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: d
     """heads.csv, summary.json (with ``extra``), lag_crps.npz and the figures of one analysis."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [h.row() for h in analysis.heads]
-    with files.atomic_path(out / "heads.csv") as temp, temp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    files.write_csv(out / "heads.csv", rows)
     top, grid = min(settings.top, len(analysis.heads)), settings.grid
     content = {**(extra or {}), **summary(analysis, top), **settings.recorded()}
-    files.write_text(out / "summary.json", json.dumps(_finite(content), indent=2) + "\n")
+    files.write_json(out / "summary.json", content)
     files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
                    gaussian_fits=analysis.gaussian_fits)
     ranked = analysis.by_induction()
     formats = list(settings.formats)
-    _save(head_figures.attention_pattern(analysis, ranked[0]), out, "attention_pattern", formats)
-    _save(head_figures.lag_crp_fits(analysis, ranked[:top], grid.variant), out, "lag_crp_fits", formats)
-    _save(head_figures.distance_vs_induction(analysis.heads), out, "cmr_distance_vs_induction", formats)
-    _save(head_figures.cmr_like_share(content["cmr_like_share_by_layer"], content["layers"]), out, "cmr_like_share",
-          formats)
+    figures.save(figures.heads.attention_pattern(analysis, ranked[0]), out / "attention_pattern", formats)
+    figures.save(figures.heads.lag_crp_fits(analysis, ranked[:top], grid.variant), out / "lag_crp_fits", formats)
+    figures.save(figures.heads.distance_vs_induction(analysis.heads), out / "cmr_distance_vs_induction", formats)
+    figures.save(figures.heads.cmr_like_share(content["cmr_like_share_by_layer"], content["layers"]),
+                 out / "cmr_like_share", formats)
     best = ranked[0]
     base = (0.5, 0.5, 0.3) if np.isnan(best.cmr_distance) else (best.beta_enc, best.beta_rec, best.gamma_ft)
-    _save(head_figures.cmr_families(grid.params, grid.crps, grid.lags, base, grid.variant), out, "cmr_families",
-          formats)
+    figures.save(figures.heads.cmr_families(grid.params, grid.crps, grid.lags, base, grid.variant),
+                 out / "cmr_families", formats)
     return content
-
-
-def _finite(value):
-    """JSON has no NaN: undefined numbers (a flat head's fit) become null."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return None if isinstance(value, float) and np.isnan(value) else value
 
 
 def _prompt_items(default: int | None, n_items: int | None) -> int:
@@ -151,8 +129,8 @@ def write_emergence(rows: list[dict], out: Path, formats: tuple[str, ...] | list
                     title: str = "") -> None:
     """emergence.csv (``rows``) and the emergence figure; ``seeds`` maps names to per-seed rows drawn beneath."""
     out.mkdir(parents=True, exist_ok=True)
-    files.write_csv(out / "emergence.csv", _finite(rows))
-    _save(head_figures.emergence(rows, seeds or {}, title), out, "emergence", list(formats))
+    files.write_csv(out / "emergence.csv", files.plain(rows))
+    figures.save(figures.heads.emergence(rows, seeds or {}, title), out / "emergence", formats)
 
 
 def ranked_heads(path: str | Path, key: str) -> list[tuple[int, int]]:
@@ -184,7 +162,7 @@ class AblationSettings:
     n_items: int | None = None  # None: the task's prompt_items, else 25
     repeats: int = 2
     seed: int = 0
-    formats: tuple[str, ...] = ("png", "pdf")
+    formats: tuple[str, ...] = figures.FORMATS
     batch_size: int = 64  # sequences per forward pass
 
 
@@ -200,9 +178,9 @@ def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Pa
     result = {**source.describe(model), "rank_by": settings.rank_by, "n_items": n, "repeats": settings.repeats,
               **result}
     out.mkdir(parents=True, exist_ok=True)
-    files.write_text(out / "ablation.json", json.dumps(_finite(result), indent=2) + "\n")
-    figure = head_figures.ablation_scores(result["summary"], result["k"], settings.rank_by)
-    _save(figure, out, "ablation", list(settings.formats))
+    files.write_json(out / "ablation.json", result)
+    figure = figures.heads.ablation_scores(result["summary"], result["k"], settings.rank_by)
+    figures.save(figure, out / "ablation", settings.formats)
     return result
 
 
@@ -211,16 +189,15 @@ def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str
     out.mkdir(parents=True, exist_ok=True)
     means, trials = stats.means(), stats.trials
     layers, heads, _, n_items = trials.shape
-    with files.atomic_path(out / "probes.csv") as temp, temp.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["layer", "head", "probe", "query_position", *MEASURES, "n"])
-        for (layer, head, k, j), n in np.ndenumerate(trials):
-            writer.writerow([layer, head, PROBES[k], j, *(float(means[m][layer, head, k, j]) for m in MEASURES), int(n)])
+    files.write_csv(out / "probes.csv", [
+        {"layer": layer, "head": head, "probe": PROBES[k], "query_position": j,
+         **{m: float(means[m][layer, head, k, j]) for m in MEASURES}, "n": int(n)}
+        for (layer, head, k, j), n in np.ndenumerate(trials)])
     files.save_npz(out / "probes.npz", probes=np.array(PROBES), **means,
                    **{f"n_{m}": stats.counts[m] for m in MEASURES})
     content = {**settings, "n_layers": layers, "n_heads": heads, "n_items": n_items,
                **{f"{probe}_probes": int(trials[0, 0, k].sum()) for k, probe in enumerate(PROBES)},
                "heads": head_summary(means)}
-    files.write_text(out / "summary.json", json.dumps(_finite(content), indent=2) + "\n")
-    _save(head_figures.probe_attention(means), out, "probes", formats)
+    files.write_json(out / "summary.json", content)
+    figures.save(figures.heads.probe_attention(means), out / "probes", formats)
     return content

@@ -58,7 +58,7 @@ def is_alive(state: dict[str, Any]) -> bool:
 
 
 def write_state(run_dir: Path, **state: Any) -> None:
-    files.write_text(state_file(run_dir), json.dumps({**state, "updated": time.time()}, indent=1) + "\n")
+    files.write_json(state_file(run_dir), {**state, "updated": time.time()})
 
 
 def _task() -> tuple[str | None, int]:

@@ -122,8 +122,8 @@ def test_fused_path_passes_the_kernel_what_it_expects(monkeypatch):
         ({"dt_rank": 0}, "dt_rank=0 is invalid: it must be at least 1"),
         ({"dt_min": 0.2, "dt_max": 0.1}, "dt_min=0.2, dt_max=0.1 is not a valid Δt range"),
         ({"dt_min": 0.0}, "dt_min=0.0, dt_max=0.1 is not a valid Δt range"),
-        ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of auto, pure, fused"),
-        ({"scan": "fast"}, "scan='fast' is unknown: choose one of parallel, sequential"),
+        ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of 'auto', 'pure', 'fused'"),
+        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'parallel', 'sequential'"),
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):

@@ -14,6 +14,7 @@ import numpy as np
 
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.cmr.simulate import VARIANTS
+from primacy.checks import one_of
 from primacy.errors import UsageError
 
 FIT_LAGS = np.arange(-5, 6)  # the CRP is compared on lags -5..+5
@@ -92,8 +93,7 @@ def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *,
     (scale >= 0), the scale reported as the inverse temperature. Either way the distance is the mean squared
     difference divided by the curve's variance. A flat curve (``is_flat``) is a UsageError.
     """
-    if alignment not in ALIGNMENTS:
-        raise UsageError(f"alignment={alignment!r} is unknown: choose one of {', '.join(ALIGNMENTS)}")
+    one_of("alignment", alignment, ALIGNMENTS)
     grid = CMRGrid.paper() if grid is None else grid
     fit_lags = np.asarray(fit_lags)
     curve = _on_fit_lags(curve, lags, fit_lags)

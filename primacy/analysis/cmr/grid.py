@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from primacy.analysis.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS, Variant, check_simulation, cmr_crps
+from primacy.checks import one_of
 from primacy.errors import UsageError
 
 # The grid of Ji-An et al. (2024): 20 x 21 x 11 = 4,620 parameter sets.
@@ -122,8 +123,7 @@ class CMRGrid:
     def shipped(cls, variant: str) -> CMRGrid:
         """The grid of ``PAPER_VALUES`` simulated with ``variant`` (``VARIANTS``; canonical at its default
         temperature) shipped with the package, what ``main`` builds; read once, then shared read-only."""
-        if variant not in VARIANTS:
-            raise UsageError(f"variant={variant!r} is unknown: choose one of {', '.join(VARIANTS)}")
+        one_of("variant", variant, VARIANTS)
         return _shipped_grid(variant)
 
     def save(self, path: str | Path) -> None:

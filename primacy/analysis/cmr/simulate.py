@@ -43,6 +43,7 @@ from typing import Literal
 
 import torch
 
+from primacy.checks import one_of
 from primacy.errors import UsageError
 
 Variant = Literal["paper", "canonical"]
@@ -101,8 +102,7 @@ def draw(weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 
 
 def _check(beta_enc: float, beta_rec: float, gamma_ft: float, variant: str) -> None:
-    if variant not in VARIANTS:
-        raise UsageError(f"variant={variant!r} is unknown: choose {' or '.join(VARIANTS)}")
+    one_of("variant", variant, VARIANTS)
     if not 0 < beta_enc <= 1:
         raise UsageError(f"beta_enc={beta_enc} is invalid: it must lie in (0, 1]")
     for name, value in (("beta_rec", beta_rec), ("gamma_ft", gamma_ft)):
@@ -112,8 +112,7 @@ def _check(beta_enc: float, beta_rec: float, gamma_ft: float, variant: str) -> N
 
 def _check_settings(variant: str, temperature: float, n_items: int, n_starts: int, n_chains: int,
                     max_samples: int, max_lag: int, dtype: torch.dtype) -> None:
-    if variant not in VARIANTS:
-        raise UsageError(f"variant={variant!r} is unknown: choose {' or '.join(VARIANTS)}")
+    one_of("variant", variant, VARIANTS)
     if not temperature > 0:
         raise UsageError(f"temperature={temperature} is invalid: it must be > 0")
     if not 1 <= n_starts <= n_items:

@@ -7,6 +7,7 @@ from typing import Literal
 import torch
 from mambapy.mamba import MambaConfig, RMSNorm
 from primacy.backbones.base import Backbone
+from primacy.checks import one_of
 from primacy.errors import UsageError
 from primacy.ssm.timescale import check_dt_range
 from torch import nn
@@ -60,8 +61,7 @@ class MambaBackbone(Backbone):
         if dt_rank is not None and dt_rank < 1:
             raise UsageError(f"dt_rank={dt_rank} is invalid: it must be at least 1 (or null for ceil(d_model / 16))")
         check_dt_range(dt_min, dt_max)
-        if scan not in _SCANS:
-            raise UsageError(f"scan={scan!r} is unknown: choose one of {', '.join(_SCANS)}")
+        one_of("scan", scan, _SCANS)
         check_kernel(kernel)
         self.d_model, self.kernel, self.scan = d_model, kernel, scan
         self.config = MambaConfig(

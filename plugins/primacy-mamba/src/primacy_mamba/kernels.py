@@ -8,6 +8,7 @@ from functools import cache
 from typing import Literal
 
 import torch
+from primacy.checks import one_of
 from primacy.errors import UsageError
 
 Kernel = Literal["auto", "pure", "fused"]
@@ -27,8 +28,7 @@ def fused_scan() -> Callable | None:
 
 def check_kernel(kernel: str) -> None:
     """Reject an unknown kernel, and ``fused`` where it can never run; ``auto`` and ``pure`` always work."""
-    if kernel not in KERNELS:
-        raise UsageError(f"kernel={kernel!r} is unknown: choose one of {', '.join(KERNELS)}")
+    one_of("kernel", kernel, KERNELS)
     if kernel == "fused" and fused_scan() is None:
         raise UsageError(
             "kernel='fused' needs mamba_ssm, which is not installed: pip install 'primacy-mamba[cuda]' "

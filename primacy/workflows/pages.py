@@ -13,13 +13,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from primacy import files
+from primacy import figures, files
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import MEASURES, across_seeds, emergence_step
 from primacy.analysis.probes import measure_probes
 from primacy.errors import UsageError
-from primacy.figures import heads as head_figures
-from primacy.figures import plots
 from primacy.rundir import results
 from primacy.rundir.resume import last_checkpoint
 from primacy.rundir.runs import load_run
@@ -124,12 +122,7 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
     title = f"{spec.title} · {scale} scale · {len(panels[0].dirs)} seed{'s' * (len(panels[0].dirs) > 1)}"
     written = []
     for stem, build in _PAGES[spec.layout]:
-        fig = build(panels, title)
-        for fmt in ("png", "pdf"):
-            path = out / f"{stem or spec.name}.{fmt}"
-            files.save_figure(fig, path, dpi=150)
-            written.append(path)
-        plt.close(fig)
+        written += figures.save(build(panels, title), out / (stem or spec.name))
     if spec.layout == "probes":
         written += [path for panel in panels for path in _probes(panel, out / panel.name / "mean" / "probes")]
     return [*written, files.write_csv(out / f"{spec.name}.csv", [panel.row() for panel in panels])]
@@ -170,19 +163,19 @@ def _round(x: float | None, digits: int = 4) -> float | None:
 
 
 def _heatmaps(panels: list[PanelResult], title: str) -> plt.Figure:
-    return plots.fig3_page([(p.panel.label, f"{p.panel.title} · L={p.matrix.shape[0]}", p.matrix, p.distractor)
-                            for p in panels], title)
+    return figures.accuracy.fig3_page([(p.panel.label, f"{p.panel.title} · L={p.matrix.shape[0]}", p.matrix,
+                                        p.distractor) for p in panels], title)
 
 
 def _dt_columns(panels: list[PanelResult], title: str) -> plt.Figure:
-    return plots.fig4_page([(f"{p.panel.label}  {p.panel.title} · L={p.matrix.shape[0]}", p.histories)
-                            for p in panels], title)
+    return figures.dt.fig4_page([(f"{p.panel.label}  {p.panel.title} · L={p.matrix.shape[0]}", p.histories)
+                                 for p in panels], title)
 
 
 def _dt_seeds(panels: list[PanelResult], title: str) -> plt.Figure:
     histories = [h for p in panels for h in p.histories]
     names = [f"{p.panel.label} · seed {d.name.removeprefix('seed')}" for p in panels for d in p.dirs]
-    return plots.dt_histograms(histories, names, cols=max(len(p.histories) for p in panels))
+    return figures.dt.dt_histograms(histories, names, cols=max(len(p.histories) for p in panels))
 
 
 def _probes(panel: PanelResult, out: Path) -> list[Path]:
@@ -231,14 +224,11 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
             table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows, ablation)})
         mean = across_seeds(list(seeds.values()))
         label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
-        write_emergence(mean, out / name / "mean", ("png", "pdf"), seeds, label)
+        write_emergence(mean, out / name / "mean", figures.FORMATS, seeds, label)
         written += [out / name / "mean" / f for f in ("emergence.csv", "emergence.png", "emergence.pdf")]
-        head_figures.emergence(mean, seeds, label, fig=subfigure)
+        figures.heads.emergence(mean, seeds, label, fig=subfigure)
     page.suptitle(f"{spec.title} · {scale} scale", fontsize=12)
-    for fmt in ("png", "pdf"):
-        files.save_figure(page, out / f"{spec.name}.{fmt}", dpi=150)
-        written.append(out / f"{spec.name}.{fmt}")
-    plt.close(page)
+    written += figures.save(page, out / spec.name)
     return [*written, files.write_csv(out / f"{spec.name}.csv", table)]
 
 

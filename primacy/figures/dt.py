@@ -1,0 +1,90 @@
+"""Δt figures (Fig. 4): every channel's Δt over training, and its distribution before and after."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from primacy.figures.style import CMAP
+
+
+def dt_trajectory(steps: np.ndarray, dt: np.ndarray, title: str = "") -> Figure:
+    """Fig. 4 (top): at every recorded step, the channels' Δt sorted, as a heatmap of log10 Δt over training.
+
+    steps: (S,); dt: (S, C).
+    """
+    ranked = np.log10(np.sort(np.asarray(dt, float), axis=1)).T  # C S: row r = the r-th smallest Δt
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), constrained_layout=True)
+    mesh = ax.pcolormesh(np.asarray(steps), np.arange(ranked.shape[0]), ranked, cmap=CMAP, shading="nearest")
+    fig.colorbar(mesh, ax=ax, label="log10 Δt")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("channel (sorted by Δt)")
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def dt_histogram(initial: np.ndarray, final: np.ndarray, title: str = "", ax=None) -> Figure:
+    """Fig. 4 (bottom): the distribution of Δt at initialisation and after training, on a log axis."""
+    initial, final = np.asarray(initial, float), np.asarray(final, float)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(4.8, 3.2), constrained_layout=True)
+    else:
+        fig = ax.figure
+    lo, hi = min(initial.min(), final.min()), max(initial.max(), final.max())
+    bins = np.logspace(np.log10(lo) - 0.05, np.log10(hi) + 0.05, 30)
+    ax.hist(initial, bins=bins, alpha=0.5, label="initial", color="tab:gray")
+    ax.hist(final, bins=bins, alpha=0.6, label="final", color="tab:blue")
+    ax.set_xscale("log")
+    ax.set_xlabel("Δt")
+    ax.set_ylabel("channels")
+    ax.legend(frameon=False)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def dt_histograms(histories: list[dict[str, np.ndarray]], names: list[str], cols: int = 5) -> Figure:
+    """Fig. 5: one panel per run, its initial and final Δt distributions (``dt_history`` dicts), ``cols`` a row."""
+    cols = min(cols, len(histories))
+    rows = -(-len(histories) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False, constrained_layout=True)
+    for ax, history, name in zip(axes.flat, histories, names):
+        dt_histogram(history["dt"][0], history["dt"][-1], name, ax=ax)
+    for ax in list(axes.flat)[len(histories):]:
+        ax.set_axis_off()
+    return fig
+
+
+def fig4_page(columns: list[tuple[str, list[dict[str, np.ndarray]]]], title: str = "") -> Figure:
+    """Fig. 4 on one page: per setting (a column), the Δt of every channel of every seed over training (median,
+    25-75 % and 5-95 % bands) above the initial and final Δt distributions, all on one log Δt axis.
+
+    columns: (title, dt_history dicts of its seeds, each with ``steps`` (S,) and ``dt`` (S, C)).
+    """
+    fig, axes = plt.subplots(2, len(columns), figsize=(3.3 * len(columns), 5.6), squeeze=False, sharey="row",
+                             constrained_layout=True)
+    pooled = [np.concatenate([np.asarray(h["dt"], float) for h in histories], axis=1) for _, histories in columns]
+    lo = min(float(dt.min()) for dt in pooled)
+    hi = max(float(dt.max()) for dt in pooled)
+    bins = np.logspace(np.log10(lo) - 0.05, np.log10(hi) + 0.05, 30)
+    for col, ((name, histories), dt) in enumerate(zip(columns, pooled)):
+        steps = np.asarray(histories[0]["steps"])  # every seed of a setting records the same steps
+        top, bottom = axes[0, col], axes[1, col]
+        q = np.quantile(dt, [0.05, 0.25, 0.5, 0.75, 0.95], axis=1)  # 5 S
+        top.fill_between(steps, q[0], q[4], color="tab:blue", alpha=0.15, lw=0, label="5-95 %")
+        top.fill_between(steps, q[1], q[3], color="tab:blue", alpha=0.35, lw=0, label="25-75 %")
+        top.plot(steps, q[2], color="tab:blue", lw=1.2, label="median")
+        top.set_yscale("log")
+        top.set_xlabel("training step")
+        top.set_title(name, fontsize=9)
+        top.grid(alpha=0.3)
+        bottom.hist(dt[0], bins=bins, alpha=0.5, color="tab:gray", label="initial")
+        bottom.hist(dt[-1], bins=bins, alpha=0.6, color="tab:blue", label="final")
+        bottom.set_xscale("log")
+        bottom.set_xlabel("Δt")
+    axes[0, 0].set_ylabel("Δt (all channels, all seeds)")
+    axes[1, 0].set_ylabel("channels")
+    axes[0, 0].legend(frameon=False, fontsize=7)
+    axes[1, 0].legend(frameon=False, fontsize=7)
+    fig.suptitle(title, fontsize=11)
+    return fig

@@ -1,0 +1,58 @@
+"""What every figure shares: the colour map, ticks, axis spans, and the title text of a run's settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+CMAP = "viridis"
+
+
+def tick_positions(n: int) -> np.ndarray:
+    step = max(1, n // 8)
+    return np.arange(0, n, step)
+
+
+def span(values: np.ndarray, minimum: float = 0.3) -> tuple[float, float]:
+    """Axis limits showing ``values`` with at least ``minimum`` of range, so a flat curve looks flat."""
+    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+    pad = max(0.0, minimum - (hi - lo)) / 2
+    return lo - pad - 0.02, hi + pad + 0.02
+
+
+def describe(settings: dict[str, Any]) -> str:
+    """A run's settings for a figure title: backbone, task (unless verification), L, vocabulary, condition (if any).
+
+    settings: ``primacy.rundir.settings.run_settings``'s dict, as summary.json stores it (a summary without ``task``
+    is a verification run's)."""
+    data = settings.get("data_args") or {}
+    task = settings.get("task") or "verification"
+    parts = [str(settings.get("backbone"))] + ([] if task == "verification" else [task])
+    parts.append(f"L={settings.get('n_items')}")
+    if "n_keys" in data:
+        parts.append(f"keys {data['n_keys']} · values {data['n_values']}")
+    elif settings.get("vocab_size") is not None:
+        parts.append(f"K={settings['vocab_size']}")
+    if settings.get("condition") is not None:  # free recall has none
+        parts.append(str(settings["condition"]))
+    return " · ".join(parts)
+
+
+def fixed(x: float | None, spec: str) -> str:
+    """``x`` formatted for a title; "n/a" for an undefined (null) value, e.g. an index over untested positions."""
+    return "n/a" if x is None else format(x, spec)
+
+
+def recall_line(n_items: int, recalled: float, intrusions: float | None, repetitions: float | None,
+                recalled_se: float | None = None) -> str:
+    """A free-recall figure's second title line: items recalled of L (± se over runs if given) and the rates."""
+    spread = "" if recalled_se is None else f" ± {recalled_se:.1f}"
+    return (f"{recalled:.1f}{spread} of {n_items} recalled · intrusions {fixed(intrusions, '.1%')} · "
+            f"repetitions {fixed(repetitions, '.1%')}")
+
+
+def distractor_label(task: str | None) -> str:
+    """The heatmap's top-row label: the answer to a query about no studied item in ``task`` ("new" in verification,
+    "none" in associative recall; reconstruction has no such queries, so its row is blank and unlabelled)."""
+    return {"recall": "none", "reconstruction": ""}.get(task or "verification", "new")

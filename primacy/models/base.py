@@ -29,7 +29,7 @@ def logs_this_step(trainer: L.Trainer | None) -> bool:
 
 
 class TaskModel(L.LightningModule, ABC):
-    """What every model of the list tasks shares: a token embedding (vocab_size, H) for every input token, a backbone,
+    """What every model of primacy's tasks shares: a token embedding (vocab_size, H) for every input token, a backbone,
     a validation and a test metric (attributes ``val_<METRIC>`` and ``test_<METRIC>``, built by the subclass) with
     their loss means, logging, and the optimiser. A subclass defines ``training_answers`` (the training loss and which
     answers were right), ``_update`` (one evaluation batch into a stage's metric and loss) and ``_summary`` (the

@@ -100,11 +100,11 @@ def write_csv(path: str | Path, rows: list[dict[str, Any]]) -> Path:
     return write_text(path, text.getvalue())
 
 
-def save_npz(path: str | Path, **arrays: Any) -> Path:
-    """``np.savez`` to ``path`` atomically; written through an open file, so ``path`` is used as given (numpy would
-    append .npz to a name without it)."""
+def save_npz(path: str | Path, compressed: bool = False, **arrays: Any) -> Path:
+    """``np.savez`` (``np.savez_compressed`` with ``compressed``) to ``path`` atomically; written through an open
+    file, so ``path`` is used as given (numpy would append .npz to a name without it)."""
     with atomic_path(path) as temp, temp.open("wb") as f:
-        np.savez(f, **arrays)
+        (np.savez_compressed if compressed else np.savez)(f, **arrays)
     return Path(path)
 
 

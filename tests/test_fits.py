@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from primacy.analysis.cmr.fits import fit_cmr, fit_gaussian, is_flat
-from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid, main
+from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid
 from primacy.analysis.cmr.simulate import cmr_crp
 from primacy.errors import UsageError
+from primacy.workflows.cmr_grid import main, save
 
 SIM = {"n_items": 30, "n_starts": 4, "n_chains": 100, "max_samples": 20}
 
@@ -57,7 +58,7 @@ def test_fit_accepts_wider_lag_ranges_and_uses_minus_5_to_5(grid):
 
 
 def test_grid_round_trips_through_a_file(grid, tmp_path):
-    grid.save(tmp_path / "grid.npz")
+    save(grid, tmp_path / "grid.npz")
     loaded = CMRGrid.load(tmp_path / "grid.npz")
     np.testing.assert_array_equal(loaded.crps, grid.crps)
     with pytest.raises(UsageError, match="does not exist"):
@@ -67,7 +68,7 @@ def test_grid_round_trips_through_a_file(grid, tmp_path):
 def test_grid_records_its_simulation_and_keeps_it_through_a_file(grid, tmp_path):
     assert grid.settings == {"variant": "paper", "temperature": 0.1, "seed": 0, "n_items": 30, "n_starts": 4,
                              "n_chains": 100, "max_samples": 20, "max_lag": 8, "dtype": "float32"}
-    grid.save(tmp_path / "grid.npz")
+    save(grid, tmp_path / "grid.npz")
     assert CMRGrid.load(tmp_path / "grid.npz").settings == grid.settings
     assert grid.variant == "paper"
 

@@ -22,6 +22,7 @@ from primacy.errors import UsageError
 from primacy.models.language import LanguageModel
 from primacy.rundir.runs import load_run
 from primacy.tasks.prompts import repeated_prompt
+from primacy.workflows.cmr_grid import save
 
 N = 6
 
@@ -31,7 +32,7 @@ def grid(tmp_path_factory):
     """A coarse CMR grid with few chains: enough to fit, quick to build."""
     grid = CMRGrid.build(np.array([0.3, 0.7, 1.0]), np.array([0.0, 0.5, 1.0]), np.array([0.0, 0.5]), n_chains=20)
     path = tmp_path_factory.mktemp("grid") / "grid.npz"
-    grid.save(path)
+    save(grid, path)
     return path
 
 

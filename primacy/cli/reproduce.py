@@ -7,104 +7,18 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from primacy.checks import positive, writable_directory
 from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser, UsageError
-from primacy.rundir.checkpoints import check_checkpoint
-from primacy.rundir.resume import last_checkpoint
 from primacy.workflows import launchers
-from primacy.workflows.launchers import RunJob, SlurmOptions, state_file
-from primacy.workflows.pages import FIGURES, SCALES, FigureSpec, draw
+from primacy.workflows.launchers import RunJob, SlurmOptions
+from primacy.workflows.pages import FIGURES, SCALES, draw
+from primacy.workflows.reproduce import Run, Status, count_states, plan, process_count, status
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # the repository's configs/ (an editable install)
 RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args.seed")  # set per run
-STATES = ("done", "running", "queued", "stopped", "failed", "missing")
-
-
-@dataclass(frozen=True)
-class Run:
-    panel: str  # the config's name, and the panel's directory
-    seed: int
-    dir: Path
-    config: Path
-    overrides: tuple[str, ...]
-
-    def fit_args(self) -> tuple[str, ...]:
-        return ("fit", "--config", str(self.config), *self.overrides, "--seed_everything", str(self.seed),
-                "--data.init_args.seed", str(self.seed), "--trainer.default_root_dir", str(self.dir))
-
-    def test_args(self) -> tuple[str, ...]:
-        return ("test", "--config", str(self.dir / "config.yaml"), "--ckpt_path", str(last_checkpoint(self.dir)))
-
-
-@dataclass(frozen=True)
-class Status:
-    state: str  # one of STATES
-    detail: str = ""
-    args: tuple[str, ...] = ()  # the primacy command that moves the run on; () when there is none to start
-
-
-def config_dir(scale: str) -> Path:
-    for root in (CONFIGS, Path.cwd() / "configs"):
-        if (root / scale).is_dir():
-            return root / scale
-    raise UsageError(f"scale={scale}: no configs/{scale}/ directory in {CONFIGS.parent} or {Path.cwd()}: run from a "
-                     "checkout of primacy (pip install -e .)")
-
-
-def plan(spec: FigureSpec, scale: str, seeds: int, out: Path, overrides: list[str]) -> tuple[list[Run], dict]:
-    """Every run of the figure, and each panel's parsed config (which checks the overrides once per panel)."""
-    configs = config_dir(scale)
-    runs, parsed = [], {}
-    for panel in spec.panels:
-        name = panel.config(scale)
-        config = configs / f"{name}.yaml"
-        if not config.is_file():
-            raise UsageError(f"figure={spec.name}: its config {config} is missing")
-        first = Run(name, 0, out / name / "seed0", config, tuple(overrides))
-        parsed[name] = parse_run(list(first.fit_args()))
-        runs += [Run(name, seed, out / name / f"seed{seed}", config, tuple(overrides)) for seed in range(seeds)]
-    return runs, parsed
-
-
-def status(run: Run, config: Any) -> Status:
-    """Where ``run`` stands, from its files: its launcher's state file, checkpoint and results."""
-    state = launchers.read_state(run.dir)
-    log = f"log {state['log']}" if state.get("log") else ""
-    if launchers.is_alive(state):
-        return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, {log}")
-    ended = ""  # a queued job that SLURM says has ended without starting the run: the files say the rest
-    if state.get("state") == "queued":
-        slurm = launchers.slurm_state(state.get("job"), run.dir.parents[1] / "submitit")
-        if slurm not in launchers.SLURM_ENDED:
-            where = slurm or f"(if that job no longer exists, delete {state_file(run.dir)})"
-            return Status("queued", f"job {state.get('job')} {where}")
-        ended, state = f"job {state.get('job')} ended {slurm} before the run started", {}
-    max_steps = config.trainer.max_steps
-    ckpt = last_checkpoint(run.dir)
-    exit_code = state.get("exit_code")
-    failed = state.get("state") == "exited" and exit_code not in (0, *launchers.STOPPED)
-    if not ckpt.is_file():
-        if failed:
-            return Status("failed", f"exit code {exit_code}, {log}", run.fit_args())
-        return Status("missing", ended, run.fit_args())
-    try:
-        step = check_checkpoint(ckpt, config.model, "fit")["global_step"]
-    except UsageError as err:
-        return Status("failed", f"{err}: delete {run.dir} or choose another --out")
-    if step < max_steps:
-        if failed:
-            return Status("failed", f"at step {step} of {max_steps}, exit code {exit_code}, {log}", run.fit_args())
-        return Status("stopped", f"at step {step} of {max_steps}: resumes" + (f" ({ended})" if ended else ""),
-                      run.fit_args())
-    summary = run.dir / "results" / "summary.json"
-    if summary.is_file() and summary.stat().st_mtime >= ckpt.stat().st_mtime:
-        return Status("done", f"step {step}")
-    return Status("stopped", f"trained ({step} steps), not tested", run.test_args())
 
 
 def _parser() -> ArgumentParser:
@@ -141,7 +55,7 @@ def command(args: list[str]) -> None:
     _check_launcher(options)
     spec = FIGURES[options.figure].select(options.panels)
     out = Path(options.out or f"runs/{options.figure}-{options.scale}")
-    runs, configs = plan(spec, options.scale, options.seeds, out, overrides)
+    runs, configs = plan(spec, options.scale, options.seeds, out, overrides, parse_run)
     statuses = {run: status(run, configs[run.panel]) for run in runs}
     if options.status:
         _print_status(statuses)
@@ -150,7 +64,7 @@ def command(args: list[str]) -> None:
     todo = [run for run in runs if statuses[run].args]
     if todo:
         print(f"{spec.name}: {len(runs) - len(todo)} of {len(runs)} runs need nothing; running {len(todo)} "
-              f"({', '.join(f'{n} {s}' for s, n in _counts([statuses[r] for r in todo]).items())})", flush=True)
+              f"({', '.join(f'{n} {s}' for s, n in count_states([statuses[r] for r in todo]).items())})", flush=True)
         jobs = [RunJob(str(run.dir), statuses[run].args) for run in todo]
         if options.launcher == "local":
             _run_local(jobs, options.jobs, todo, configs)
@@ -160,7 +74,7 @@ def command(args: list[str]) -> None:
     unfinished = {run: s for run, s in statuses.items() if s.state != "done"}
     if unfinished:
         _print_status(unfinished)
-        counts = ", ".join(f"{n} {state}" for state, n in _counts(list(unfinished.values())).items())
+        counts = ", ".join(f"{n} {state}" for state, n in count_states(list(unfinished.values())).items())
         print(f"primacy reproduce: {spec.name} is not complete ({counts}): see the logs of failed runs, wait for "
               "running or queued ones, then run the same command again", file=sys.stderr)
         raise SystemExit(1)
@@ -234,7 +148,7 @@ def _submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, config
     """Submits the runs as one array job; True when they have finished (``--wait``, and always on submitit's local
     executor, whose jobs end with this process), False when they were queued."""
     slurm = _slurm_options(options)
-    processes = max(_processes(configs[run.panel].trainer.devices) for run in runs)
+    processes = max(process_count(configs[run.panel].trainer.devices) for run in runs)
     parameters = launchers.slurm_parameters(slurm, f"primacy-{options.figure}", processes)
     submitted = launchers.submit(jobs, out / "submitit", parameters, slurm.cluster)
     for job, run in zip(submitted, runs):
@@ -251,22 +165,8 @@ def _submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, config
     return True
 
 
-def _processes(devices: Any) -> int:
-    """How many processes a run with ``trainer.devices`` starts: a count (2, "2"), a list of ids, or 1 ("auto")."""
-    if isinstance(devices, (list, tuple)):
-        return len(devices)
-    if isinstance(devices, str) and "," in devices:
-        return len([d for d in devices.split(",") if d.strip()])
-    return int(devices) if str(devices).isdigit() and int(devices) > 0 else 1
-
-
-def _counts(statuses: list[Status]) -> dict[str, int]:
-    counts = {state: sum(s.state == state for s in statuses) for state in STATES}
-    return {state: n for state, n in counts.items() if n}
-
-
 def _print_status(statuses: dict[Run, Status]) -> None:
     width = max(len(f"{run.panel}/seed{run.seed}") for run in statuses)
     for run, s in statuses.items():
         print(f"{run.panel + '/seed' + str(run.seed):<{width}}  {s.state:<8} {s.detail}".rstrip())
-    print(", ".join(f"{n} {state}" for state, n in _counts(list(statuses.values())).items()))
+    print(", ".join(f"{n} {state}" for state, n in count_states(list(statuses.values())).items()))

@@ -1,20 +1,17 @@
-"""A grid of simulated CMR lag-CRPs over (β_enc, β_rec, γ_FT), what ``fit_cmr`` searches: built, saved, loaded.
+"""A grid of simulated CMR lag-CRPs over (β_enc, β_rec, γ_FT), what ``fit_cmr`` searches: built and loaded.
 
 The paper's grid (Ji-An et al. 2024) ships with the package (``CMRGrid.paper()``), and so does the same grid
-simulated with the canonical variant (``CMRGrid.shipped("canonical")``); ``python -m primacy.analysis.cmr.grid --out
+simulated with the canonical variant (``CMRGrid.shipped("canonical")``); ``python -m primacy.workflows.cmr_grid --out
 FILE [--variant canonical]`` rebuilds either (on 2 idle cores about 6.5 minutes for the paper's, 14 for the canonical).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib.resources
 import multiprocessing
-import sys
-import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,15 +123,17 @@ class CMRGrid:
         one_of("variant", variant, VARIANTS)
         return _shipped_grid(variant)
 
-    def save(self, path: str | Path) -> None:
-        """A compressed .npz: params, crps (float32), lags, and one entry per simulation setting."""
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What a grid file holds (``load`` reads it back): params, crps (float32), lags, and one entry per simulation
+        setting."""
         settings = {key: np.asarray(value) for key, value in self.settings.items()}
-        np.savez_compressed(path, params=self.params, crps=self.crps.astype(np.float32), lags=self.lags, **settings)
+        return {"params": self.params, "crps": self.crps.astype(np.float32), "lags": self.lags, **settings}
 
     @classmethod
     def load(cls, path: str | Path) -> CMRGrid:
         if not Path(path).is_file():
-            raise UsageError(f"CMR grid {str(path)!r} does not exist: build one with CMRGrid.build(...).save(path)")
+            raise UsageError(f"CMR grid {str(path)!r} does not exist: build one with python -m "
+                             "primacy.workflows.cmr_grid --out FILE")
         try:
             f = np.load(path, allow_pickle=False)
             if not isinstance(f, np.lib.npyio.NpzFile):
@@ -145,44 +144,11 @@ class CMRGrid:
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
             reason = " ".join(str(error).split()) or type(error).__name__
             raise UsageError(f"CMR grid {str(path)!r} is not a readable grid file ({reason}): rebuild it with "
-                             "python -m primacy.analysis.cmr.grid --out FILE") from None
+                             "python -m primacy.workflows.cmr_grid --out FILE") from None
         if params.ndim != 2 or params.shape[1] != 3 or lags.ndim != 1 or crps.shape != (len(params), len(lags)):
             raise UsageError(f"CMR grid {str(path)!r} is inconsistent: params {params.shape}, crps {crps.shape}, "
                              f"lags {lags.shape}; expected (G, 3), (G, K), (K,)")
         return cls(params, crps, lags, settings)
-
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m primacy.analysis.cmr.grid --out FILE``: build the paper's grid (``PAPER_VALUES``) and save it."""
-    parser = argparse.ArgumentParser(prog="python -m primacy.analysis.cmr.grid",
-                                     description="Build the CMR grid of Ji-An et al. (2024) and save it.")
-    parser.add_argument("--out", required=True, type=Path, help="the .npz file to write")
-    parser.add_argument("--variant", choices=VARIANTS, default="paper")
-    parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="softmax temperature, canonical")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-chains", type=int, default=1000, help="chains per start position")
-    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    parser.add_argument("--workers", type=int, default=multiprocessing.cpu_count(), help="processes (default: CPUs)")
-    args = parser.parse_args(argv)
-    begin = time.perf_counter()
-    reported = [0]
-
-    def report(done: int, total: int) -> None:
-        if done * 20 // total > reported[0] * 20 // total:  # every 5 %
-            reported[0] = done
-            print(f"{done}/{total} sets, {time.perf_counter() - begin:.0f} s", file=sys.stderr, flush=True)
-
-    try:
-        grid = CMRGrid.build(**PAPER_VALUES, variant=args.variant, temperature=args.temperature, seed=args.seed,
-                             n_chains=args.n_chains, dtype=getattr(torch, args.dtype), workers=args.workers,
-                             progress=report)
-    except UsageError as error:
-        parser.exit(2, f"error: {error}\n")
-    grid.save(args.out)
-    print(f"{len(grid.params)} sets in {time.perf_counter() - begin:.0f} s with {args.workers} worker(s): "
-          f"{args.out}", file=sys.stderr)
-
 
 
 @functools.cache
@@ -194,6 +160,3 @@ def _shipped_grid(variant: str) -> CMRGrid:
         array.setflags(write=False)
     return grid
 
-
-if __name__ == "__main__":
-    main()

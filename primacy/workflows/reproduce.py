@@ -1,0 +1,117 @@
+"""The runs of a paper figure (panels x seeds) and where each stands, read from its files: what ``primacy reproduce``
+plans, launches and checks again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from primacy.errors import UsageError
+from primacy.rundir.checkpoints import check_checkpoint
+from primacy.rundir.resume import last_checkpoint
+from primacy.workflows import launchers
+from primacy.workflows.launchers import state_file
+from primacy.workflows.pages import FigureSpec
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # the repository's configs/ (an editable install)
+STATES = ("done", "running", "queued", "stopped", "failed", "missing")
+
+
+@dataclass(frozen=True)
+class Run:
+    panel: str  # the config's name, and the panel's directory
+    seed: int
+    dir: Path
+    config: Path
+    overrides: tuple[str, ...]
+
+    def fit_args(self) -> tuple[str, ...]:
+        return ("fit", "--config", str(self.config), *self.overrides, "--seed_everything", str(self.seed),
+                "--data.init_args.seed", str(self.seed), "--trainer.default_root_dir", str(self.dir))
+
+    def test_args(self) -> tuple[str, ...]:
+        return ("test", "--config", str(self.dir / "config.yaml"), "--ckpt_path", str(last_checkpoint(self.dir)))
+
+
+@dataclass(frozen=True)
+class Status:
+    state: str  # one of STATES
+    detail: str = ""
+    args: tuple[str, ...] = ()  # the primacy command that moves the run on; () when there is none to start
+
+
+def config_dir(scale: str) -> Path:
+    for root in (CONFIGS, Path.cwd() / "configs"):
+        if (root / scale).is_dir():
+            return root / scale
+    raise UsageError(f"scale={scale}: no configs/{scale}/ directory in {CONFIGS.parent} or {Path.cwd()}: run from a "
+                     "checkout of primacy (pip install -e .)")
+
+
+def plan(spec: FigureSpec, scale: str, seeds: int, out: Path, overrides: list[str],
+         parse: Callable[[list[str]], Any]) -> tuple[list[Run], dict]:
+    """Every run of the figure, and each panel's config as ``parse`` (the command line's) reads the arguments of its
+    first run, which checks the overrides once per panel."""
+    configs = config_dir(scale)
+    runs, parsed = [], {}
+    for panel in spec.panels:
+        name = panel.config(scale)
+        config = configs / f"{name}.yaml"
+        if not config.is_file():
+            raise UsageError(f"figure={spec.name}: its config {config} is missing")
+        first = Run(name, 0, out / name / "seed0", config, tuple(overrides))
+        parsed[name] = parse(list(first.fit_args()))
+        runs += [Run(name, seed, out / name / f"seed{seed}", config, tuple(overrides)) for seed in range(seeds)]
+    return runs, parsed
+
+
+def status(run: Run, config: Any) -> Status:
+    """Where ``run`` stands, from its files: its launcher's state file, checkpoint and results."""
+    state = launchers.read_state(run.dir)
+    log = f"log {state['log']}" if state.get("log") else ""
+    if launchers.is_alive(state):
+        return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, {log}")
+    ended = ""  # a queued job that SLURM says has ended without starting the run: the files say the rest
+    if state.get("state") == "queued":
+        slurm = launchers.slurm_state(state.get("job"), run.dir.parents[1] / "submitit")
+        if slurm not in launchers.SLURM_ENDED:
+            where = slurm or f"(if that job no longer exists, delete {state_file(run.dir)})"
+            return Status("queued", f"job {state.get('job')} {where}")
+        ended, state = f"job {state.get('job')} ended {slurm} before the run started", {}
+    max_steps = config.trainer.max_steps
+    ckpt = last_checkpoint(run.dir)
+    exit_code = state.get("exit_code")
+    failed = state.get("state") == "exited" and exit_code not in (0, *launchers.STOPPED)
+    if not ckpt.is_file():
+        if failed:
+            return Status("failed", f"exit code {exit_code}, {log}", run.fit_args())
+        return Status("missing", ended, run.fit_args())
+    try:
+        step = check_checkpoint(ckpt, config.model, "fit")["global_step"]
+    except UsageError as err:
+        return Status("failed", f"{err}: delete {run.dir} or choose another --out")
+    if step < max_steps:
+        if failed:
+            return Status("failed", f"at step {step} of {max_steps}, exit code {exit_code}, {log}", run.fit_args())
+        return Status("stopped", f"at step {step} of {max_steps}: resumes" + (f" ({ended})" if ended else ""),
+                      run.fit_args())
+    summary = run.dir / "results" / "summary.json"
+    if summary.is_file() and summary.stat().st_mtime >= ckpt.stat().st_mtime:
+        return Status("done", f"step {step}")
+    return Status("stopped", f"trained ({step} steps), not tested", run.test_args())
+
+
+def process_count(devices: Any) -> int:
+    """How many processes a run with ``trainer.devices`` starts: a count (2, "2"), a list of ids, or 1 ("auto")."""
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    if isinstance(devices, str) and "," in devices:
+        return len([d for d in devices.split(",") if d.strip()])
+    return int(devices) if str(devices).isdigit() and int(devices) > 0 else 1
+
+
+def count_states(statuses: list[Status]) -> dict[str, int]:
+    counts = {state: sum(s.state == state for s in statuses) for state in STATES}
+    return {state: n for state, n in counts.items() if n}

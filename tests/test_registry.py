@@ -1,0 +1,63 @@
+"""Every model, task and backbone is found from one place, the entry points: each answers to its short name on the
+command line (``primacy fit --model FreeRecallModel``), and every class the docs and configs name is registered."""
+
+import re
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from primacy import registry
+from primacy.cli import main
+from primacy.errors import UsageError
+
+# a config of each model's task, so that --model NAME meets settings it accepts
+CONFIG_OF = {"SequenceModel": "quickstart", "RecallModel": "quickstart-recall",
+             "FreeRecallModel": "quickstart-free-recall", "LanguageModel": "induction-quickstart",
+             "VerificationTask": "quickstart", "ReconstructionTask": "quickstart-reconstruction",
+             "AssociativeRecallTask": "quickstart-recall", "FreeRecallTask": "quickstart-free-recall",
+             "InductionTask": "induction-quickstart"}
+SECTION = {"model": "model", "task": "data"}
+TEXTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "configs").rglob("*.yaml"))]
+
+
+def named_classes(suffix: str) -> set[str]:
+    """Class names ending in ``suffix`` that the docs and configs give as a short name or the last part of a path."""
+    found = set()
+    for path in TEXTS:
+        found.update(re.findall(rf"\b([A-Z]\w*{suffix})\b", path.read_text()))
+    return found
+
+
+def test_every_model_and_task_the_docs_and_configs_name_is_registered():
+    not_models = {"HeadModel", "TaskModel"}  # a protocol of the head analyses, the models' abstract base
+    assert named_classes("Model") - not_models <= set(registry.names("model"))
+    assert named_classes("Task") - {"HeldOutTask"} <= set(registry.names("task"))  # HeldOutTask: a base class
+    assert set(CONFIG_OF) == set(registry.names("model")) | set(registry.names("task"))
+
+
+@pytest.mark.parametrize("kind,name", [(kind, name) for kind in SECTION for name in registry.names(kind)])
+def test_fit_takes_every_registered_model_and_task_by_its_short_name(kind, name, capsys):
+    section = SECTION[kind]
+    with pytest.raises(SystemExit) as printed:
+        main(["fit", "--config", str(ROOT / "configs" / f"{CONFIG_OF[name]}.yaml"), f"--{section}", name,
+              "--print_config"])
+    assert printed.value.code == 0
+    chosen = yaml.safe_load(capsys.readouterr().out)[section]
+    cls = registry.get(name, kind)
+    assert chosen["class_path"] == f"{cls.__module__}.{name}" and chosen["init_args"]
+
+
+@pytest.mark.parametrize("kind", sorted(registry.GROUPS))
+def test_a_registered_name_imports_the_class_of_that_name(kind):
+    for name in registry.names(kind):
+        assert registry.get(name, kind).__name__ == name
+        assert registry.import_class(name) is registry.get(name, kind)
+
+
+def test_an_unknown_model_is_refused_with_the_close_names():
+    message = ("model 'FreeRecalModel' is not registered: did you mean FreeRecallModel or RecallModel or "
+               "SequenceModel? registered models: FreeRecallModel, LanguageModel, RecallModel, SequenceModel")
+    with pytest.raises(UsageError) as refused:
+        registry.get("FreeRecalModel", "model")
+    assert str(refused.value) == message

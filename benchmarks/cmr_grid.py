@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from primacy.analysis.cmr.grid import PAPER_VALUES
-from primacy.analysis.cmr.simulate import VARIANTS, cmr_crps, reference_crp
+from primacy.analysis.cmr import VARIANTS, cmr_crps, reference_crp
 
 GRID_SETS = 4620
 

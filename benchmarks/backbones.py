@@ -57,7 +57,7 @@ def training_step(name: str):
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
-        model._loss(batch)[0].backward()
+        model.training_answers(batch)[0].backward()
 
     return step, model
 

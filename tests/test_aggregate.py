@@ -184,7 +184,7 @@ def test_bilinear_follows_the_continuous_kernel_at_small_dt_only():
 def test_kernels_command_writes_the_figure(tmp_path, capsys):
     out = tmp_path / "fig1.png"
     main(["kernels", "--measure", "legs", "--dt", "0.01", "1.0", "--length", "32", "--degrees", "2", "7",
-          "--state-size", "8", "--out", str(out)])
+          "--state_size", "8", "--out", str(out)])
     assert out.is_file()
     with pytest.raises(SystemExit):
         main(["kernels", "--degrees", "64", "--state-size", "64", "--out", str(out)])

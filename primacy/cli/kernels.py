@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 
@@ -19,13 +20,15 @@ def command(args: list[str]) -> None:
     parser.add_argument("--dt", type=float, nargs="+", default=[0.001, 0.01, 0.1, 1.0])
     parser.add_argument("--length", type=int, default=256, help="number of steps j (τ = jΔt)")
     parser.add_argument("--degrees", type=int, nargs="+", default=[2, 3, 8, 15, 32, 63])
-    parser.add_argument("--state-size", type=int, default=64, help="N, the HiPPO matrix size")
+    parser.add_argument("--state_size", type=int, default=64, help="N, the HiPPO matrix size")
+    parser.add_argument("--state-size", type=int, dest="state_size", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)  # the spelling before 2026-11
     parser.add_argument("--out", required=True, help="figure file (.png, .pdf, ...)")
     options = parser.parse_args(args)
     positive(length=options.length, state_size=options.state_size)
     bad = [d for d in options.degrees if not 0 <= d < options.state_size]
     if bad:
-        raise UsageError(f"degrees={bad} are out of range: each must lie in [0, state-size={options.state_size})")
+        raise UsageError(f"degrees={bad} are out of range: each must lie in [0, state_size={options.state_size})")
     if not all(0 < dt < math.inf for dt in options.dt):
         raise UsageError(f"dt={options.dt} is invalid: every Δt must be a positive finite number")
     n, length = options.state_size, options.length

@@ -15,7 +15,7 @@ import torch
 from primacy import files
 from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid
 from primacy.analysis.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS
-from primacy.errors import UsageError
+from primacy.errors import ArgumentParser, UsageError
 
 
 def save(grid: CMRGrid, path: str | Path) -> Path:
@@ -25,16 +25,21 @@ def save(grid: CMRGrid, path: str | Path) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m primacy.workflows.cmr_grid --out FILE``: build the paper's grid (``PAPER_VALUES``) and save it."""
-    parser = argparse.ArgumentParser(prog="python -m primacy.workflows.cmr_grid",
-                                     description="Build the CMR grid of Ji-An et al. (2024) and save it.")
+    parser = ArgumentParser(prog="python -m primacy.workflows.cmr_grid",
+                            description="Build the CMR grid of Ji-An et al. (2024) and save it.")
     parser.add_argument("--out", required=True, type=Path, help="the .npz file to write")
     parser.add_argument("--variant", choices=VARIANTS, default="paper")
     parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="softmax temperature, canonical")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-chains", type=int, default=1000, help="chains per start position")
+    parser.add_argument("--n_chains", type=int, default=1000, help="chains per start position")
+    parser.add_argument("--n-chains", type=int, dest="n_chains", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)  # the spelling before 2026-11
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     parser.add_argument("--workers", type=int, default=multiprocessing.cpu_count(), help="processes (default: CPUs)")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as error:
+        parser.exit(2, f"error: {error}\n")
     begin = time.perf_counter()
     reported = [0]
 

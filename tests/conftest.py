@@ -1,3 +1,4 @@
+import importlib
 import os
 from pathlib import Path
 
@@ -7,6 +8,14 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def extra_module(module: str):
+    """A module of the [test] extra (psifr, pandas, submitit), imported; a test fails, not skips, without it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        pytest.fail(f"{module} is missing ({err}): install the test extra, pip install -e \".[test]\"")
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import extra_module
 from test_aggregate_tasks import VERIFICATION, aggregate_fails
 from test_aggregate_tasks import fake_run as accuracy_run
 
@@ -155,8 +156,7 @@ def test_a_lag_only_some_runs_have_is_averaged_over_those(tmp_path):
 
 
 def test_the_pooled_csv_is_one_subject_per_run_for_psifr(tmp_path):
-    fr = pytest.importorskip("psifr.fr")
-    pd = pytest.importorskip("pandas")
+    fr, pd = extra_module("psifr.fr"), extra_module("pandas")
     runs = [fake_run(tmp_path, f"seed{seed}", seed, n_lists=40 + 10 * seed) for seed in range(3)]
     aggregate(runs, tmp_path / "agg")
     pooled = (tmp_path / "agg" / "free_recall.csv").read_text().splitlines()

@@ -1,5 +1,7 @@
 """Every registered backbone passes the contract; the registry finds them by class name."""
 
+import re
+
 import pytest
 import torch
 
@@ -114,3 +116,48 @@ def test_primacy_models_lists_every_backbone(capsys):
     for name in registry.names():
         assert name in out
     assert "Causal Transformer encoder" in out
+
+
+class _Linear(Backbone):
+    """A causal backbone that passes the contract; the broken ones below change one thing each."""
+
+    def __init__(self, d_model: int = 4) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.linear = torch.nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x.cumsum(1))  # B T D: a running sum, causal
+
+    def initial_state(self, batch: int) -> torch.Tensor:
+        return torch.zeros(batch, self.d_model)
+
+    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        state = state + x_t  # B D
+        return self.linear(state), state
+
+
+class _SeesTheFuture(_Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x.flip(1).cumsum(1).flip(1))  # every output sums the inputs after it
+
+
+class _StepsOtherwise(_Linear):
+    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.linear(x_t), state  # forgets the past that forward keeps
+
+
+class _Untyped(_Linear):
+    def __init__(self, d_model=4) -> None:  # noqa: ANN001 - the breach under test
+        super().__init__(d_model)
+
+
+@pytest.mark.parametrize("broken,message", [
+    (_SeesTheFuture, "_SeesTheFuture is not causal"),
+    (_StepsOtherwise, "_StepsOtherwise: stepping through the inputs does not give forward's outputs"),
+    (_Untyped, "_Untyped.__init__: argument 'd_model' needs a type"),
+])
+def test_check_backbone_refuses_a_backbone_that_breaks_the_contract(broken, message):
+    check_backbone(_Linear)  # the same backbone without the breach passes
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        check_backbone(broken)

@@ -36,15 +36,17 @@ def test_fit_refuses_a_run_directory_with_a_damaged_checkpoint(quiet, tmp_path, 
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(b"an earlier run")
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         main(["fit", "--config", QUICKSTART, *quiet])
+    assert refused.value.code == 2
     assert "holds a run that cannot be resumed" in capsys.readouterr().err
     assert ckpt.read_bytes() == b"an earlier run"
 
 
 def test_print_config_shows_the_resolved_backbone(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as printed:
         main(["fit", "--config", QUICKSTART, "--print_config"])
+    assert printed.value.code == 0
     out = capsys.readouterr().out
     assert "class_path: primacy.backbones.s4d.S4DBackbone" in out
     assert "vocab_size: 512" in out

@@ -4,6 +4,7 @@ import numpy as np
 from conftest import ROOT
 
 from primacy.cli import main
+from primacy.models.lists import SequenceModel
 
 TINY = ["--data.init_args.n_items", "4", "--data.init_args.vocab_size", "32", "--data.init_args.batch_size", "8",
         "--data.init_args.num_held_out", "8", "--data.init_args.num_test_sets", "2", "--data.init_args.num_val_sets",
@@ -21,6 +22,9 @@ def test_history_has_the_initial_and_final_values_of_every_channel(quiet, tmp_pa
     assert history["dt"].shape == (4, 8) and (history["dt"] > 0).all()
     assert history["layers"].tolist() == ["ssm"] and history["channels"].tolist() == [8]
     assert not np.allclose(history["dt"][0], history["dt"][-1]), "Δt is trained, so it moves"
+    model = SequenceModel.load_from_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu")
+    np.testing.assert_allclose(history["dt"][-1], model.backbone.dt()["ssm"].detach().numpy(), rtol=1e-6,
+                               err_msg="the last row is the Δt of the trained model")
     assert (out / "dt_trajectory.png").is_file() and (out / "dt_histogram.png").is_file()
 
 

@@ -128,8 +128,16 @@ def test_the_shipped_paper_grid_is_the_papers_grid_as_simulated_here():
     assert paper.params.shape == (4620, 3) and paper.crps.shape == (4620, 17)
     assert paper.settings == {"variant": "paper", "temperature": 0.1, "seed": 0, "n_items": 100, "n_starts": 20,
                               "n_chains": 1000, "max_samples": 50, "max_lag": 8, "dtype": "float32"}
+    # the axes of Ji-An et al. (2024): beta_enc 0.05..1 and beta_rec 0..1 in steps of 0.05, gamma_ft 0..1 in 0.1
+    axes = {"beta_enc": [0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75,
+                         0.80, 0.85, 0.90, 0.95, 1.00],
+            "beta_rec": [0.00, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70,
+                         0.75, 0.80, 0.85, 0.90, 0.95, 1.00],
+            "gamma_ft": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]}
     for name, column in zip(("beta_enc", "beta_rec", "gamma_ft"), paper.params.T):
-        np.testing.assert_allclose(np.unique(column), PAPER_VALUES[name])
+        np.testing.assert_allclose(np.unique(column), axes[name], atol=1e-12)
+        np.testing.assert_allclose(PAPER_VALUES[name], axes[name], atol=1e-12)
+    assert len({tuple(row) for row in paper.params}) == 20 * 21 * 11, "every combination once"
     np.testing.assert_allclose(paper.crps.sum(-1), 1.0, atol=1e-6)
     # What the code simulates today (one set at the paper's size: about 0.2 s). A float32 change that only reorders
     # roundings moves a few draws (up to 3e-5 over the grid); another seed moves curves by about 1e-3.

@@ -6,6 +6,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from conftest import extra_module
 
 from primacy.analysis.free_recall import free_recall_counts, recall_positions
 from primacy.backbones.lstm import LSTMBackbone
@@ -166,8 +167,7 @@ def test_the_metric_sums_counts_and_orders_the_lists_by_index_whatever_the_batch
 
 
 def test_the_results_files_agree_with_psifr_reading_the_exported_recalls(tmp_path):
-    fr = pytest.importorskip("psifr.fr")
-    pd = pytest.importorskip("pandas")
+    fr, pd = extra_module("psifr.fr"), extra_module("pandas")
     study, _ = trials()
     recalls = model(decoding="sampled", temperature=3.0).recall(study, torch.arange(B))
     counts = free_recall_counts(recall_positions(study, recalls), L)

@@ -157,8 +157,9 @@ def test_ranked_heads_puts_flat_heads_last_and_rejects_other_tables(tmp_path):
 def test_missing_files_are_named(trained_run, grid, tmp_path, capsys, flag, value, message):
     args = {"--config": str(trained_run / "config.yaml"), "--ckpt_path": str(trained_run / "checkpoints" / "last.ckpt"),
             "--grid": str(grid), flag: value}
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         main(["analyze", "icl", *[x for kv in args.items() for x in kv], "--out", str(tmp_path / "x")])
+    assert refused.value.code == 2
     assert message in capsys.readouterr().err
 
 
@@ -169,9 +170,10 @@ def test_missing_files_are_named(trained_run, grid, tmp_path, capsys, flag, valu
 ])
 def test_bad_options_are_one_line_errors_and_write_nothing(trained_run, grid, tmp_path, capsys, extra, message):
     out = tmp_path / "icl"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         main(["analyze", "icl", "--config", str(trained_run / "config.yaml"), "--grid", str(grid),
               "--ckpt_path", str(trained_run / "checkpoints" / "last.ckpt"), "--out", str(out), *extra])
+    assert refused.value.code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
 
@@ -179,9 +181,10 @@ def test_bad_options_are_one_line_errors_and_write_nothing(trained_run, grid, tm
 def test_a_broken_checkpoint_is_a_one_line_error(trained_run, grid, tmp_path, capsys):
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes((trained_run / "checkpoints" / "last.ckpt").read_bytes()[:100])
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         main(["analyze", "icl", "--config", str(trained_run / "config.yaml"), "--ckpt_path", str(broken),
               "--grid", str(grid), "--out", str(tmp_path / "x")])
+    assert refused.value.code == 2
     assert "is not a readable Lightning checkpoint" in capsys.readouterr().err
 
 

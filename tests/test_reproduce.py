@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, extra_module
 
 from primacy.cli import main
 from primacy.workflows import launchers
@@ -185,7 +185,7 @@ def test_killed_reproduce_resumes_the_interrupted_run(tmp_path):
 
 
 def test_submitit_array_job_on_the_local_executor(tmp_path):
-    pytest.importorskip("submitit")
+    extra_module("submitit")
     out = tmp_path / "fig3"
     command = ["reproduce", "fig3", "--seeds", "2", "--panels", "B", "H", "--out", str(out), "--launcher", "slurm",
                "--slurm.cluster", "local", *TINY]
@@ -202,7 +202,7 @@ def test_submitit_array_job_on_the_local_executor(tmp_path):
 def test_submitit_timeout_requeues_and_resumes(tmp_path):
     """submitit's signal before the time limit (what SLURM sends before a timeout or preemption) stops the run with
     a checkpoint, requeues the task, and the requeued task resumes from that checkpoint."""
-    pytest.importorskip("submitit")
+    extra_module("submitit")
     run = tmp_path / "run"
     args = ("fit", "--config", str(ROOT / "configs" / "cpu" / "fig3b-hippo-legs-L32.yaml"), *SMALL,
             "--trainer.max_steps", "100000", "--trainer.default_root_dir", str(run))
@@ -237,7 +237,7 @@ def test_the_local_launcher_skips_a_run_taken_since_the_plan(tmp_path):
 
 def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):
     """The sbatch script submitit writes for `--launcher slurm` (a fake sbatch captures it)."""
-    pytest.importorskip("submitit")
+    extra_module("submitit")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     captured = tmp_path / "sbatch.sh"
@@ -273,7 +273,7 @@ def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):
 
 
 def test_slurm_launcher_without_slurm_is_one_line(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("submitit")
+    extra_module("submitit")
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun, no sbatch
     with pytest.raises(SystemExit) as exit_info:
         main(["reproduce", "fig3", "--seeds", "1", "--panels", "B", "--out", str(tmp_path / "out"),

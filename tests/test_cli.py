@@ -87,3 +87,19 @@ def test_the_loggers_get_the_whole_config_of_every_task(task, tmp_path):
     logged = yaml.safe_load(hparams.read_text())
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert logged == saved and logged["model"]["init_args"]["backbone"] and logged["data"]["init_args"]["seed"] == 0
+
+
+def test_validate_scores_a_checkpoint_and_predict_is_refused_in_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    main(["fit", *TINY_RUNS["verification"], "--trainer.default_root_dir", str(run), "--trainer.max_steps", "2",
+          "--test_after_fit", "false"])
+    capsys.readouterr()
+    from_run = ["--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt")]
+    main(["validate", *from_run])
+    assert "val/overall_accuracy" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main(["predict", *from_run])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "primacy: error: predict: the task VerificationTask has no predict data (no predict_dataloader): use primacy "
+        "test, which scores its held-out sets and writes <run>/results")

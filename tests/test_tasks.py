@@ -1,11 +1,13 @@
 """Contracts of the memory-verification task: what a trial is, what is held out, how the test is designed."""
 
+import json
 import math
 
 import pytest
 import torch
 
 from primacy.errors import UsageError
+from primacy.tasks import verification
 from primacy.tasks.verification import (
     CyclicDesign,
     VerificationTask,
@@ -36,9 +38,13 @@ def check_trials(batch: dict[str, torch.Tensor], n_items: int) -> None:
 
 
 def test_module_docstring_example_is_a_valid_trial():
-    batch = {"tokens": torch.tensor([[5, 1, 6, 1, 0, 5]]), "targets": torch.tensor([[1.0, 0.0, 1.0]]),
-             "study_pos": torch.tensor([[1, -1, 0]])}
-    check_trials(batch, 3)
+    """The example in primacy.tasks.verification's docstring, read from the docstring, is a trial of the contract."""
+    keys = ("tokens", "targets", "study_pos")
+    lines = {line.split("=")[0].strip(): line.split("=")[1].split("#")[0].strip()
+             for line in verification.__doc__.splitlines() if line.strip().startswith(keys)}
+    example = {key: torch.tensor([json.loads(value)]) for key, value in lines.items()}
+    assert example["tokens"].tolist() == [[5, 1, 6, 1, 0, 5]], "the docstring's example is the one checked here"
+    check_trials({**example, "targets": example["targets"].float()}, 3)
 
 
 @pytest.mark.parametrize("n_items,vocab_size,p", [(1, 2, 0.5), (8, 16, 0.5), (32, 512, 0.5), (16, 40, 1.0), (16, 40, 0.0)])

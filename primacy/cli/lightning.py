@@ -143,6 +143,8 @@ class PrimacyCLI(LightningCLI):
         if ckpt is not None and ckpt not in ("last", "best") and not Path(ckpt).is_file():
             raise UsageError(f"ckpt_path={ckpt} does not exist: give the path of a checkpoint file")
         logger = config.trainer.logger
+        if self.subcommand == "predict":
+            _require_predict_data(config.data)
         if self.subcommand == "fit":
             max_steps = config.trainer.max_steps
             if max_steps is None or max_steps < 1:
@@ -171,6 +173,14 @@ class PrimacyCLI(LightningCLI):
         headline = ", ".join(f"{key} {float(trainer.callback_metrics[f'test/{key}']):.3f}"
                              for key in getattr(self.model, "HEADLINE", ()) if f"test/{key}" in trainer.callback_metrics)
         rank_zero_info(f"Results in {run_dir(trainer) / 'results'}" + (f": {headline}" if headline else ""))
+
+
+def _require_predict_data(data: Any) -> None:
+    """Refuses ``primacy predict`` for a task without predict data (Lightning would fail with a traceback)."""
+    task = registry.import_class(data.class_path) if data is not None and data.get("class_path") else None
+    if task is not None and task.predict_dataloader is L.LightningDataModule.predict_dataloader:
+        raise UsageError(f"predict: the task {task.__name__} has no predict data (no predict_dataloader): use "
+                         "primacy test, which scores its held-out sets and writes <run>/results")
 
 
 def _is_wandb(logger: Any) -> bool:

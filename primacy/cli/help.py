@@ -56,11 +56,6 @@ class Param:
     doc: str
 
 
-def known_classes(kind: str) -> list[type]:
-    """The registered classes of ``kind`` (model or task), plugins' included."""
-    return [registry.get(name, kind) for name in registry.names(kind)]
-
-
 def import_class(class_path: str) -> type | None:
     """``registry.import_class``, or None: a name jsonargparse resolved imports; anything else is reported by the
     parse itself."""
@@ -259,7 +254,7 @@ def _choose_a_config(subcommand: str, model: type | None, data: type | None) -> 
     for missing, title, kind in ((model, "Models (--model NAME):", "model"),
                                  (data, "Tasks (--data NAME):", "task")):
         if missing is None:
-            lines += [title, *_rows([(cls.__name__, _summary(cls)) for cls in known_classes(kind)])]
+            lines += [title, *_rows([(name, _summary(registry.get(name, kind))) for name in registry.names(kind)])]
     lines += [*_wrap("Backbones (--model.init_args.backbone NAME): " + ", ".join(registry.names())), ""]
     return lines
 

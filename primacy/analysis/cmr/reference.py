@@ -8,12 +8,11 @@ import torch
 from primacy.analysis.cmr.simulate import (
     DEFAULT_TEMPERATURE,
     Variant,
-    _check,
-    _check_settings,
-    _curve,
     association,
+    check_simulation,
     draw,
     drift,
+    mean_lag_curve,
 )
 
 
@@ -36,8 +35,9 @@ def reference_crp(
     5 to 6 times the batched float32 path): a = Mᵀt kept whole, updated from rows of (1 - γ) M + γ MᵀM, a cumulative
     sum per draw (the tests check it against explicit context vectors t).
     ``canonical``: explicit study contexts built by ``drift``, explicit M_CF and M_FC, explicit contexts per chain."""
-    _check(beta_enc, beta_rec, gamma_ft, variant)
-    _check_settings(variant, temperature, n_items, n_starts, n_chains, max_samples, max_lag, torch.float64)
+    check_simulation(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), variant=variant,
+                     temperature=temperature, n_items=n_items, n_starts=n_starts, n_chains=n_chains,
+                     max_samples=max_samples, max_lag=max_lag, dtype=torch.float64)
     generator = torch.Generator().manual_seed(seed)
     starts = torch.arange(n_starts).repeat_interleave(n_chains)  # R: R = starts · chains
     rows = torch.arange(len(starts))
@@ -92,4 +92,4 @@ def reference_crp(
     per_chain = counts[recalled] / draws[recalled, None]  # R' lags
     per_start = torch.zeros(n_starts, 2 * max_lag + 1, dtype=torch.float64).index_add_(0, starts[recalled], per_chain)
     chains = torch.bincount(starts[recalled], minlength=n_starts).double()
-    return torch.arange(-max_lag, max_lag + 1), _curve(per_start, chains)
+    return torch.arange(-max_lag, max_lag + 1), mean_lag_curve(per_start, chains)

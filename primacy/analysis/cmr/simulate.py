@@ -144,7 +144,7 @@ def check_simulation(
         _check(*row, variant)
 
 
-def _curve(per_start: torch.Tensor, chains: torch.Tensor) -> torch.Tensor:
+def mean_lag_curve(per_start: torch.Tensor, chains: torch.Tensor) -> torch.Tensor:
     """(..., starts, lags) sums of per-chain curves and (..., starts) numbers of chains -> (..., lags): averaged
     per start, normalised to sum 1, averaged over the starts whose curve is not empty."""
     per_start = per_start / chains.clamp(min=1)[..., None]
@@ -234,7 +234,7 @@ def cmr_crps(
             group = ((first + sets) * n_starts + starts)[recalled]
             sums.index_add_(0, group, counts[recalled] / draws[recalled, None])
             chains.index_add_(0, group, torch.ones(len(group), dtype=torch.float64))
-    crps = _curve(sums.view(len(params), n_starts, n_lags), chains.view(len(params), n_starts))
+    crps = mean_lag_curve(sums.view(len(params), n_starts, n_lags), chains.view(len(params), n_starts))
     return torch.arange(-max_lag, max_lag + 1), crps
 
 

@@ -78,13 +78,16 @@ TINY_RUNS = {
 }
 
 # Tasks whose runs exercise nothing of the checkpointing machinery that the first two do not: their resume tests of
-# signal handling and checkpoint bookkeeping (the same RunCheckpoint code whatever the task) run with `-m slow`; the
-# bitwise resume after Ctrl-C and after a kill stay in the default run for every task.
+# signal handling, kills and checkpoint bookkeeping (the same RunCheckpoint code whatever the task) run with
+# `-m slow`; the bitwise resume after Ctrl-C stays in the default run for every task. A kill differs from Ctrl-C only
+# in which checkpoint the run resumes from (the last periodic one, written by the same callback), and costs a new
+# Python process (5 s of imports) per task.
 LATER_TASKS = ("reconstruction", "recall", "free_recall")
 # The held-out tasks (HeldOutTask) split their evaluation across processes with the same code: recall keeps the
 # uneven three-process split in the default run, the others test it with `-m slow` (two processes by default).
 THREE_PROCESS_SLOW = ("reconstruction", "free_recall")
 TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves",
+                                 "test_a_killed_run_resumes_from_its_last_periodic_checkpoint",
                                  "test_a_finished_run_is_refused_and_left_as_it_was",
                                  "test_a_run_written_before_periodic_checkpoints_still_tests")
 

@@ -113,8 +113,14 @@ def test_bad_heads_are_rejected_and_nothing_is_ablated(heads, message):
 
 
 def test_repeated_tokens_docstring_example():
-    tokens = repeated_tokens(3, 3, vocab_size=10, bos=0, batch=1, generator=torch.Generator().manual_seed(0))
-    assert torch.equal(tokens, torch.tensor([[0, 7, 1, 5, 7, 1, 5, 7, 1, 5]]))
+    """The docstring's example, read from the docstring: its call gives its output, which is BOS and three copies
+    of three distinct tokens (the structure, checked apart from the generator's draw)."""
+    call, shown = [line.strip().removeprefix("== ") for line in repeated_tokens.__doc__.split("Example::")[1]
+                   .strip().splitlines()[:2]]
+    tokens = eval(call, {"repeated_tokens": repeated_tokens, "torch": torch})  # noqa: S307 - the docstring's own code
+    assert torch.equal(tokens, eval(shown, {"tensor": torch.tensor}))  # noqa: S307
+    assert tokens[0, 0] == 0 and len(set(tokens[0, 1:4].tolist()) - {0}) == 3
+    assert torch.equal(tokens[0, 1:], tokens[0, 1:4].repeat(3))
 
 
 def test_repeated_tokens_repeat_distinct_tokens_and_extend_the_prompt():

@@ -1,9 +1,15 @@
-"""HiPPO matrices: the definitions we chose, and their normal-plus-low-rank decomposition for every measure."""
+"""HiPPO matrices: the definitions we chose, their normal-plus-low-rank decomposition for every measure, and the
+impulse responses `primacy kernels` draws from them."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
+from conftest import extra_module
 
 from primacy.errors import UsageError
+from primacy.ssm.dense import impulse_responses
 from primacy.ssm.hippo import LAGT_BETA, MEASURES, hippo, low_rank, nplr
 
 SIZES = {"legs": (1, 2, 7, 16, 64), "lagt": (1, 2, 7, 16, 64), "fout": (2, 4, 16, 64)}
@@ -15,6 +21,35 @@ def test_legs_is_the_scaled_legendre_matrix():
     s3, s5, s15 = 3**0.5, 5**0.5, 15**0.5
     expected = torch.tensor([[-1.0, 0, 0], [-s3, -2, 0], [-s5, -s15, -3]], dtype=torch.float64)
     assert torch.allclose(a, expected) and torch.allclose(b, torch.tensor([1.0, s3, s5], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("n", [1, 7, 16, 64])
+def test_legs_at_any_size_is_its_formula(n):
+    """Gu et al. (2020): A[i, k] = -sqrt(2i+1) sqrt(2k+1) below the diagonal, -(i+1) on it, 0 above;
+    B[i] = sqrt(2i+1)."""
+    a, b = hippo("legs", n)
+    for i in range(n):
+        assert b[i].item() == pytest.approx(math.sqrt(2 * i + 1), rel=1e-15)
+        for k in range(n):
+            expected = -math.sqrt(2 * i + 1) * math.sqrt(2 * k + 1) if i > k else -(i + 1.0) if i == k else 0.0
+            assert a[i, k].item() == pytest.approx(expected, rel=1e-15, abs=0), (i, k)
+
+
+@pytest.mark.parametrize("measure,n,dt", [("legs", 8, 0.05), ("lagt", 6, 0.5), ("fout", 8, 0.01)])
+def test_impulse_responses_are_the_matrix_exponential_and_the_bilinear_powers(measure, n, dt):
+    """Against scipy's expm (the continuous solution exp(jΔA)B) and the bilinear recurrence written out in numpy."""
+    expm = extra_module("scipy.linalg").expm
+    a, b = hippo(measure, n)
+    continuous, discrete = impulse_responses(a, b, dt, 20)
+    a_np, b_np = a.numpy(), b.numpy()
+    for j in (0, 1, 7, 19):
+        np.testing.assert_allclose(continuous[j].numpy(), expm(j * dt * a_np) @ b_np, rtol=1e-10, atol=1e-12)
+    eye = np.eye(n)
+    back = np.linalg.inv(eye - dt / 2 * a_np)
+    a_bar, b_bar = back @ (eye + dt / 2 * a_np), dt * back @ b_np
+    for j in (0, 1, 7, 19):
+        np.testing.assert_allclose(discrete[j].numpy(), np.linalg.matrix_power(a_bar, j) @ b_bar / dt, rtol=1e-10,
+                                   atol=1e-12)
 
 
 def test_lagt_is_the_tilted_laguerre_matrix_with_beta_one_hundredth():

@@ -42,15 +42,15 @@ def test_the_guide_builds_a_working_plugin(tmp_path):
         return done.stdout
 
     assert "passed" in run("-m", "pytest", "-q", "-p", "no:cacheprovider", str(package / "tests"))
-    listing = run("-m", "primacy", "models")
-    assert re.search(r"GRUBackbone\s+primacy-gru\s+Stacked GRU with hidden size d_model\.", listing), listing
-
     fit = doc_fit_command()
     assert fit[:2] == ["primacy", "fit"]
     run_dir = tmp_path / "run"
-    run("-m", "primacy", *fit[1:], "--trainer.default_root_dir", str(run_dir), "--trainer.max_steps", "2",
-        "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2",
-        "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
-        "--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1")
+    # `primacy models`, then the guide's `primacy fit`: in one new Python, which saves a second 5 s of imports
+    listing = run("-c", "import sys; from primacy.cli import main; main(['models']); main(sys.argv[1:])",
+                  *fit[1:], "--trainer.default_root_dir", str(run_dir), "--trainer.max_steps", "2",
+                  "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "2",
+                  "--trainer.limit_test_batches", "2", "--trainer.logger", "false", "--trainer.enable_progress_bar",
+                  "false", "--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1")
+    assert re.search(r"GRUBackbone\s+primacy-gru\s+Stacked GRU with hidden size d_model\.", listing), listing
     assert "class_path: primacy_gru.GRUBackbone" in (run_dir / "config.yaml").read_text()
     assert (run_dir / "results" / "summary.json").is_file()

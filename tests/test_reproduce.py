@@ -4,19 +4,25 @@ submitit (its local executor: real subprocesses, the cluster's code path without
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+import yaml
 from conftest import ROOT, extra_module
 
+from primacy.analysis.serial_position import summarize
 from primacy.cli import main
+from primacy.rundir import results
 from primacy.workflows import launchers
-from primacy.workflows.pages import FIGURES
+from primacy.workflows.pages import FIGURES, draw
+from primacy.workflows.reproduce import CONFIGS, Run
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
 TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",
@@ -39,63 +45,99 @@ def step(run: Path) -> int:
     return torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["global_step"]
 
 
-def test_fig3_runs_once_skips_finished_runs_and_redoes_a_deleted_one(tmp_path, capsys):
-    out = tmp_path / "fig3"
-    # One seed a panel keeps this under a minute; tests of aggregate cover the mean over several seeds.
-    command = ["reproduce", "fig3", "--scale", "cpu", "--seeds", "1", "--out", str(out), "--jobs", "2", *TINY]
+def fake_run(run: Path, n_items: int, seed: int, accuracy: float, dt: np.ndarray | None) -> None:
+    """A run's results as `primacy test` writes them (through the same writers), with every cell of the study x query
+    matrix at ``accuracy`` except the last study item at query 0 (0 hits), and a Δt history (2 snapshots x channels)
+    unless the backbone has none (LSTM)."""
+    counts = torch.full((n_items, n_items), 4)
+    hits = (counts * accuracy).round().long()
+    hits[-1, 0] = 0
+    states = {"hits": hits, "counts": counts, "distractor_hits": torch.full((n_items,), 3),
+              "distractor_counts": torch.full((n_items,), 4)}
+    settings = {"condition": "half", "n_items": n_items, "vocab_size": 64, "backbone": "S4Backbone",
+                "backbone_args": {}, "data_args": {"n_items": n_items, "seed": seed}, "model_args": {}}
+    results.write(run / "results", {**summarize(**states), **states}, settings)
+    if dt is not None:
+        results.write_dt_history(run / "results" / "dt_history.npz", np.array([0, 100]), dt, ["ssm"], [dt.shape[1]])
+
+
+def test_the_fig3_page_and_table_from_every_panel(tmp_path):
+    """The page and table `reproduce fig3` draws once the runs are done, from results written for each panel (the
+    next test runs a real sweep of two panels and draws Fig. 4 and 5 from it: eight runs would cost a minute)."""
+    lengths = {panel.label: yaml.safe_load((CONFIGS / "cpu" / f"{panel.config('cpu')}.yaml").read_text())
+               ["data"]["init_args"]["n_items"] for panel in FIGURES["fig3"].panels}
+    assert list(lengths.values()) == [32, 32, 32, 32, 32, 16, 64, 32]  # Fig. 3 F and G: half and twice the list
+    dt = {seed: np.array([[0.001, 0.01, 0.1, 0.05], [0.002, 0.02, 0.03, 0.01 * (seed + 1)]]) for seed in (0, 1)}
+    runs, out = [], tmp_path / "out"
+    for panel in FIGURES["fig3"].panels:
+        name = panel.config("cpu")
+        for seed, accuracy in ((0, 0.5), (1, 0.75)):
+            run = Run(name, seed, out / name / f"seed{seed}", CONFIGS / "cpu" / f"{name}.yaml", ())
+            fake_run(run.dir, lengths[panel.label], seed, accuracy, None if panel.label == "H" else dt[seed])
+            runs.append(run)
+
+    written = draw(FIGURES["fig3"], "cpu", out, runs)
+    assert {out / "fig3.png", out / "fig3.pdf", out / "fig3.csv"} <= set(written)
+    assert all(path.is_file() for path in written)
+    table = _csv(out / "fig3.csv")
+    assert [row["panel"] for row in table] == list("ABCDEFGH")
+    assert [int(row["n_items"]) for row in table] == list(lengths.values())
+    assert all(row["seeds"] == "2" for row in table)
+    for row in table:
+        n = int(row["n_items"])
+        per_seed = [json.loads((out / row["config"] / f"seed{s}" / "results" / "summary.json").read_text())
+                    for s in (0, 1)]
+        values = [summary["overall_accuracy"] for summary in per_seed]
+        assert float(row["overall_accuracy"]) == pytest.approx(sum(values) / 2, abs=1e-4)
+        assert float(row["overall_accuracy_se"]) == pytest.approx(abs(values[0] - values[1]) / 2, abs=1e-4)
+        # the last quarter of study items at the first quarter of queries: 0.625 everywhere but one cell at 0
+        q = n // 4
+        assert float(row["bottom_left"]) == pytest.approx(0.625 * (1 - 1 / q ** 2), abs=1e-4)
+        assert (out / row["config"] / "mean" / "summary.json").is_file()
+    pooled = np.concatenate([dt[0], dt[1]], axis=1)
+    for row in table[:7]:
+        assert float(row["dt_initial_q50"]) == pytest.approx(np.quantile(pooled[0], 0.5), abs=1e-5)
+        assert float(row["dt_final_q50"]) == pytest.approx(np.quantile(pooled[1], 0.5), abs=1e-5)
+        assert float(row["dt_final_below_0.03"]) == pytest.approx(np.mean(pooled[1] <= 0.03), abs=1e-4)
+    assert table[7]["dt_final_q50"] == ""  # LSTM has no Δt
+
+
+def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_deleted_one(tmp_path, capsys):
+    out = tmp_path / "fig4"
+    sweep = ["reproduce", "fig4", "--out", str(out), "--panels", "4", "6", *SMALL]
+    command = [*sweep, "--seeds", "1", "--jobs", "2", "--trainer.max_steps", "4"]
     main(command)
-    panels = [panel.config("cpu") for panel in FIGURES["fig3"].panels]
-    runs = [out / panel / "seed0" for panel in panels]
-    assert len(runs) == 8
+    runs = [out / "fig3f-hippo-legs-L16" / "seed0", out / "fig4-hippo-legs-frozen-dt-L32" / "seed0"]
     for run in runs:
         assert (run / "results" / "summary.json").is_file(), run
-        assert step(run) == 20
-    assert (out / "fig3.png").is_file() and (out / "fig3.pdf").is_file()
-    with open(out / "fig3.csv") as f:
-        table = list(csv.DictReader(f))
-    assert [row["panel"] for row in table] == list("ABCDEFGH")
-    assert all(row["seeds"] == "1" for row in table)
-    assert [int(row["n_items"]) for row in table] == [32, 32, 32, 32, 32, 16, 64, 32]
-    assert table[7]["dt_final_q50"] == "" and float(table[1]["dt_final_q50"]) > 0  # LSTM has no Δt
-    for panel in panels:
-        assert (out / panel / "mean" / "summary.json").is_file()
+        assert step(run) == 4
+    assert all((out / name).is_file() for name in ("fig4.png", "fig4.pdf", "fig5.png", "fig4.csv"))
+    assert [(row["panel"], row["seeds"]) for row in _csv(out / "fig4.csv")] == [("4", "1"), ("6", "1")]
+    with np.load(runs[1] / "results" / "dt_history.npz") as history:  # the paper's footnote: Δt stays at its init
+        assert np.array_equal(history["dt"][0], history["dt"][-1])
+
+    capsys.readouterr()
+    main([*sweep, "--seeds", "2", "--status", "--trainer.max_steps", "4"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[:-1]] == [
+        ["fig3f-hippo-legs-L16/seed0", "done"], ["fig3f-hippo-legs-L16/seed1", "missing"],
+        ["fig4-hippo-legs-frozen-dt-L32/seed0", "done"], ["fig4-hippo-legs-frozen-dt-L32/seed1", "missing"]]
+    assert lines[-1] == "2 done, 2 missing"
+    main([*sweep, "--seeds", "1", "--status", "--trainer.max_steps", "8"])  # a larger budget: the runs are unfinished
+    assert capsys.readouterr().out.count("stopped  at step 4 of 8: resumes") == 2
 
     before = logs(out)
-    capsys.readouterr()
     main(command)  # everything is done: nothing trains, the figure is drawn again
     assert logs(out) == before
     assert "running" not in capsys.readouterr().out
 
-    deleted = out / panels[2] / "seed0"
+    deleted = runs[0]
     for path in sorted(deleted.rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
     main(command)
     new = logs(out) - before
     assert [log.parents[1] for log in new] == [deleted]
-    assert step(deleted) == 20
-
-
-def test_status_lists_every_run(tmp_path, capsys):
-    out = tmp_path / "fig4"
-    main(["reproduce", "fig4", "--seeds", "1", "--out", str(out), "--panels", "1", "6", *SMALL,
-          "--trainer.max_steps", "4"])
-    capsys.readouterr()
-    main(["reproduce", "fig4", "--seeds", "2", "--out", str(out), "--panels", "1", "6", "--status", *SMALL,
-          "--trainer.max_steps", "4"])
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:2] == ["fig3b-hippo-legs-L32/seed0", "done"]
-    assert lines[1].split()[:2] == ["fig3b-hippo-legs-L32/seed1", "missing"]
-    assert lines[2].split()[:2] == ["fig4-hippo-legs-frozen-dt-L32/seed0", "done"]
-    assert lines[-1] == "2 done, 2 missing"
-    main(["reproduce", "fig4", "--seeds", "1", "--out", str(out), "--panels", "1", "--status", *SMALL,
-          "--trainer.max_steps", "8"])  # a larger budget: the run is unfinished
-    assert "stopped  at step 4 of 8: resumes" in capsys.readouterr().out
-    # The frozen-Δt panel keeps its initial Δt: the paper's footnote setting.
-    frozen = out / "fig4-hippo-legs-frozen-dt-L32" / "seed0" / "results" / "dt_history.npz"
-    import numpy as np
-
-    with np.load(frozen) as history:
-        assert np.array_equal(history["dt"][0], history["dt"][-1])
+    assert step(deleted) == 4
 
 
 def test_transformer_figure_measures_where_the_queries_look(tmp_path):
@@ -187,11 +229,11 @@ def test_killed_reproduce_resumes_the_interrupted_run(tmp_path):
 def test_submitit_array_job_on_the_local_executor(tmp_path):
     extra_module("submitit")
     out = tmp_path / "fig3"
-    command = ["reproduce", "fig3", "--seeds", "2", "--panels", "B", "H", "--out", str(out), "--launcher", "slurm",
+    command = ["reproduce", "fig3", "--seeds", "1", "--panels", "B", "H", "--out", str(out), "--launcher", "slurm",
                "--slurm.cluster", "local", *TINY]
     main(command)
     runs = list(out.glob("*/seed*"))
-    assert len(runs) == 4 and all(step(run) == 20 for run in runs)
+    assert len(runs) == 2 and all(step(run) == 20 for run in runs)
     assert (out / "fig3.png").is_file()
     assert all(launchers.read_state(run)["job"] for run in runs)  # each task's log is named by its job id
     before = logs(out)
@@ -202,21 +244,25 @@ def test_submitit_array_job_on_the_local_executor(tmp_path):
 def test_submitit_timeout_requeues_and_resumes(tmp_path):
     """submitit's signal before the time limit (what SLURM sends before a timeout or preemption) stops the run with
     a checkpoint, requeues the task, and the requeued task resumes from that checkpoint."""
-    extra_module("submitit")
+    submitit = extra_module("submitit")
     run = tmp_path / "run"
     args = ("fit", "--config", str(ROOT / "configs" / "cpu" / "fig3b-hippo-legs-L32.yaml"), *SMALL,
             "--trainer.max_steps", "100000", "--trainer.default_root_dir", str(run))
-    parameters = {"timeout_min": 1}  # submitit signals 30 s before the limit, so 30 s after each start
-    job, = launchers.submit([launchers.RunJob(str(run), args)], tmp_path / "submitit", parameters, "local")
+    # submitit's local executor itself (the array test above goes through launchers.submit), for a limit shorter
+    # than a minute: 30 s, signalled 12 s before it, so 18 s after each start (training starts after about 6 s here)
+    executor = submitit.LocalExecutor(folder=tmp_path / "submitit")
+    executor.update_parameters(timeout_min=0.5, signal_delay_s=12)
+    job = executor.submit(launchers.RunJob(str(run), args))
     try:
         _wait_for(lambda: len(list((run / "logs").glob("*.log"))) == 2, "the requeued task", seconds=240)
-        first = launchers.read_state(run)
         _wait_for(lambda: "Resuming the unfinished run" in _newest_log(run).read_text(), "the resume", seconds=120)
     finally:
         job.cancel(check=False)
-    stopped = int(first["exit_code"]) if first.get("state") == "exited" else None
-    assert stopped in (None, 143)
-    assert "stopping after this step with a checkpoint" in min((run / "logs").glob("*.log")).read_text()
+    first, requeued = (log.read_text() for log in sorted((run / "logs").glob("*.log"), key=os.path.getmtime))
+    assert "SIGTERM: stopping after this step with a checkpoint" in first
+    stopped = int(re.search(r"Stopped at step (\d+) of 100000", first).group(1))
+    assert stopped > 0
+    assert f"Resuming the unfinished run in {run} from step {stopped}" in requeued, requeued[-2000:]
 
 
 def _newest_log(run: Path) -> Path:

@@ -1,6 +1,7 @@
 """DtTracker records Δt over training into the run directory, and keeps quiet for models without Δt."""
 
 import numpy as np
+import pytest
 from conftest import ROOT
 
 from primacy.cli import main
@@ -32,3 +33,25 @@ def test_backbones_without_dt_write_nothing(quiet, tmp_path):
     main(["fit", "--config", str(ROOT / "configs" / "quickstart-lstm.yaml"), *quiet, *TINY,
           "--model.init_args.backbone.init_args.d_model", "8", "--trainer.callbacks+=DtTracker"])
     assert not (tmp_path / "run" / "results" / "dt_history.npz").exists()
+
+
+def test_figures_come_in_the_formats_asked_for_and_not_at_all_for_none(quiet, tmp_path):
+    for formats, written in (("[pdf, svg]", {"dt_trajectory.pdf", "dt_trajectory.svg", "dt_histogram.pdf",
+                                              "dt_histogram.svg"}), ("[]", set())):
+        run = tmp_path / formats
+        main(["fit", "--config", str(ROOT / "configs" / "quickstart.yaml"), *quiet, *TINY,
+              "--model.init_args.backbone.init_args.d_model", "8", "--trainer.callbacks.formats", formats,
+              "--results.formats", "[]", "--trainer.default_root_dir", str(run)])
+        out = run / "results"
+        assert (out / "dt_history.npz").is_file()
+        assert {p.name for p in out.iterdir() if p.name.startswith("dt_") and p.suffix != ".npz"} == written
+
+
+def test_an_unknown_format_is_one_line(quiet, tmp_path, capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(["fit", "--config", str(ROOT / "configs" / "quickstart.yaml"), *quiet, *TINY,
+              "--trainer.callbacks.formats", "[xyz]"])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("primacy: error: formats=['xyz'] are unknown: choose among ")
+    assert not (tmp_path / "run" / "checkpoints").exists()

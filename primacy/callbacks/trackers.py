@@ -65,19 +65,21 @@ class DtTracker(TrainingRecorder):
 
     Every ``every_n_steps`` optimiser steps (and at the first and last step) it stores the values, logs
     their quantiles (and a histogram, for wandb and TensorBoard), and at the end of ``fit`` writes
-    <run>/results/dt_history.npz, dt_trajectory.png and dt_histogram.png. Does nothing for backbones
+    <run>/results/dt_history.npz and the figures dt_trajectory and dt_histogram. Does nothing for backbones
     without a Δt. The history is part of the checkpoint, so a resumed run keeps it.
 
     Args:
         every_n_steps: recording interval in optimiser steps.
-        dpi: resolution of the figures.
+        formats: figure file formats; [] writes the history alone.
+        dpi: resolution of raster figures.
     """
 
     QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
-    def __init__(self, every_n_steps: int = 100, dpi: int = 150) -> None:
+    def __init__(self, every_n_steps: int = 100, formats: list[str] = ["png"], dpi: int = 150) -> None:  # noqa: B006
         super().__init__(every_n_steps)
-        self.dpi = dpi
+        figure_formats(formats)
+        self.formats, self.dpi = list(formats), dpi
         self.values: list[np.ndarray] = []
         self.layers: list[str] = []
         self.channels: list[int] = []
@@ -106,11 +108,13 @@ class DtTracker(TrainingRecorder):
     def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
         steps, dt = np.asarray(self.steps), np.stack(self.values)  # S, S C
         results.write_dt_history(out / "dt_history.npz", steps, dt, self.layers, self.channels)
+        if not self.formats:
+            return
         name = type(pl_module.backbone).__name__
         figures.save(figures.dt.dt_trajectory(steps, dt, f"{name}: Δt over training"), out / "dt_trajectory",
-                     ["png"], self.dpi)
+                     self.formats, self.dpi)
         figures.save(figures.dt.dt_histogram(dt[0], dt[-1], f"{name}: Δt at step {steps[0]} and {steps[-1]}"),
-                     out / "dt_histogram", ["png"], self.dpi)
+                     out / "dt_histogram", self.formats, self.dpi)
 
     def state_dict(self) -> dict[str, Any]:
         return {"steps": list(self.steps), "values": [v.tolist() for v in self.values],

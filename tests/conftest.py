@@ -6,6 +6,13 @@ import pytest
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.environ:
+    # pytest-xdist's workers (pyproject's -n auto) share the cores: each gets its part for torch's threads, and so do
+    # the processes its tests start. With two threads each, two workers took as long as one (2 cores).
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,6 +25,19 @@ def extra_module(module: str):
         pytest.fail(f"{module} is missing ({err}): install the test extra, pip install -e \".[test]\"")
 
 
+def stream_batches(loader, n: int) -> list:
+    """The first ``n`` batches of a loader of the endless training stream, its worker processes (if any) shut down
+    before returning: an abandoned iterator's workers stalled, for 10 s, whichever later test the garbage collector
+    happened to run in."""
+    it = iter(loader)
+    try:
+        return [next(it) for _ in range(n)]
+    finally:
+        shutdown = getattr(it, "_shutdown_workers", None)  # DataLoader's own clean-up, also run when it is collected
+        if shutdown is not None:
+            shutdown()
+
+
 @pytest.fixture
 def quiet(tmp_path):
     """CLI arguments for a fast, file-local run without a logger or progress bar."""
@@ -28,6 +48,9 @@ def quiet(tmp_path):
 # Tiny runs of each task (a few seconds), with a logger, progress bar and summary off: a seed, a run directory
 # and trainer flags are added by each test.
 QUIET = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+# No figures (results, validation heatmaps, the config's DtTracker): they took 0.8 s of a 1.4 s tiny verification run.
+# Tests of figures ask for them.
+NO_FIGURES = ["--results.formats", "[]", "--results.val_heatmap", "false", "--trainer.callbacks.formats", "[]"]
 TINY_RUNS = {
     "verification": [
         "--config", str(ROOT / "configs" / "quickstart.yaml"), *QUIET,
@@ -35,7 +58,7 @@ TINY_RUNS = {
         "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "5",
         "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
         "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
-        "--results.formats", "[png]",
+        *NO_FIGURES,
     ],
     "induction": [
         "--config", str(ROOT / "configs" / "induction-quickstart.yaml"), *QUIET,
@@ -56,7 +79,7 @@ TINY_RUNS = {
         "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "3",
         "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
         "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
-        "--results.formats", "[png]",
+        *NO_FIGURES,
     ],
     "recall": [
         "--config", str(ROOT / "configs" / "quickstart-recall.yaml"), *QUIET,
@@ -65,7 +88,7 @@ TINY_RUNS = {
         "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "3",
         "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
         "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
-        "--results.formats", "[png]",
+        *NO_FIGURES,
     ],
     "free_recall": [
         "--config", str(ROOT / "configs" / "quickstart-free-recall.yaml"), *QUIET,
@@ -73,7 +96,7 @@ TINY_RUNS = {
         "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "5",
         "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
         "--model.init_args.backbone.init_args.d_model", "8", "--model.init_args.decoding", "sampled",
-        "--trainer.val_check_interval", "4", "--results.formats", "[png]",
+        "--trainer.val_check_interval", "4", *NO_FIGURES,
     ],
 }
 
@@ -85,15 +108,21 @@ TINY_RUNS = {
 LATER_TASKS = ("reconstruction", "recall", "free_recall")
 # The held-out tasks (HeldOutTask) split their evaluation across processes with the same code: recall keeps the
 # uneven three-process split in the default run, the others test it with `-m slow` (two processes by default).
-THREE_PROCESS_SLOW = ("reconstruction", "free_recall")
+THREE_PROCESS_SLOW = ("verification", "reconstruction", "free_recall")
 TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves",
                                  "test_a_killed_run_resumes_from_its_last_periodic_checkpoint",
                                  "test_a_finished_run_is_refused_and_left_as_it_was",
                                  "test_a_run_written_before_periodic_checkpoints_still_tests")
 
 
+# Modules whose tests start processes and last 5-35 s each: collected first, so that pytest-xdist hands them out
+# while the many short tests can still fill the other workers (last, they ran alone at the end: 20 % more time).
+LONG_FIRST = ("test_reproduce.py", "test_distributed.py", "test_plugin_docs.py", "test_resume.py")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: each module's order is kept
     for item in items:
         task = getattr(getattr(item, "callspec", None), "params", {}).get("straight")
         sigterm = item.originalname.startswith("test_a_signalled_run") and item.name.endswith("-sigterm]")

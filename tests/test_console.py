@@ -18,6 +18,12 @@ QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 COMMANDS = ("fit", "validate", "test", "predict", "aggregate", "analyze", "kernels", "models", "reproduce")
 
 
+@pytest.fixture(autouse=True)
+def columns(monkeypatch):
+    """Help is wrapped to the terminal's width (60 to 120 columns): read here at 100, whatever runs the tests."""
+    monkeypatch.setenv("COLUMNS", "100")
+
+
 def run(args, capsys):
     """(exit code, stdout, stderr) of ``primacy args``."""
     with pytest.raises(SystemExit) as exit_info:

@@ -4,6 +4,7 @@ are a function of the settings and the seed alone (not of workers or processes).
 
 import pytest
 import torch
+from conftest import stream_batches
 
 from primacy.errors import UsageError
 from primacy.tasks import free_recall
@@ -104,8 +105,7 @@ def test_test_trials_are_the_first_held_out_sets_once_each_in_the_designs_order(
 
 def first_batches(**settings):
     t = task(**settings)
-    it = iter(t.train_dataloader())
-    train = [next(it) for _ in range(3)]
+    train = stream_batches(t.train_dataloader(), 3)
     return train + list(t.val_dataloader()) + list(t.test_dataloader())
 
 

@@ -3,6 +3,7 @@ that the model is scored only at the query positions."""
 
 import pytest
 import torch
+from conftest import stream_batches
 
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.errors import UsageError
@@ -132,8 +133,7 @@ def test_half_design_asks_every_cell_once_per_set_over_both_variants():
 
 def first_batches(**settings):
     t = task(**settings)
-    it = iter(t.train_dataloader())
-    train = [next(it) for _ in range(3)]
+    train = stream_batches(t.train_dataloader(), 3)
     return train + list(t.val_dataloader()) + list(t.test_dataloader())
 
 

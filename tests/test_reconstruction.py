@@ -3,6 +3,7 @@ designed, and that the model is scored only at the query positions."""
 
 import pytest
 import torch
+from conftest import stream_batches
 
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.errors import UsageError
@@ -164,8 +165,7 @@ def test_the_design_gives_every_delay_and_study_position_the_same_number_of_answ
 
 def first_batches(**settings):
     t = task(**settings)
-    it = iter(t.train_dataloader())
-    train = [next(it) for _ in range(3)]
+    train = stream_batches(t.train_dataloader(), 3)
     return train + list(t.val_dataloader()) + list(t.test_dataloader())
 
 

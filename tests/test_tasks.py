@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from conftest import stream_batches
 
 from primacy.errors import UsageError
 from primacy.tasks import verification
@@ -114,8 +115,7 @@ def test_data_do_not_depend_on_num_workers():
     def stream(workers):
         task = VerificationTask(n_items=4, vocab_size=32, num_held_out=8, num_test_sets=2, num_val_sets=2,
                                 batch_size=8, num_workers=workers)
-        it = iter(task.train_dataloader())
-        train = [next(it)["tokens"] for _ in range(5)]
+        train = [batch["tokens"] for batch in stream_batches(task.train_dataloader(), 5)]
         test = [b["tokens"] for b in task.test_dataloader()]
         return torch.cat(train), torch.cat(test)
 

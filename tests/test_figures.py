@@ -1,0 +1,52 @@
+"""Figures show the numbers they are given: the cells of a heatmap are the matrix, its marginal curves the row and
+column means, and every panel of the Fig. 3 page the matrix of its run in one colour scale."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.collections import QuadMesh
+
+from primacy import figures
+
+
+def meshes(fig) -> list[np.ndarray]:
+    """The values of every grid of coloured cells in ``fig`` but the colour bars' (one column), NaN where blank."""
+    grids = [np.ma.filled(c.get_array(), np.nan) for ax in fig.axes for c in ax.collections if isinstance(c, QuadMesh)]
+    return [grid for grid in grids if grid.ndim == 2 and grid.shape[1] > 1]
+
+
+@pytest.fixture
+def matrix() -> np.ndarray:
+    values = np.arange(16, dtype=float).reshape(4, 4) / 16  # study x query: no symmetry, rows and columns differ
+    values[3, 0] = np.nan  # a cell never asked
+    return values
+
+
+def test_the_heatmap_cells_and_marginal_curves_are_the_matrix_it_shows(matrix):
+    distractor = np.array([0.9, 0.8, 0.7, 0.6])
+    fig = figures.accuracy.heatmap(matrix, distractor, "title")
+    try:
+        new, cells = meshes(fig)  # the distractor row on top, then the matrix
+        np.testing.assert_array_equal(cells, matrix)
+        np.testing.assert_array_equal(new, distractor[None])
+        assert {c.get_clim() for ax in fig.axes for c in ax.collections if isinstance(c, QuadMesh)} == {(0.0, 1.0)}
+        row_axes, = (ax for ax in fig.axes if ax.get_xlabel() == "row mean")
+        col_axes, = (ax for ax in fig.axes if ax.get_ylabel() == "col. mean")
+        np.testing.assert_allclose(row_axes.lines[0].get_xdata(), np.nanmean(matrix, axis=1))
+        np.testing.assert_allclose(col_axes.lines[0].get_ydata(), np.nanmean(matrix, axis=0))
+    finally:
+        plt.close(fig)
+
+
+def test_every_panel_of_the_fig3_page_shows_its_own_matrix_in_one_colour_scale(matrix):
+    other = np.array([[0.25, 0.5, 0.75], [1.0, 0.0, 0.5], [0.5, 0.5, 0.25]])
+    fig = figures.accuracy.fig3_page([("A", "first", matrix, np.full(4, 0.5)), ("B", "second", other, np.ones(3))])
+    try:
+        cells = [grid for grid in meshes(fig) if grid.shape[0] > 1]  # the matrices, not the distractor rows
+        assert len(cells) == 2
+        np.testing.assert_array_equal(cells[0], matrix)
+        np.testing.assert_array_equal(cells[1], other)
+        # one scale for every panel: from 0.5, or the lowest value rounded down to 0.05, to 1
+        assert {c.get_clim() for ax in fig.axes for c in ax.collections if isinstance(c, QuadMesh)} == {(0.0, 1.0)}
+    finally:
+        plt.close(fig)

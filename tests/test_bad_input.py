@@ -79,7 +79,7 @@ FIT = [
     ("ckpt-truncated", ["--ckpt_path", "{tmp}/truncated.ckpt"],
      "ckpt_path={tmp}/truncated.ckpt is not a readable Lightning checkpoint: the file is truncated or corrupted"),
     ("ckpt-not-torch", ["--ckpt_path", QUICKSTART],
-     "ckpt_path=/work/main/configs/quickstart.yaml is not a readable Lightning checkpoint: it is not a torch file"),
+     f"ckpt_path={QUICKSTART} is not a readable Lightning checkpoint: it is not a torch file"),
     ("ckpt-other-model", ["--ckpt_path", "{lstm}/checkpoints/last.ckpt"],
      "ckpt_path={lstm}/checkpoints/last.ckpt does not match the config: model.init_args.backbone.class_path: "
      "the config says primacy.backbones.s4d.S4DBackbone, the checkpoint primacy.backbones.lstm.LSTMBackbone; "

@@ -18,7 +18,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from primacy import registry
 from primacy.callbacks import ResultsWriter, RunCheckpoint, RunConfig
 from primacy.checks import writable_directory
-from primacy.cli import console
+from primacy.cli import console, progress
 from primacy.cli.help import HELP_ALL, backbone_help, subcommand_help, wants_help
 from primacy.cli.parse_errors import ParseError, check_config_files, explain
 from primacy.errors import UsageError, find_usage_error
@@ -116,8 +116,8 @@ class PrimacyCLI(LightningCLI):
         trainer = {**self._get(self.config_init, "trainer", default={})}
         callbacks = trainer.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
-        if console.wants_line_progress(trainer.get("enable_progress_bar"), callbacks):
-            kwargs["callbacks"] = [*callbacks, console.LineProgress()]
+        if progress.wants_line_progress(trainer.get("enable_progress_bar"), callbacks):
+            kwargs["callbacks"] = [*callbacks, progress.LineProgress()]
         elif trainer.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in callbacks):
             # Lightning's default bar redraws at every batch, which took 1.4 ms, 7 % of a quickstart step on a CPU.
             kwargs["callbacks"] = [*callbacks, TQDMProgressBar(refresh_rate=TERMINAL_REFRESH_BATCHES)]

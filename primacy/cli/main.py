@@ -1,12 +1,11 @@
 """``main()``: the ``primacy`` command. Lightning's subcommands (fit, validate, test, predict) go to PrimacyCLI; each of
-primacy's own is the ``command(args)`` of its module, ``primacy.cli.<name>``, imported only when it runs."""
+primacy's own is the ``command(args)`` of its module, ``primacy.cli.<name>``, imported only when it runs. Nothing here
+imports Lightning (about 4 s): ``primacy --help`` and the commands that need no Lightning start without it."""
 
 from __future__ import annotations
 
 import importlib
 import sys
-
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from primacy.cli import console
 from primacy.cli.help import TOOL_COMMANDS, overview
@@ -25,15 +24,22 @@ def main(args: list[str] | None = None) -> None:
         if argv[0] in TOOL_COMMANDS:
             importlib.import_module(f"primacy.cli.{argv[0]}").command(argv[1:])
         else:
-            from primacy.cli.lightning import PrimacyCLI  # Lightning's subcommands, and any mistyped command
-
-            PrimacyCLI(args=args)
-    except SIGTERMException:  # Lightning stops at the end of the step; RunCheckpoint saved it
-        print("primacy: stopped by SIGTERM with a checkpoint: run the same command again to resume", file=sys.stderr)
-        raise SystemExit(143) from None
+            _lightning(args)  # Lightning's subcommands, and any mistyped command
     except Exception as err:
         usage = find_usage_error(err)
         if usage is None:
             raise
         print(f"primacy: error: {usage}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _lightning(args: list[str] | None) -> None:
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    from primacy.cli.lightning import PrimacyCLI
+
+    try:
+        PrimacyCLI(args=args)
+    except SIGTERMException:  # Lightning stops at the end of the step; RunCheckpoint saved it
+        print("primacy: stopped by SIGTERM with a checkpoint: run the same command again to resume", file=sys.stderr)
+        raise SystemExit(143) from None

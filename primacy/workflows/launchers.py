@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from primacy import files
 from primacy.checks import positive
 from primacy.errors import UsageError
 
@@ -58,6 +57,8 @@ def is_alive(state: dict[str, Any]) -> bool:
 
 
 def write_state(run_dir: Path, **state: Any) -> None:
+    from primacy import files  # here: main() imports this module in every process, and files imports Lightning
+
     files.write_json(state_file(run_dir), {**state, "updated": time.time()})
 
 

@@ -60,7 +60,9 @@ class S4DBackbone(SSMBlock):
             b = torch.ones(pairs, dtype=torch.complex128)
         a = a.to(torch.complex64).expand(d_model, pairs)  # H N
         b = b.to(torch.complex64).expand(d_model, pairs)  # H N
-        c = torch.randn(d_model, pairs, dtype=torch.complex64) * math.sqrt(0.5)  # H N, unit variance
+        # H N: variance 0.5 (0.25 in each of the real and imaginary parts), since torch's complex randn already has
+        # unit variance; S4D's reference draws C at unit variance. Kept: every S4D result here was trained with it.
+        c = torch.randn(d_model, pairs, dtype=torch.complex64) * math.sqrt(0.5)
 
         # Re A < 0 is kept by storing log(-Re A); complex values are stored as real (..., 2) views.
         self.log_neg_a_real = nn.Parameter(torch.log(-a.real).clone(), requires_grad=train_A)  # H N

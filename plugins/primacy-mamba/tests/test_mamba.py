@@ -37,6 +37,36 @@ def test_parallel_scan_matches_the_sequential_reference():
     assert torch.allclose(fast(x), slow(x), atol=1e-10)
 
 
+@pytest.mark.parametrize("kwargs", [{"n_layers": 2}, {"d_conv": 1, "expand": 1}, {"scan": "sequential", "d_state": 3}])
+def test_stepping_is_the_scan_over_the_whole_sequence_in_float64(kwargs):
+    torch.manual_seed(0)
+    model = MambaBackbone(d_model=8, **kwargs).double().eval()
+    x = torch.randn(3, 11, 8, dtype=torch.float64)
+    state, steps = model.initial_state(3), []
+    for x_t in x.unbind(1):
+        y_t, state = model.step(x_t, state)
+        steps.append(y_t)
+    torch.testing.assert_close(torch.stack(steps, 1), model(x), rtol=0, atol=1e-12)
+
+
+def test_free_recall_decodes_the_same_lists_stepped_as_with_a_pass_per_item():
+    """FreeRecallModel steps a backbone that has step(); the same model without it runs L passes (primacy.testing's
+    WithoutStep): the recalls are the same (float64, so no near tie flips)."""
+    import copy
+
+    from primacy.models.free_recall import FreeRecallModel
+    from primacy.testing import WithoutStep
+
+    torch.manual_seed(0)
+    n, k = 6, 20
+    stepped = FreeRecallModel(MambaBackbone(d_model=16, n_layers=2), vocab_size=k + 2, n_items=n).double().eval()
+    passes = copy.deepcopy(stepped)
+    passes.backbone = WithoutStep(passes.backbone)
+    study = torch.rand(5, k).argsort(1)[:, :n]  # B L
+    index = torch.arange(5)
+    assert torch.equal(stepped.recall(study, index), passes.recall(study, index))
+
+
 def direct_dt(model: MambaBackbone, x: torch.Tensor) -> torch.Tensor:
     """Δt of layer 0 recomputed from its parameters: softplus(dt_proj(x_proj(silu(conv(in_proj(norm(x))))))),
     averaged over batch and time (E·D,)."""

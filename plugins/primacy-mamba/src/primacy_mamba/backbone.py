@@ -80,6 +80,20 @@ class MambaBackbone(Backbone):
             x = layer(x, fused)  # B T D
         return self.norm_f(x)  # B T D
 
+    def initial_state(self, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, the scan's state and the convolution's window of past inputs, all zeros."""
+        return [layer.mixer.initial_state(batch_size) for layer in self.layers]
+
+    def step(self, x_t: torch.Tensor, state: list[tuple[torch.Tensor, torch.Tensor]]
+             ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """One position, x_t (B, D) -> y_t (B, D), in O(1) per layer: free recall decodes each recalled item with
+        one step instead of a forward pass over everything before it. Always the pure PyTorch recurrence."""
+        states = []
+        for layer, layer_state in zip(self.layers, state):
+            x_t, layer_state = layer.step(x_t, layer_state)  # B D
+            states.append(layer_state)
+        return self.norm_f(x_t), states
+
     def _log_choice(self, fused: bool, reason: str) -> None:
         """Logs the kernel on the first forward pass, and again only if it changes (say, after moving to a GPU)."""
         choice = "the fused mamba_ssm kernel" if fused else "the pure-PyTorch mambapy scan"

@@ -52,6 +52,31 @@ class MambaMixer(MambaBlock):
             y = scan(u, dt, a, b, c, self.D.float()) * F.silu(z)  # B T E·D
         return self.out_proj(y)  # B T D
 
+    def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h, window): the scan's state (B, E·D, N) and the last d_conv - 1 inputs of the convolution (B, E·D,
+        d_conv - 1), zeros before the first position (the convolution's left padding)."""
+        inner, weight = self.config.d_inner, self.in_proj.weight
+        return (weight.new_zeros(batch_size, inner, self.config.d_state),
+                weight.new_zeros(batch_size, inner, self.config.d_conv - 1))
+
+    def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """One position: x_t (B, D) -> y_t (B, D), with the recurrence the scan computes over a whole sequence,
+        h_t = exp(Δt_t A) h_{t-1} + Δt_t B_t u_t, y_t = C_t h_t + D u_t (then gated and projected)."""
+        h, window = state  # B E·D N, B E·D d_conv-1
+        u, z = self.in_proj(x_t).chunk(2, dim=-1)  # B E·D, B E·D
+        window = torch.cat([window, u[:, :, None]], dim=2)  # B E·D d_conv: this position and the ones before it
+        conv = (window * self.conv1d.weight[:, 0]).sum(dim=2) + self.conv1d.bias  # B E·D
+        u_conv = F.silu(conv)
+        rank, n = self.config.dt_rank, self.config.d_state
+        dt_low, b, c = torch.split(self.x_proj(u_conv), [rank, n, n], dim=-1)  # B R, B N, B N
+        dt_low, b, c = self._apply_layernorms(dt_low, b, c)
+        dt = F.softplus(dt_low @ self.dt_proj.weight.T + self.dt_proj.bias)  # B E·D
+        a = -torch.exp(self.A_log.float())  # E·D N
+        h = torch.exp(dt[:, :, None] * a) * h + dt[:, :, None] * b[:, None, :] * u_conv[:, :, None]  # B E·D N
+        y = (h @ c[:, :, None])[:, :, 0] + self.D.float() * u_conv  # B E·D
+        return self.out_proj(y * F.silu(z)), (h, window[:, :, 1:])  # B D
+
     def _fused_scan(self, u: torch.Tensor, dt_raw: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
                     z: torch.Tensor) -> torch.Tensor:
         """mamba_ssm's kernel wants channels before time, adds the Δt bias, applies softplus and the silu(z) gate,
@@ -74,3 +99,8 @@ class MambaLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, fused: bool = False) -> torch.Tensor:
         return x + self.mixer(self.norm(x), fused)  # B T D
+
+    def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        y_t, state = self.mixer.step(self.norm(x_t), state)  # B D
+        return x_t + y_t, state

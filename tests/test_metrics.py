@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from primacy.analysis.serial_position import delay_curve, position_indices, summarize
+from primacy.analysis.serial_position import delay_curve, early_query_decay, position_indices, summarize
 from primacy.metrics import StudyQueryAccuracy, contiguity_pairs, old_new_correct
 from primacy.tasks.verification import CyclicDesign, held_out_sets
 
@@ -56,6 +56,21 @@ def test_position_indices_follow_the_definitions():
     assert out["primacy_index"] == pytest.approx(0.8 - 0.55)
     assert out["recency_index"] == pytest.approx(0.3 - 0.55)
     assert out["early_minus_late"] == pytest.approx(0.5)
+
+
+def test_early_query_decay_is_the_first_items_first_queries_minus_their_last_queries():
+    """L = 8, q = 2: study items 0 and 1 at 0.9 when queried at positions 0-1 and 0.6 at 6-7 (one cell never asked);
+    every other cell, the late items included, at 0.2 so that only the first rows count."""
+    hits = torch.full((8, 8), 2)
+    hits[:2, :2], hits[:2, 6:] = 9, 6
+    counts = torch.full((8, 8), 10)
+    counts[1, 7] = 0  # no trials: skipped, not a zero
+    hits[1, 7] = 0
+    out = summarize(hits, counts, torch.zeros(8), torch.ones(8))
+    assert out["early_query_decay"] == pytest.approx(0.9 - 0.6)
+    assert early_query_decay(torch.full((4, 4), 0.5)) == 0.0, "a flat row does not decay"
+    forward = torch.full((4, 4), float("nan")).fill_diagonal_(1.0)  # reconstruction's forward design: the diagonal
+    assert math.isnan(early_query_decay(forward)), "no trials of the first item at the last query: undefined"
 
 
 def test_delay_curve_averages_cells_by_the_tokens_between_item_and_query():

@@ -111,6 +111,14 @@ def _contiguity(hits: torch.Tensor | None, counts: torch.Tensor | None, expected
     return out
 
 
+def early_query_decay(matrix: torch.Tensor) -> float:
+    """How much the first q study items are forgotten over query time (Morita: "minimal decay" for them): their mean
+    accuracy at the first q query positions minus at the last q (q = max(1, L // 4); matrix (L, L), study x query,
+    NaN cells skipped; NaN when either block has no trials). 0 is no decay; positive, worse when queried later."""
+    q = max(1, matrix.shape[0] // 4)
+    return float(matrix[:q, :q].nanmean() - matrix[:q, -q:].nanmean())
+
+
 def summarize(
     hits: torch.Tensor,
     counts: torch.Tensor,
@@ -150,6 +158,7 @@ def summarize(
         "target_accuracy": float(hits.sum() / counts.sum()),
         "distractor_accuracy": float(distractor_hits.sum() / distractor_counts.sum()),
         **position_indices(curve),
+        "early_query_decay": early_query_decay(matrix),
         **_contiguity(contiguity_hits, contiguity_counts, contiguity_expected, hits.shape[0]),
         **_by_delay(delays, delay_hits, delay_counts, hits.shape[0]),
     }

@@ -30,7 +30,7 @@ DELAY_KEYS = ("delays", "delay_hits", "delay_counts")
 CURVE_KEYS = ("serial_position_curve", "query_position_curve", "delay_curve")
 RENAMED_KEYS = {"lag_curve": "delay_curve"}  # summary.json keys of older runs -> their names now
 SCALAR_KEYS = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
-               "primacy_index", "recency_index", "early_minus_late")
+               "primacy_index", "recency_index", "early_minus_late", "early_query_decay")
 
 
 def summary(result: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:

@@ -90,6 +90,9 @@ def test_the_fig3_page_and_table_from_every_panel(tmp_path):
         values = [summary["overall_accuracy"] for summary in per_seed]
         assert float(row["overall_accuracy"]) == pytest.approx(sum(values) / 2, abs=1e-4)
         assert float(row["overall_accuracy_se"]) == pytest.approx(abs(values[0] - values[1]) / 2, abs=1e-4)
+        # the first quarter of study items: the same accuracy at every query but the missed cell (query 0 of the last
+        # item is in the bottom-left block, not here): no decay
+        assert float(row["early_query_decay"]) == 0.0
         # the last quarter of study items at the first quarter of queries: 0.625 everywhere but one cell at 0
         q = n // 4
         assert float(row["bottom_left"]) == pytest.approx(0.625 * (1 - 1 / q ** 2), abs=1e-4)

@@ -145,7 +145,7 @@ class PanelResult:
         n = self.matrix.shape[0]
         q = max(1, n // 4)
         row = {"panel": self.panel.label, "config": self.name, "seeds": len(self.dirs), "n_items": n}
-        for key in ("overall_accuracy", "early_minus_late", "primacy_index", "recency_index"):
+        for key in ("overall_accuracy", "early_minus_late", "primacy_index", "recency_index", "early_query_decay"):
             row[key] = _round(self.summary[key]["mean"])
             row[f"{key}_se"] = _round(self.summary[key]["se"])
         row["bottom_left"] = _round(float(np.nanmean(self.matrix[n - q:, :q])))

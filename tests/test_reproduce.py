@@ -17,6 +17,7 @@ import torch
 import yaml
 from conftest import ROOT, extra_module
 
+from primacy import figures
 from primacy.analysis.serial_position import summarize
 from primacy.cli import main
 from primacy.rundir import results
@@ -61,7 +62,7 @@ def fake_run(run: Path, n_items: int, seed: int, accuracy: float, dt: np.ndarray
         results.write_dt_history(run / "results" / "dt_history.npz", np.array([0, 100]), dt, ["ssm"], [dt.shape[1]])
 
 
-def test_the_fig3_page_and_table_from_every_panel(tmp_path):
+def test_the_fig3_page_and_table_from_every_panel(tmp_path, monkeypatch):
     """The page and table `reproduce fig3` draws once the runs are done, from results written for each panel (the
     next test runs a real sweep of two panels and draws Fig. 4 and 5 from it: eight runs would cost a minute)."""
     lengths = {panel.label: yaml.safe_load((CONFIGS / "cpu" / f"{panel.config('cpu')}.yaml").read_text())
@@ -76,7 +77,12 @@ def test_the_fig3_page_and_table_from_every_panel(tmp_path):
             fake_run(run.dir, lengths[panel.label], seed, accuracy, None if panel.label == "H" else dt[seed])
             runs.append(run)
 
+    drawn = []  # the panels the page is drawn with: (letter, title, matrix, distractor)
+    page = figures.accuracy.fig3_page
+    monkeypatch.setattr(figures.accuracy, "fig3_page", lambda panels, title: drawn.extend(panels) or page(panels, title))
     written = draw(FIGURES["fig3"], "cpu", out, runs)
+    assert [letter for letter, *_ in drawn] == list("ABCDEFGH")
+    assert all(name.endswith(f"L={lengths[letter]} · n=2") for letter, name, *_ in drawn), "n: the seeds averaged"
     assert {out / "fig3.png", out / "fig3.pdf", out / "fig3.csv"} <= set(written)
     assert all(path.is_file() for path in written)
     table = _csv(out / "fig3.csv")

@@ -162,14 +162,18 @@ def _round(x: float | None, digits: int = 4) -> float | None:
     return None if x is None or np.isnan(x) else round(float(x), digits)
 
 
+def _panel_title(p: PanelResult) -> str:
+    """A panel's title on the page: what it is, its list length and how many seeds its numbers average."""
+    return f"{p.panel.title} · L={p.matrix.shape[0]} · n={len(p.dirs)}"
+
+
 def _heatmaps(panels: list[PanelResult], title: str) -> plt.Figure:
-    return figures.accuracy.fig3_page([(p.panel.label, f"{p.panel.title} · L={p.matrix.shape[0]}", p.matrix,
-                                        p.distractor) for p in panels], title)
+    return figures.accuracy.fig3_page([(p.panel.label, _panel_title(p), p.matrix, p.distractor) for p in panels],
+                                      title)
 
 
 def _dt_columns(panels: list[PanelResult], title: str) -> plt.Figure:
-    return figures.dt.fig4_page([(f"{p.panel.label}  {p.panel.title} · L={p.matrix.shape[0]}", p.histories)
-                                 for p in panels], title)
+    return figures.dt.fig4_page([(f"{p.panel.label}  {_panel_title(p)}", p.histories) for p in panels], title)
 
 
 def _dt_seeds(panels: list[PanelResult], title: str) -> plt.Figure:

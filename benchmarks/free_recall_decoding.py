@@ -2,9 +2,9 @@
 
 FreeRecallModel decodes (``recall`` at validation and test, ``greedy_order`` for greedy teacher forcing) by feeding
 its outputs back one at a time. A backbone with ``step`` (the recurrence of S4, S4D, the LSTM and Mamba (the plugin,
-when installed), the Transformer's key-value cache) takes one step per token, 2L + 1 steps a list; the reference runs the L passes over the whole
-sequence that any backbone allows (the same model with its ``step`` hidden). Both run on the same batches,
-alternating, so a busy machine slows both alike.
+when installed), the Transformer's key-value cache) takes one step per token, 2L + 1 steps a list; the reference
+runs the L passes over the whole sequence that any backbone allows (the same model with its ``step`` hidden). Both
+run on the same batches, alternating, so a busy machine slows both alike.
 
 Prints, per backbone and loop, the median seconds of each and their ratio (passes / stepped), and the share of
 lists whose outputs agree exactly (float32: the two paths round differently, so a near tie may flip). No thresholds.

@@ -2,6 +2,7 @@
 loss; one config of each task x backbone pair (the smallest: a quickstart or CPU-scale one) trains a batch, validates,
 tests and writes its results, as `primacy fit` does."""
 
+import functools
 import math
 
 import pytest
@@ -21,6 +22,7 @@ TASK_SIZES = {  # the smallest evaluation of each task, by class name
 }
 
 
+@functools.cache
 def pair(config: str) -> tuple[str, str]:
     """(task, backbone) class names of a config."""
     content = yaml.safe_load((ROOT / config).read_text())

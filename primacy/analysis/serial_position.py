@@ -72,6 +72,11 @@ def controlled_contiguity_curve(hits: torch.Tensor, expected: torch.Tensor, coun
     return (hits.double() - expected.double()) / counts.double()
 
 
+def quarter(n_items: int) -> int:
+    """q = max(1, L // 4): how many positions make the early (first q) and late (last q) blocks of every index."""
+    return max(1, n_items // 4)
+
+
 def position_indices(curve: torch.Tensor) -> dict[str, float]:
     """primacy_index, recency_index and early_minus_late of a serial-position curve (L,).
 
@@ -79,7 +84,7 @@ def position_indices(curve: torch.Tensor) -> dict[str, float]:
     positions [q, L - q) (NaN when L < 3, which has no middle).
     """
     n = curve.shape[0]
-    q = max(1, n // 4)
+    q = quarter(n)
     early, late = curve[:q].mean(), curve[n - q :].mean()
     middle = curve[q : n - q].mean() if n - 2 * q > 0 else torch.tensor(float("nan"))
     return {
@@ -115,7 +120,7 @@ def early_query_decay(matrix: torch.Tensor) -> float:
     """How much the first q study items are forgotten over query time (Morita: "minimal decay" for them): their mean
     accuracy at the first q query positions minus at the last q (q = max(1, L // 4); matrix (L, L), study x query,
     NaN cells skipped; NaN when either block has no trials). 0 is no decay; positive, worse when queried later."""
-    q = max(1, matrix.shape[0] // 4)
+    q = quarter(matrix.shape[0])
     return float(matrix[:q, :q].nanmean() - matrix[:q, -q:].nanmean())
 
 

@@ -17,6 +17,7 @@ from primacy import figures, files
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import MEASURES, across_seeds, emergence_step
 from primacy.analysis.probes import measure_probes
+from primacy.analysis.serial_position import quarter
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.resume import last_checkpoint
@@ -143,7 +144,7 @@ class PanelResult:
         (the last quarter of the study items queried in the first quarter of the probes: the paper's worst cells)
         and Δt quantiles over every channel of every seed, before and after training."""
         n = self.matrix.shape[0]
-        q = max(1, n // 4)
+        q = quarter(n)
         row = {"panel": self.panel.label, "config": self.name, "seeds": len(self.dirs), "n_items": n}
         for key in ("overall_accuracy", "early_minus_late", "primacy_index", "recency_index", "early_query_decay"):
             row[key] = _round(self.summary[key]["mean"])

@@ -1,11 +1,14 @@
 """check_backbone(): the contract every backbone, built-in or plugin, must pass. Call it from your tests.
-WithoutStep: a backbone with its step() hidden, the reference for stepped decoding."""
+WithoutStep: a backbone with its step() hidden, the reference for stepped decoding.
+SignalAt: a callback that interrupts a run at a step, as a user (Ctrl-C) or SLURM (SIGTERM) would, to test resuming."""
 
 from __future__ import annotations
 
 import inspect
+import os
 
 import torch
+from lightning.pytorch.callbacks import Callback
 
 from primacy.backbones.base import Backbone
 
@@ -82,3 +85,20 @@ class WithoutStep(Backbone):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.inner(x)
+
+
+class SignalAt(Callback):
+    """Sends ``signum`` to this process when training reaches optimiser step ``step``, or (``during_validation``)
+    in the middle of the validation that follows that step."""
+
+    def __init__(self, step: int, signum: int, during_validation: bool = False) -> None:
+        self.step, self.signum, self.during_validation = step, signum, during_validation
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step == self.step and not self.during_validation:
+            os.kill(os.getpid(), self.signum)
+
+    def on_validation_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step == self.step and self.during_validation and not trainer.sanity_checking:
+            self.during_validation = None  # once
+            os.kill(os.getpid(), self.signum)

@@ -66,6 +66,7 @@ TWINS = {
     "fig4-hippo-legs-frozen-dt-L128": "cpu/fig4-hippo-legs-frozen-dt-L32",
     "transformer-L128": "cpu/transformer-L32",
     "mamba-L128": "quickstart-mamba",  # no configs/cpu/ twin: the Mamba quickstart (L = 32, H = 64, batch 64)
+    "xlstm-L128": "quickstart-xlstm",  # the xLSTM quickstart (L = 32, d_model 64, batch 64)
     "verification-s4d-legs-L128": "quickstart",  # S4D with frozen LegS at L = 32: the quickstart
     "induction-4L": "cpu/induction-attn-2L",
     "reconstruction-s4d-legs-L128": "quickstart-reconstruction",  # S4D, L = 12, K = 32, delays 0-16

@@ -18,7 +18,8 @@ BASES = {"backbone": "primacy.backbones.Backbone", "model": "lightning.Lightning
          "task": "lightning.LightningDataModule"}
 BUILTINS_ONLY = "PRIMACY_BUILTINS_ONLY"  # set to 1 to ignore backbones from other distributions
 # Backbones that live in separate distributions: asking for one that is not installed says what to install.
-KNOWN_PLUGINS = {"MambaBackbone": "primacy-mamba (pip install -e plugins/primacy-mamba from a primacy checkout)"}
+KNOWN_PLUGINS = {"MambaBackbone": "primacy-mamba (pip install -e plugins/primacy-mamba from a primacy checkout)",
+                 "XLSTMBackbone": "primacy-xlstm (pip install -e plugins/primacy-xlstm from a primacy checkout)"}
 
 
 def _dist(ep) -> str:

@@ -108,6 +108,8 @@ def test_a_known_plugin_that_is_not_installed_says_what_to_install(fake_plugins)
     fake_plugins()
     with pytest.raises(UsageError, match=r"'MambaBackbone' is provided by the plugin primacy-mamba .*not installed"):
         registry.get("MambaBackbone")
+    with pytest.raises(UsageError, match=r"'XLSTMBackbone' is provided by the plugin primacy-xlstm .*not installed"):
+        registry.get("XLSTMBackbone")
 
 
 def test_primacy_models_lists_every_backbone(capsys):
@@ -116,6 +118,7 @@ def test_primacy_models_lists_every_backbone(capsys):
     for name in registry.names():
         assert name in out
     assert "Causal Transformer encoder" in out
+    assert "primacy-mamba" in out and "primacy-xlstm" in out, "both bundled plugins, installed by the README's command"
 
 
 class _Linear(Backbone):

@@ -145,6 +145,16 @@ def test_a_setting_added_after_the_checkpoint_counts_only_when_it_leaves_its_def
         "model.init_args.backbone.init_args.n_layers: the config says 2, the checkpoint has no such setting"
 
 
+def test_the_context_length_set_from_the_task_is_not_asked_of_the_checkpoint():
+    """Lightning's hyper_parameters leave a link's target out of a nested backbone's init_args: the context_length the
+    CLI sets from the task is not a difference (the class is never imported for it)."""
+    backbone = {"class_path": "some_plugin.WindowedBackbone", "init_args": {"d_model": 8}}
+    hparams = {"_class_path": "primacy.models.lists.SequenceModel", "backbone": backbone}
+    config = {"class_path": "primacy.models.lists.SequenceModel",
+              "init_args": {"backbone": {**backbone, "init_args": {"d_model": 8, "context_length": 64}}}}
+    assert checkpoint_difference(hparams, config, "test") is None
+
+
 def test_analyze_refuses_a_run_without_attention_heads_before_any_work(runs, tmp_path, capsys):
     s4d, _ = runs
     out = tmp_path / "icl"

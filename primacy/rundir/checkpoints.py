@@ -16,6 +16,9 @@ from primacy.errors import UsageError
 LIGHTNING_KEYS = ("state_dict", "global_step", "hyper_parameters")
 # A resumed fit restores the optimiser and its schedule from the checkpoint, so these must match only for fit.
 OPTIMISER_SETTINGS = frozenset({"lr", "betas", "eps", "weight_decay", "warmup_steps"})
+# Backbone settings the CLI derives from the task (rundir.runs.link_task_to_model): Lightning's hyper_parameters leave a
+# link's target out of a nested class's init_args, and the task they follow from is the run's own.
+TASK_DERIVED = frozenset({"context_length"})
 _ZIP, _PICKLE = b"PK\x03\x04", b"\x80"  # how torch's zip format and its legacy pickle format begin
 _NO_DEFAULT = object()
 
@@ -96,6 +99,8 @@ def _difference(key: str, config: Any, saved: Any, ignore: frozenset = frozenset
 def _args_difference(key: str, config: dict, saved: dict, class_path: str | None, ignore: frozenset) -> str | None:
     for name, value in config.items():
         if name in ignore:
+            continue
+        if name not in saved and name in TASK_DERIVED:
             continue
         if name not in saved:
             # a setting added to the code after the checkpoint was written: fine while it keeps its default

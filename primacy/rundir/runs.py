@@ -16,10 +16,13 @@ from primacy.rundir.checkpoints import check_checkpoint
 
 def link_task_to_model(parser: LightningArgumentParser) -> None:
     """The task's sizes are the model's: the number of tokens its sequences use (``Task.model_vocabulary``) always,
-    n_items and the evaluation delays (``Task.eval_delays``) for the models that take them."""
+    n_items and the evaluation delays (``Task.eval_delays``) for the models that take them, and the longest sequence
+    (``Task.sequence_length``) for backbones with a ``context_length``."""
     parser.link_arguments("data", "model.init_args.vocab_size", compute_fn=_task_vocabulary, apply_on="parse")
     parser.link_arguments("data.init_args.n_items", "model.init_args.n_items", apply_on="parse")
     parser.link_arguments("data", "model.init_args.delays", compute_fn=_task_delays, apply_on="parse")
+    parser.link_arguments("data", "model.init_args.backbone.init_args.context_length", compute_fn=_task_length,
+                          apply_on="parse")
 
 
 def _task_class_and_settings(data: Any) -> tuple[type | None, dict]:
@@ -41,6 +44,11 @@ def _task_vocabulary(data: Any) -> int | None:
 def _task_delays(data: Any) -> list[int] | None:
     cls, settings = _task_class_and_settings(data)
     return cls.eval_delays(settings) if hasattr(cls, "eval_delays") else None
+
+
+def _task_length(data: Any) -> int | None:
+    cls, settings = _task_class_and_settings(data)
+    return cls.sequence_length(settings) if hasattr(cls, "sequence_length") else None
 
 
 def run_settings(config: str | Path) -> dict:

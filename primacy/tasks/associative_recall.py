@@ -185,6 +185,10 @@ class AssociativeRecallTask(HeldOutTask):
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
         return len(Layout(settings["n_items"], settings["n_keys"], settings["n_values"]))
 
+    @classmethod
+    def sequence_length(cls, settings: dict[str, Any]) -> int:
+        return 3 * settings["n_items"]
+
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out key sets are never drawn."""
         generator = stream_generator(self.seed, TRAIN, index)

@@ -94,6 +94,12 @@ class Task(L.LightningDataModule):
         to the model's ``delays`` (RecallModel counts accuracy by delay); None for a task without delays."""
         return None
 
+    @classmethod
+    def sequence_length(cls, settings: dict[str, Any]) -> int | None:
+        """The longest input sequence (training or evaluation) of a task built with ``settings``, linked to the
+        ``context_length`` of backbones that take one; None when a task does not say."""
+        return None
+
     @abstractmethod
     def stream_batch(self, index: int, size: int) -> Batch:
         """Global training batch ``index`` with ``size`` rows: a pure function of the task's settings and ``index``."""

@@ -123,6 +123,10 @@ class FreeRecallTask(HeldOutTask):
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
         return len(Tokens(settings["vocab_size"]))
 
+    @classmethod
+    def sequence_length(cls, settings: dict[str, Any]) -> int:
+        return 2 * settings["n_items"] + 1  # study, cue, the fed items
+
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out sets are never drawn, and each
         trial's items are fed in a uniformly random order."""

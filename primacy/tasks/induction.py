@@ -9,6 +9,7 @@ the second one. Varying the period and offsets keeps a model from solving it by 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -117,6 +118,10 @@ class InductionTask(Task):
         self.batch_size, self.num_val_prompts, self.num_test_prompts = batch_size, num_val_prompts, num_test_prompts
         self.seed, self.num_workers = seed, num_workers
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
+
+    @classmethod
+    def sequence_length(cls, settings: dict[str, Any]) -> int:
+        return max(settings["length"], 2 * settings["prompt_items"] + 1)  # training rows, [BOS] r r prompts
 
     def stream_batch(self, index: int, size: int) -> dict[str, torch.Tensor]:
         """Training batch ``index`` from generator (seed, train, index)."""

@@ -200,6 +200,11 @@ class ReconstructionTask(HeldOutTask):
     def eval_delays(cls, settings: dict[str, Any]) -> list[int]:
         return resolve_test_delays(settings["delay"], settings["test_delays"])
 
+    @classmethod
+    def sequence_length(cls, settings: dict[str, Any]) -> int:
+        longest_delay = max(delay_range(settings["delay"])[1], *cls.eval_delays(settings))
+        return 2 * settings["n_items"] + longest_delay
+
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out sets are never drawn."""
         generator = stream_generator(self.seed, TRAIN, index)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch.utils.data import DataLoader
@@ -206,6 +206,10 @@ class VerificationTask(Task):
         self._held_out: torch.Tensor | None = None
         self._excluded: torch.Tensor | None = None  # hashes of the held-out sets, sorted
         self._token_hash: torch.Tensor | None = None
+
+    @classmethod
+    def sequence_length(cls, settings: dict[str, Any]) -> int:
+        return 2 * settings["n_items"]  # study, then queries
 
     @property
     def held_out(self) -> torch.Tensor:

@@ -95,6 +95,13 @@ FIGURES = {
         _panel("5", "long list", *G),
         _panel("6", "Δt frozen (footnote)", "fig4-hippo-legs-frozen-dt-L32", "fig4-hippo-legs-frozen-dt-L128"),
     ), "dt"),
+    "backbones": FigureSpec("backbones", "Memory verification by backbone (Fig. 3 and the text)", (
+        _panel("S4D", "S4D, HiPPO-LegS (A, B frozen)", "quickstart", "verification-s4d-legs-L128"),
+        _panel("LSTM", "LSTM", "fig3h-lstm-L32", "fig3h-lstm-L128"),
+        _panel("Transformer", "Transformer", "transformer-L32", "transformer-L128"),
+        _panel("Mamba", "Mamba (plugin primacy-mamba)", "quickstart-mamba", "mamba-L128"),
+        _panel("xLSTM", "xLSTM (plugin primacy-xlstm)", "quickstart-xlstm", "xlstm-L128"),
+    ), "heatmaps"),
     "transformer": FigureSpec("transformer", "Appendix: the Transformer at the ceiling", (
         _panel("T", "Transformer", "transformer-L32", "transformer-L128"),
     ), "probes"),

@@ -59,6 +59,8 @@ def plan(spec: FigureSpec, scale: str, seeds: int, out: Path, overrides: list[st
     for panel in spec.panels:
         name = panel.config(scale)
         config = configs / f"{name}.yaml"
+        if not config.is_file() and (configs.parent / f"{name}.yaml").is_file():  # a quickstart serves as CPU panel
+            config = configs.parent / f"{name}.yaml"
         if not config.is_file():
             raise UsageError(f"figure={spec.name}: its config {config} is missing")
         first = Run(name, 0, out / name / "seed0", config, tuple(overrides))

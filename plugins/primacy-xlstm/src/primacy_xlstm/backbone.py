@@ -1,0 +1,158 @@
+"""XLSTMBackbone: a stack of mLSTM and sLSTM blocks (Beck et al. 2024), xlstm's ``xLSTMBlockStack``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from primacy.backbones.base import Backbone
+from primacy.checks import one_of, positive
+from primacy.errors import UsageError
+from xlstm import (
+    FeedForwardConfig,
+    mLSTMBlockConfig,
+    mLSTMLayerConfig,
+    sLSTMBlockConfig,
+    sLSTMLayerConfig,
+    xLSTMBlockStack,
+    xLSTMBlockStackConfig,
+)
+
+from primacy_xlstm.backends import Backend, log, resolve_backend
+
+BLOCK_TYPES = ("mlstm", "slstm")
+_ROUND_UP_TO = 64  # xlstm rounds the mLSTM's inner width (proj_factor * d_model) up to a multiple of 64
+
+State = dict[str, dict[str, Any]]  # per block, xlstm's step state: the cell's state and the convolution's window
+
+
+class XLSTMBackbone(Backbone):
+    """xLSTM blocks, each x + Layer(LayerNorm(x)), then a LayerNorm (xlstm's ``xLSTMBlockStack``).
+
+    An mLSTM block projects D up to an inner width (``proj_factor`` · D, rounded up to a multiple of 64), runs a
+    causal convolution, a matrix-memory LSTM with exponential gating over ``mlstm_heads`` heads (computed in
+    parallel over the sequence), gates it and projects back. An sLSTM block runs a causal convolution and a
+    scalar-memory LSTM with exponential gating and recurrent connections within each of ``slstm_heads`` heads,
+    then a gated feed-forward layer of width ``ff_proj_factor`` · D.
+
+    Args:
+        d_model: width D of inputs and outputs.
+        blocks: the block types in order, each ``mlstm`` or ``slstm`` (xlstm's ``slstm_at`` are the sLSTM positions).
+        context_length: the longest input ``forward`` takes (the mLSTM's causal mask is that size); ``primacy
+            fit`` sets it to the task's longest sequence. None: no limit, the mask grows with the input.
+        mlstm_heads: heads of each mLSTM; they divide its inner width.
+        slstm_heads: heads of each sLSTM; they divide d_model.
+        conv_kernel: width of the causal convolution in both block types, at least 2.
+        proj_factor: the mLSTM's up-projection factor.
+        ff_proj_factor: the sLSTM feed-forward layer's factor.
+        backend: the sLSTM cell: ``vanilla`` is xlstm's PyTorch loop (any device), ``cuda`` its fused kernel
+            (compiled when the model is built; needs CUDA), ``auto`` the kernel where CUDA is available.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        blocks: list[str] = ["mlstm", "slstm"],  # noqa: B006 (never mutated; a list so configs can write one)
+        context_length: int | None = None,
+        mlstm_heads: int = 4,
+        slstm_heads: int = 4,
+        conv_kernel: int = 4,
+        proj_factor: float = 2.0,
+        ff_proj_factor: float = 1.3,
+        backend: Backend = "auto",
+    ) -> None:
+        super().__init__()
+        positive(d_model=d_model, mlstm_heads=mlstm_heads, slstm_heads=slstm_heads)
+        if conv_kernel < 2:  # xlstm's causal convolution drops its padding with x[..., :-pad]: pad 0 leaves nothing
+            raise UsageError(f"conv_kernel={conv_kernel} is invalid: xlstm's causal convolution needs at least 2")
+        if not blocks:
+            raise UsageError("blocks=[] is invalid: give at least one block, 'mlstm' or 'slstm'")
+        for kind in blocks:
+            one_of("blocks", kind, BLOCK_TYPES)
+        if context_length is not None and context_length < 1:
+            raise UsageError(f"context_length={context_length} is invalid: it must be at least 1 (or null for no limit)")
+        if proj_factor <= 0 or ff_proj_factor <= 0:
+            raise UsageError(f"proj_factor={proj_factor}, ff_proj_factor={ff_proj_factor} are invalid: both must be "
+                             "positive")
+        inner = math.ceil(proj_factor * d_model / _ROUND_UP_TO) * _ROUND_UP_TO
+        if "mlstm" in blocks and inner % mlstm_heads:
+            raise UsageError(f"mlstm_heads={mlstm_heads} does not divide the mLSTM's inner width {inner} "
+                             f"(proj_factor={proj_factor} x d_model={d_model}, rounded up to a multiple of 64)")
+        if "slstm" in blocks and d_model % slstm_heads:
+            raise UsageError(f"slstm_heads={slstm_heads} does not divide d_model={d_model}")
+        self.d_model, self.blocks, self.context_length = d_model, list(blocks), context_length
+        built, reason = resolve_backend(backend)
+        settings = dict(d_model=d_model, blocks=list(blocks), context_length=context_length or 1,
+                        mlstm_heads=mlstm_heads, slstm_heads=slstm_heads, conv_kernel=conv_kernel,
+                        proj_factor=proj_factor, ff_proj_factor=ff_proj_factor)
+        try:
+            self.stack = xLSTMBlockStack(_stack_config(backend=built, **settings))
+        except Exception as err:  # the CUDA kernel failed to compile (no nvcc, an unsupported GPU, ...)
+            if built != "cuda":
+                raise
+            if backend == "cuda":
+                raise UsageError(f"backend={backend!r}: xlstm could not build the sLSTM cell: {_first_line(err)}"
+                                 ) from None
+            log.warning("XLSTMBackbone: the sLSTM CUDA kernel did not build (%s); using the PyTorch cell",
+                        _first_line(err))
+            built, reason = "vanilla", "backend='auto' and the CUDA kernel did not build"
+            self.stack = xLSTMBlockStack(_stack_config(backend=built, **settings))
+        self.backend = built
+        if "slstm" in blocks:
+            log.info("XLSTMBackbone builds the %s sLSTM cell (%s)", built, reason)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.shape[1]
+        if self.context_length is not None and length > self.context_length:
+            raise UsageError(f"an input of length {length} is longer than context_length={self.context_length} of "
+                             f"XLSTMBackbone: raise context_length to at least {length} (or null for no limit)")
+        if self.context_length is None:
+            self._cover(length)
+        return self.stack(x)  # B T D
+
+    def initial_state(self, batch_size: int) -> State:
+        """No block has seen an input: xlstm starts each block's state at zeros on its first step."""
+        return {}
+
+    def step(self, x_t: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        """One position, x_t (B, D) -> y_t (B, D): each block's recurrence advanced once (xlstm's ``step``), so free
+        recall decodes an item with one step. Steps have no length limit."""
+        y_t, state = self.stack.step(x_t[:, None], _unshared(state))
+        return y_t[:, 0], state
+
+    def _cover(self, length: int) -> None:
+        """With no context_length, grows each mLSTM's causal mask (a buffer outside the state dict) to ``length``."""
+        for module in self.stack.modules():
+            mask = getattr(module, "causal_mask", None)
+            if isinstance(mask, torch.Tensor) and mask.shape[0] < length:
+                module.causal_mask = torch.ones(length, length, dtype=torch.bool, device=mask.device).tril()
+
+
+def _unshared(state: State) -> State:
+    """A state xlstm may change without touching ``state``: it writes each block's new state into the dict it is
+    given and shifts the convolution's window in place (the cells' states it replaces)."""
+    return {block: {key: tuple(t.clone() for t in value) if key == "conv_state" and value is not None else value
+                    for key, value in entries.items()}
+            for block, entries in state.items()}
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _stack_config(d_model: int, blocks: list[str], context_length: int, mlstm_heads: int, slstm_heads: int,
+                  conv_kernel: int, proj_factor: float, ff_proj_factor: float, backend: str) -> xLSTMBlockStackConfig:
+    """xlstm's configuration of the stack; each block type's config is given only when the stack has one."""
+    mlstm = mLSTMBlockConfig(mlstm=mLSTMLayerConfig(
+        conv1d_kernel_size=conv_kernel, num_heads=mlstm_heads, proj_factor=proj_factor))
+    slstm = sLSTMBlockConfig(
+        slstm=sLSTMLayerConfig(backend=backend, num_heads=slstm_heads, conv1d_kernel_size=conv_kernel),
+        feedforward=FeedForwardConfig(proj_factor=ff_proj_factor, act_fn="gelu"))
+    return xLSTMBlockStackConfig(
+        mlstm_block=mlstm if "mlstm" in blocks else None,
+        slstm_block=slstm if "slstm" in blocks else None,
+        context_length=context_length, num_blocks=len(blocks), embedding_dim=d_model,
+        slstm_at=[i for i, kind in enumerate(blocks) if kind == "slstm"],
+    )

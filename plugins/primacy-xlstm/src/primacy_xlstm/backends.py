@@ -1,0 +1,30 @@
+"""Which sLSTM cell a model builds: xlstm's fused CUDA kernel where CUDA is present, else its PyTorch loop."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import torch
+from primacy.checks import one_of
+from primacy.errors import UsageError
+
+Backend = Literal["auto", "vanilla", "cuda"]
+BACKENDS = ("auto", "vanilla", "cuda")
+log = logging.getLogger("primacy_xlstm")
+
+
+def resolve_backend(backend: str) -> tuple[str, str]:
+    """The sLSTM backend to build (``vanilla`` or ``cuda``) for a ``backend`` setting, and why (for the log).
+
+    xlstm compiles the CUDA kernel when the cell is built, before Lightning moves the model to its device, so the
+    choice is made at construction from ``torch.cuda.is_available()``; both cells have the same parameters, so a
+    checkpoint moves between them."""
+    one_of("backend", backend, BACKENDS)
+    if backend == "vanilla":
+        return "vanilla", "backend='vanilla'"
+    if torch.cuda.is_available():
+        return "cuda", f"backend={backend!r} and CUDA is available"
+    if backend == "cuda":
+        raise UsageError("backend='cuda' needs a CUDA device and none is available: use backend='auto' or 'vanilla'")
+    return "vanilla", "backend='auto' and CUDA is not available"

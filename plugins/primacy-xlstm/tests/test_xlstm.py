@@ -1,0 +1,230 @@
+"""XLSTMBackbone: the backbone contract, stepping, context_length from the task, the sLSTM backend, training through
+primacy."""
+
+import copy
+import json
+import logging
+import signal
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from primacy import registry
+from primacy.cli import main
+from primacy.errors import UsageError
+from primacy.models.free_recall import FreeRecallModel
+from primacy.models.lists import SequenceModel
+from primacy.rundir.runs import load_run
+from primacy.testing import WithoutStep, check_backbone
+from xlstm.blocks.mlstm.backends import parallel_stabilized_simple, recurrent_step_stabilized_simple
+from xlstm.blocks.mlstm.cell import mLSTMCell
+
+import primacy_xlstm.backbone
+from primacy_xlstm import XLSTMBackbone
+
+QUICKSTART = Path(__file__).resolve().parents[3] / "configs" / "quickstart-xlstm.yaml"
+TINY = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+        "--trainer.accelerator", "cpu", "--trainer.val_check_interval", "3", "--trainer.limit_val_batches", "2",
+        "--trainer.limit_test_batches", "2", "--trainer.num_sanity_val_steps", "0",
+        "--data.init_args.n_items", "8", "--data.init_args.vocab_size", "64", "--data.init_args.batch_size", "8",
+        "--data.init_args.num_held_out", "16", "--data.init_args.num_test_sets", "2", "--data.init_args.num_val_sets",
+        "2", "--model.init_args.backbone.init_args.d_model", "16", "--model.init_args.warmup_steps", "2",
+        "--results.formats", "[]", "--results.val_heatmap", "false"]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"blocks": ["slstm"], "slstm_heads": 2},
+                                    {"blocks": ["mlstm", "mlstm"], "conv_kernel": 2, "context_length": 12},
+                                    {"blocks": ["slstm", "mlstm", "slstm"], "mlstm_heads": 8, "proj_factor": 1.0}])
+def test_contract(kwargs):
+    check_backbone(XLSTMBackbone, **kwargs)
+
+
+def stepped(model: XLSTMBackbone, x: torch.Tensor) -> torch.Tensor:
+    """(B, T, D) -> (B, T, D) through ``step`` from the initial state."""
+    state, steps = model.initial_state(x.shape[0]), []
+    for x_t in x.unbind(1):
+        y_t, state = model.step(x_t, state)
+        steps.append(y_t)
+    return torch.stack(steps, 1)
+
+
+def without_eps(model: XLSTMBackbone) -> XLSTMBackbone:
+    """The model with the mLSTM normaliser's eps at 0 in both its parallel and its recurrent form."""
+    for module in model.modules():
+        if isinstance(module, mLSTMCell):
+            module.backend_fn = partial(parallel_stabilized_simple, eps=0.0)
+            module.backend_fn_step = partial(recurrent_step_stabilized_simple, eps=0.0)
+    return model
+
+
+@pytest.mark.parametrize("blocks", [["mlstm", "slstm"], ["slstm"], ["mlstm", "mlstm"]])
+def test_stepping_is_the_forward_pass_in_float64(blocks):
+    """Each block's recurrence stepped from the initial state gives the parallel mLSTM and the sLSTM loop's outputs.
+
+    The mLSTM divides by max(|q·n|, 1) + eps·e^m in unstabilised terms, where m is the stabiliser: the parallel form's
+    is the row maximum of the log gate matrix, the recurrent form's starts at m = 0. With xlstm's eps = 1e-6 the two
+    agree to about eps; with eps = 0 to float64 rounding."""
+    torch.manual_seed(0)
+    model = XLSTMBackbone(d_model=16, blocks=blocks).double().eval()
+    x = torch.randn(3, 11, 16, dtype=torch.float64)
+    torch.testing.assert_close(stepped(model, x), model(x), rtol=0, atol=1e-6)
+    exact = without_eps(model)
+    torch.testing.assert_close(stepped(exact, x), exact(x), rtol=0, atol=1e-12)
+
+
+def test_a_step_leaves_the_state_it_was_given_alone():
+    """xlstm writes each block's new state into the dict it is given: the backbone hands it a copy, so a decoder may
+    step twice from one state."""
+    torch.manual_seed(0)
+    model = XLSTMBackbone(d_model=16).eval()
+    x = torch.randn(2, 16)
+    _, state = model.step(x, model.initial_state(2))
+    before = dict(state)
+    first, _ = model.step(x, state)
+    assert state == before
+    again, _ = model.step(x, state)
+    assert torch.equal(first, again)
+
+
+def test_free_recall_decodes_the_same_lists_stepped_as_with_a_pass_per_item():
+    torch.manual_seed(0)
+    n, k = 6, 20
+    stepped = FreeRecallModel(XLSTMBackbone(d_model=16), vocab_size=k + 2, n_items=n).double().eval()
+    passes = copy.deepcopy(stepped)
+    passes.backbone = WithoutStep(passes.backbone)
+    study = torch.rand(5, k).argsort(1)[:, :n]  # B L
+    index = torch.arange(5)
+    assert torch.equal(stepped.recall(study, index), passes.recall(study, index))
+
+
+def test_an_input_longer_than_context_length_is_refused_in_one_line():
+    model = XLSTMBackbone(d_model=8, context_length=10)
+    model(torch.randn(1, 10, 8))
+    with pytest.raises(UsageError) as err:
+        model(torch.randn(1, 11, 8))
+    assert str(err.value) == ("an input of length 11 is longer than context_length=10 of XLSTMBackbone: raise "
+                              "context_length to at least 11 (or null for no limit)")
+
+
+def test_without_context_length_the_mask_grows_and_stays_out_of_the_state_dict():
+    torch.manual_seed(0)
+    model = XLSTMBackbone(d_model=8, blocks=["mlstm"]).double()
+    x = torch.randn(2, 30, 8, dtype=torch.float64)
+    short = model(x[:, :5])
+    torch.testing.assert_close(model(x)[:, :5], short, rtol=0, atol=1e-12)  # causal at any length
+    assert not any("causal_mask" in key for key in model.state_dict())
+    fixed = XLSTMBackbone(d_model=8, blocks=["mlstm"], context_length=30).double()
+    fixed.load_state_dict(model.state_dict())
+    torch.testing.assert_close(fixed(x), model(x), rtol=0, atol=0)
+
+
+def test_the_backend_is_pytorchs_on_cpu_and_logged(caplog):
+    with caplog.at_level(logging.INFO, logger="primacy_xlstm"):
+        model = XLSTMBackbone(d_model=8)
+    assert model.backend == "vanilla"
+    [record] = [r for r in caplog.records if r.name == "primacy_xlstm"]
+    if not torch.cuda.is_available():
+        assert record.getMessage() == ("XLSTMBackbone builds the vanilla sLSTM cell (backend='auto' and CUDA is not "
+                                       "available)")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+def test_cuda_without_a_gpu_is_refused_in_one_line():
+    with pytest.raises(UsageError) as err:
+        XLSTMBackbone(backend="cuda")
+    assert str(err.value) == "backend='cuda' needs a CUDA device and none is available: use backend='auto' or 'vanilla'"
+
+
+def test_auto_falls_back_to_the_pytorch_cell_when_the_kernel_does_not_build(monkeypatch, caplog):
+    """With CUDA present but the kernel failing to compile, ``auto`` warns and builds the PyTorch cell; ``cuda`` says
+    why in one line."""
+    real = primacy_xlstm.backbone.xLSTMBlockStack
+
+    def no_compiler(config):
+        if config.slstm_block is not None and config.slstm_block.slstm.backend == "cuda":
+            raise RuntimeError("Error building extension 'slstm_HS16BS8NH4NS4': nvcc not found\nlong log ...")
+        return real(config)
+
+    monkeypatch.setattr(primacy_xlstm.backbone, "xLSTMBlockStack", no_compiler)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with caplog.at_level(logging.WARNING, logger="primacy_xlstm"):
+        model = XLSTMBackbone(d_model=16)
+    assert model.backend == "vanilla"
+    assert "the sLSTM CUDA kernel did not build (Error building extension" in caplog.text
+    with pytest.raises(UsageError) as err:
+        XLSTMBackbone(d_model=16, backend="cuda")
+    assert str(err.value) == ("backend='cuda': xlstm could not build the sLSTM cell: Error building extension "
+                              "'slstm_HS16BS8NH4NS4': nvcc not found")
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"d_model": 0}, "d_model=0 is invalid: it must be at least 1"),
+        ({"blocks": ["mlstm", "lstm"]}, "blocks='lstm' is unknown: choose one of 'mlstm', 'slstm'"),
+        ({"blocks": []}, "blocks=[] is invalid: give at least one block, 'mlstm' or 'slstm'"),
+        ({"d_model": 30, "slstm_heads": 4}, "slstm_heads=4 does not divide d_model=30"),
+        ({"d_model": 64, "mlstm_heads": 5}, "mlstm_heads=5 does not divide the mLSTM's inner width 128 "
+                                            "(proj_factor=2.0 x d_model=64, rounded up to a multiple of 64)"),
+        ({"mlstm_heads": 0}, "mlstm_heads=0 is invalid: it must be at least 1"),
+        ({"context_length": 0}, "context_length=0 is invalid: it must be at least 1 (or null for no limit)"),
+        ({"conv_kernel": 1}, "conv_kernel=1 is invalid: xlstm's causal convolution needs at least 2"),
+        ({"proj_factor": 0.0}, "proj_factor=0.0, ff_proj_factor=1.3 are invalid: both must be positive"),
+        ({"backend": "triton"}, "backend='triton' is unknown: choose one of 'auto', 'vanilla', 'cuda'"),
+    ],
+)
+def test_bad_arguments_are_refused_in_one_line(kwargs, message):
+    with pytest.raises(UsageError) as err:
+        XLSTMBackbone(**kwargs)
+    assert str(err.value) == message
+
+
+def test_the_entry_point_resolves():
+    assert registry.get("XLSTMBackbone") is XLSTMBackbone
+    row = next(r for r in registry.describe() if r["name"] == "XLSTMBackbone")
+    assert row["distribution"] == "primacy-xlstm" and row["entry_point"] == "primacy_xlstm.backbone:XLSTMBackbone"
+
+
+def test_sequence_model_fits_a_fixed_batch():
+    torch.manual_seed(0)
+    model = SequenceModel(XLSTMBackbone(d_model=16), vocab_size=32, n_items=8)
+    tokens = torch.randint(0, 32, (16, 16))  # B 2L
+    targets = (tokens[:, 8:, None] == tokens[:, None, :8]).any(-1).float()  # B L: the query was studied
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(30):
+        loss = F.binary_cross_entropy_with_logits(model(tokens), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.skipif(not QUICKSTART.is_file(), reason="needs a primacy checkout's configs/")
+def test_the_quickstart_trains_resumes_bitwise_and_reloads(tmp_path):
+    """The quickstart, tiny: a run stopped by Ctrl-C at step 3 and resumed by the same command ends with the weights
+    and optimiser state of an uninterrupted run, bit for bit; the run's config sets context_length from the task
+    (2L = 16) and the checkpoint reloads with it; mlstm_kernels is never imported."""
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    fit = ["fit", "--config", str(QUICKSTART), *TINY, "--trainer.max_steps", "6"]
+    main([*fit, "--trainer.default_root_dir", str(straight)])
+    stop = {"class_path": "primacy.testing.SignalAt", "init_args": {"step": 3, "signum": int(signal.SIGINT)}}
+    with pytest.raises(SystemExit) as interrupted:
+        main([*fit, "--trainer.default_root_dir", str(stopped), f"--trainer.callbacks+={json.dumps(stop)}"])
+    assert interrupted.value.code == 130
+    main([*fit, "--trainer.default_root_dir", str(stopped)])
+    summary = json.loads((straight / "results" / "summary.json").read_text())
+    assert summary["backbone"] == "XLSTMBackbone" and summary["n_items"] == 8
+    a, b = (torch.load(run / "checkpoints" / "last.ckpt", weights_only=True) for run in (straight, stopped))
+    assert a["global_step"] == b["global_step"] == 6
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    assert all(torch.equal(value, b["state_dict"][key]) for key, value in a["state_dict"].items())
+    for state_a, state_b in zip(a["optimizer_states"][0]["state"].values(), b["optimizer_states"][0]["state"].values()):
+        assert all(torch.equal(state_a[key], state_b[key]) for key in state_a)
+    model, _ = load_run(straight / "config.yaml", straight / "checkpoints" / "last.ckpt")
+    assert model.backbone.context_length == 16
+    assert "mlstm_kernels" not in sys.modules

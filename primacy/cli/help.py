@@ -28,6 +28,7 @@ LIGHTNING_COMMANDS = {
 TOOL_COMMANDS = {
     "aggregate": "combine runs that differ only by seed: means, standard errors and figures (Fig. 5)",
     "analyze": "post-hoc analyses of finished runs (icl, ablation, probes)",
+    "humans": "free-recall runs beside people (psifr's Morton2013, PEERS): the same curves",
     "kernels": "Fig. 1: continuous vs discretised HiPPO impulse responses",
     "models": "list the registered backbones, plugins included",
     "reproduce": "a paper figure in one command: its runs (here or on SLURM), aggregates, the page",

@@ -22,7 +22,7 @@ from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.resume import last_checkpoint
 from primacy.rundir.runs import load_run
-from primacy.workflows import aggregate
+from primacy.workflows import aggregate, humans, people
 from primacy.workflows.analyses import (
     AblationSettings,
     ICLSettings,
@@ -102,6 +102,11 @@ FIGURES = {
         _panel("Mamba", "Mamba (plugin primacy-mamba)", "quickstart-mamba", "mamba-L128"),
         _panel("xLSTM", "xLSTM (plugin primacy-xlstm)", "quickstart-xlstm", "xlstm-L128"),
     ), "heatmaps"),
+    "humans": FigureSpec("humans", "Free recall, models beside people", tuple(
+        _panel(f"{label} L{n}", f"{title}, L = {n}", f"free-recall-{config}-L{n}", f"free-recall-{config}-L{n}")
+        for n in (24, 16)
+        for label, title, config in (("S4D", "S4D, HiPPO-LegS", "s4d-legs"), ("LSTM", "LSTM", "lstm"),
+                                     ("Transformer", "Transformer", "transformer"))), "humans"),
     "transformer": FigureSpec("transformer", "Appendix: the Transformer at the ceiling", (
         _panel("T", "Transformer", "transformer-L32", "transformer-L128"),
     ), "probes"),
@@ -117,6 +122,8 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
     the files written. ``runs`` have ``panel`` (config name) and ``dir``."""
     if spec.layout == "emergence":
         return _draw_emergence(spec, scale, out, runs)
+    if spec.layout == "humans":
+        return _draw_humans(spec, scale, out, runs)
     panels = []
     for panel in spec.panels:
         name = panel.config(scale)
@@ -214,6 +221,20 @@ def emergence_settings() -> ICLSettings:
     """How `reproduce induction` analyses each checkpoint: `analyze icl`'s defaults, figures as PNG only."""
     return ICLSettings(n_items=None, prompts=64, seed=0, grid=CMRGrid.paper(), alignment="peak", top=4,
                        formats=("png",))
+
+
+def _draw_humans(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
+    """Each panel's seeds as one model, beside the people whose lists have its length; one row per dataset."""
+    models: dict[str, dict[str, list[Path]]] = {}  # dataset -> model label -> its seeds' run directories
+    for panel in spec.panels:
+        dirs = [run.dir for run in runs if run.panel == panel.config(scale)]
+        n_items = json.loads((dirs[0] / "results" / "summary.json").read_text())["n_items"]
+        dataset = people.dataset_for_length(n_items).name
+        models.setdefault(dataset, {})[panel.label.split()[0]] = dirs  # "S4D L24" -> "S4D" within its row
+    comparisons = [humans.compare(groups, dataset) for dataset, groups in models.items()]
+    n_seeds = len(runs) // len(spec.panels)
+    title = f"{spec.title} · {scale} scale · {n_seeds} seed{'s' * (n_seeds > 1)} per model"
+    return humans.write(comparisons, out / spec.name, title)
 
 
 def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:

@@ -1,0 +1,53 @@
+"""Models beside people: the free-recall curves of trained models and of a human dataset on the same axes."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from primacy.analysis.comparison import COMPARED_LAGS, GroupCurves
+
+PEOPLE_COLOR = "k"
+MODEL_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+Row = tuple[str, GroupCurves, dict[str, GroupCurves]]  # dataset name, its people, the models by label
+
+
+def beside_people(rows: list[Row], title: str = "") -> Figure:
+    """One row per dataset: recall probability and probability of first recall by serial position, and the lag-CRP
+    over COMPARED_LAGS; people in black, each model in a colour, each a line with a standard-error band (over people,
+    over a model's seeds); the legend gives each group's n."""
+    fig, axes = plt.subplots(len(rows), 3, figsize=(12.0, 3.3 * len(rows)), squeeze=False, constrained_layout=True)
+    for (name, people, models), row in zip(rows, axes):
+        positions = np.arange(1, people.n_items + 1)
+        groups = [(f"people ({name}), n={people.members}", people, PEOPLE_COLOR, "o-")]
+        groups += [(f"{label}, n={group.members}", group, color, "s-")
+                   for (label, group), color in zip(models.items(), MODEL_COLORS)]
+        for label, group, color, style in groups:
+            for ax, x, mean, se in ((row[0], positions, group.mean["spc"], group.se["spc"]),
+                                    (row[1], positions, group.mean["pfr"], group.se["pfr"]),
+                                    (row[2], COMPARED_LAGS, group.at_lags("mean"), group.at_lags("se"))):
+                ax.plot(x if ax is not row[2] else _gapped(x), mean if ax is not row[2] else _gapped(x, mean), style,
+                        color=color, ms=2.5, lw=1.0, label=label)
+                band = np.nan_to_num(se)
+                ax.fill_between(x, mean - band, mean + band, where=~np.isnan(mean), color=color, alpha=0.15, lw=0)
+        for ax, xlabel, ylabel in zip(row, ("serial position", "serial position", "lag"),
+                                      ("recall probability", "probability of first recall",
+                                       "conditional response prob.")):
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_ylim(0.0, 1.0)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(alpha=0.3)
+        row[0].set_title(f"L = {people.n_items}", fontsize=9, loc="left")
+        row[2].legend(fontsize=7, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def _gapped(lags: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
+    """``values`` (or ``lags``) with NaN inserted between lag -1 and +1, so no line crosses the missing lag 0."""
+    cut = int(np.searchsorted(lags, 0))
+    source = lags if values is None else values
+    return np.insert(np.asarray(source, float), cut, np.nan)

@@ -1,0 +1,148 @@
+"""Models beside people: free-recall runs and a human dataset through the same analyses (``primacy humans``, and
+``primacy reproduce humans``, which trains the models first).
+
+Each person's curves come from their own lists, each seed's from its test lists, through the same counting code
+(``primacy.analysis.free_recall``); a group's curves are the mean and standard error over its members
+(``primacy.analysis.comparison``). Written to OUT: humans.png/.pdf (recall probability, first recall and lag-CRP,
+people in black), curves.csv (every curve of every group: mean, se, n by position or lag) and summary.json (each
+group's indices and CMR fit of its mean lag-CRP, each model's distances to the people).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from primacy import figures, files
+from primacy.analysis.comparison import COMPARED_LAGS, GroupCurves, distances, group_curves, indices
+from primacy.analysis.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
+from primacy.checks import writable_directory
+from primacy.errors import UsageError
+from primacy.rundir import results
+from primacy.rundir.free_recall import read_free_recall
+from primacy.workflows import people as human_data
+
+PEOPLE = "people"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    dataset: human_data.Dataset
+    people: GroupCurves
+    models: dict[str, GroupCurves]  # by label
+    runs: dict[str, list[Path]]  # each model's run directories
+
+    def summary(self) -> dict[str, Any]:
+        groups = {PEOPLE: self.people, **self.models}
+        return {
+            "dataset": self.dataset.name, "reference": self.dataset.reference, "list_length": self.dataset.list_length,
+            "groups": {label: {"members": group.members, **indices(group),
+                               "cmr_fit": results.cmr_fit_entry(group.mean["lag_crp"], group.lags),
+                               **({"runs": [str(r) for r in self.runs[label]]} if label in self.runs else {})}
+                       for label, group in groups.items()},
+            "distances": {label: distances(model, self.people) for label, model in self.models.items()},
+        }
+
+
+def person_curves(dataset: str) -> GroupCurves:
+    """The people of ``dataset``, each through ``free_recall_counts`` of their own lists."""
+    members = []
+    for person in human_data.load(dataset):
+        positions = recall_positions(person.study, person.recalls)
+        members.append(summarize(free_recall_counts(positions, person.study.shape[1])))
+    return group_curves(members)
+
+
+def run_curves(run_dirs: list[Path], dataset: human_data.Dataset) -> GroupCurves:
+    """One member per free-recall run (its test lists), after checking each is one and has the dataset's lists."""
+    members = []
+    for run in run_dirs:
+        out = run / "results"
+        if not (out / "free_recall.npz").is_file():
+            task = _task(out / "summary.json")
+            raise UsageError(f"run {run} is {task}: primacy humans compares free-recall runs (FreeRecallTask)")
+        loaded = read_free_recall(out)
+        n_items = len(loaded["serial_position_curve"])
+        if n_items != dataset.list_length:
+            raise UsageError(f"run {run} recalled lists of {n_items} items and {dataset.name}'s people lists of "
+                             f"{dataset.list_length}: train at L = {dataset.list_length} (configs/cpu/"
+                             f"free-recall-*-L{dataset.list_length}.yaml)")
+        members.append(FreeRecallCurves(
+            *(torch.from_numpy(loaded[key]) for key in ("serial_position_curve", "first_recall_curve", "lag_crp_lags",
+                                                        "lag_crp")),
+            loaded["intrusion_rate"], loaded["repetition_rate"], loaded["mean_recalled"]))
+    return group_curves(members)
+
+
+def _task(summary: Path) -> str:
+    """How a run that is not a free-recall one is named in an error: by its task, if its summary says."""
+    try:
+        task = json.loads(summary.read_text()).get("task") or "verification"
+    except (OSError, ValueError, AttributeError):
+        return "not a tested free-recall run (no results/free_recall.npz)"
+    return f"a {task} run"
+
+
+def compare(models: dict[str, list[Path]], dataset: str) -> Comparison:
+    """``models`` (label -> run directories, one per seed) beside the people of ``dataset``."""
+    info = human_data.dataset(dataset)
+    if not models:
+        raise UsageError("no runs given: pass at least one free-recall run directory")
+    curves = {label: run_curves(dirs, info) for label, dirs in models.items()}  # every run checked before psifr
+    return Comparison(info, person_curves(dataset), curves, models)
+
+
+def write(comparisons: list[Comparison], out: Path, title: str = "") -> list[Path]:
+    """humans.png/.pdf (one row per comparison), curves.csv and summary.json (one entry per dataset) in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [row for comparison in comparisons for row in _curve_rows(comparison)]
+    written = figures.save(figures.humans.beside_people(
+        [(c.dataset.name, c.people, c.models) for c in comparisons], title), out / "humans")
+    written.append(files.write_csv(out / "curves.csv", rows))
+    written.append(files.write_json(out / "summary.json", {c.dataset.name: c.summary() for c in comparisons}))
+    return written
+
+
+def _curve_rows(comparison: Comparison) -> list[dict[str, Any]]:
+    rows = []
+    for label, group in {PEOPLE: comparison.people, **comparison.models}.items():
+        base = {"dataset": comparison.dataset.name, "group": label, "members": group.members}
+        for key in ("spc", "pfr"):
+            rows += [{**base, "curve": key, "x": i + 1, "mean": files.plain(float(m)), "se": files.plain(float(s))}
+                     for i, (m, s) in enumerate(zip(group.mean[key], group.se[key]))]
+        rows += [{**base, "curve": "lag_crp", "x": int(lag), "mean": files.plain(float(m)),
+                  "se": files.plain(float(s))}
+                 for lag, m, s in zip(COMPARED_LAGS, group.at_lags("mean"), group.at_lags("se"))]
+    return rows
+
+
+def run_groups(paths: list[Path], labels: list[str] | None = None) -> dict[str, list[Path]]:
+    """Command-line paths as models: a run directory is one seed; a directory of run directories (seed0, seed1, ...,
+    as `primacy reproduce` writes) is one model with a seed each. Labels: ``labels``, else each path's name."""
+    if labels is not None and len(labels) != len(paths):
+        raise UsageError(f"labels={labels} names {len(labels)} models for {len(paths)} paths: give one label per path")
+    groups = {}
+    for i, path in enumerate(paths):
+        if not path.is_dir():
+            raise UsageError(f"run {path} does not exist: give free-recall run directories")
+        seeds = [path] if (path / "results").is_dir() else sorted(p for p in path.iterdir() if (p / "results").is_dir())
+        if not seeds:
+            raise UsageError(f"run {path} has no results/ and no run directories with results/ inside: give runs that "
+                             "`primacy fit` tested")
+        label = labels[i] if labels else path.name
+        if label in groups or label == PEOPLE:
+            raise UsageError(f"label {label!r} is used twice (or is {PEOPLE!r}): give --labels")
+        groups[label] = seeds
+    return groups
+
+
+def humans(paths: list[Path], dataset: str, out: Path, labels: list[str] | None = None) -> list[Path]:
+    """``primacy humans``: the runs at ``paths`` beside the people of ``dataset``, written to ``out``."""
+    writable_directory("out", out)
+    comparison = compare(run_groups(paths, labels), dataset)
+    return write([comparison], out, f"Free recall: models beside people ({comparison.dataset.reference})")
+

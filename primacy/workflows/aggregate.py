@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from primacy import figures, files
+from primacy.analysis.comparison import mean_and_se
 from primacy.checks import writable_directory
 from primacy.errors import UsageError
 from primacy.rundir import results
@@ -99,19 +100,6 @@ def _delay_text(delays: list[int] | None) -> str:
     return "without delays" if delays is None else f"at delays {delays}"
 
 
-def _mean_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error over the first axis, over the runs that have a value (not NaN) there: a
-    contiguity lag that one seed never tested is averaged over the others. SE is NaN with fewer than two
-    values, the mean NaN with none."""
-    values = np.asarray(values, dtype=float)
-    seen = ~np.isnan(values)
-    n = seen.sum(axis=0)
-    mean = np.where(seen, values, 0.0).sum(axis=0) / np.where(n > 0, n, np.nan)
-    squares = np.where(seen, (values - mean) ** 2, 0.0).sum(axis=0)
-    se = np.sqrt(squares / np.where(n > 1, n - 1, np.nan)) / np.sqrt(np.where(n > 1, n, np.nan))
-    return mean, se
-
-
 def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -> dict[str, Any]:
     """Write summary.json, accuracy.npz, heatmap.png/.pdf and (if the runs recorded Δt) dt_histograms.png.
 
@@ -152,8 +140,8 @@ def _aggregate_accuracy(run_dirs: list[Path], runs: list[dict[str, Any]], out: P
     describes them); returns the summary."""
     matrices = np.stack([np.asarray(r["matrix"]) for r in runs])  # R L L
     distractors = np.stack([np.asarray(r["distractor_accuracy_by_query"]) for r in runs])  # R L
-    matrix_mean, matrix_se = _mean_se(matrices)
-    distractor_mean, distractor_se = _mean_se(distractors)
+    matrix_mean, matrix_se = mean_and_se(matrices)
+    distractor_mean, distractor_se = mean_and_se(distractors)
     arrays = {"matrices": matrices, "matrix_mean": matrix_mean, "matrix_se": matrix_se,
               "distractor_accuracy": distractors, "distractor_mean": distractor_mean, "distractor_se": distractor_se}
     curve_keys = results.CURVE_KEYS
@@ -162,23 +150,23 @@ def _aggregate_accuracy(run_dirs: list[Path], runs: list[dict[str, Any]], out: P
             curve_keys += (key,)
             curves = np.stack([np.asarray(r[key], dtype=float) for r in runs])  # R 2L-1
             arrays[f"{name}_curves"] = curves
-            arrays[f"{name}_mean"], arrays[f"{name}_se"] = _mean_se(curves)
+            arrays[f"{name}_mean"], arrays[f"{name}_se"] = mean_and_se(curves)
     delays = _delays(runs[0])  # the same for every run (load_runs)
     if delays is not None:
         by_delay = np.stack([np.asarray(r["serial_position_by_delay"], dtype=float) for r in runs])  # R D L
         indices = np.stack([np.asarray(r["early_minus_late_by_delay"], dtype=float) for r in runs])  # R D
         arrays["delays"] = np.asarray(delays, dtype=np.int64)
         arrays["serial_position_by_delay_curves"] = by_delay
-        arrays["serial_position_by_delay_mean"], arrays["serial_position_by_delay_se"] = _mean_se(by_delay)
+        arrays["serial_position_by_delay_mean"], arrays["serial_position_by_delay_se"] = mean_and_se(by_delay)
         arrays["early_minus_late_by_delay_values"] = indices
-        arrays["early_minus_late_by_delay_mean"], arrays["early_minus_late_by_delay_se"] = _mean_se(indices)
+        arrays["early_minus_late_by_delay_mean"], arrays["early_minus_late_by_delay_se"] = mean_and_se(indices)
     files.save_npz(out / "accuracy.npz", **arrays)
 
     summary: dict[str, Any] = {"n_runs": len(runs), "runs": [str(r) for r in run_dirs]}
     for key in results.SCALAR_KEYS:
         summary[key] = _scalar_entry(np.array([r[key] for r in runs], dtype=float))  # R
     for key in curve_keys:
-        summary[key] = _curve_entry(*_mean_se(np.stack([np.asarray(r[key], dtype=float) for r in runs])))
+        summary[key] = _curve_entry(*mean_and_se(np.stack([np.asarray(r[key], dtype=float) for r in runs])))
     if "contiguity_curve" in curve_keys:
         summary["contiguity_lags"] = [int(d) for d in runs[0]["contiguity_lags"]]
     if delays is not None:
@@ -246,7 +234,7 @@ def _aggregate_free_recall(run_dirs: list[Path], runs: list[dict[str, Any]], out
     arrays = {}
     for key, prefix in FREE_RECALL_CURVES.items():
         curves = np.stack([r[key] for r in runs])  # R L (lag_crp: R 2L-1)
-        mean, se = _mean_se(curves)
+        mean, se = mean_and_se(curves)
         arrays.update({f"{prefix}_curves": curves, f"{prefix}_mean": mean, f"{prefix}_se": se})
         summary[key] = _curve_entry(mean, se)
     arrays["lag_crp_lags"] = runs[0]["lag_crp_lags"]  # the same for every run: their lists have one length
@@ -323,7 +311,7 @@ def _check_distinct_subjects(run_dirs: list[Path], runs: list[dict[str, Any]]) -
 
 def _scalar_entry(values: np.ndarray) -> dict[str, Any]:
     """A scalar's summary entry from its value in each run (R,): mean, se and the values, null for NaN."""
-    mean, se = _mean_se(values)
+    mean, se = mean_and_se(values)
     return {"mean": files.plain(mean), "se": files.plain(se), "values": [files.plain(v) for v in values]}
 
 

@@ -22,7 +22,7 @@ from primacy.analysis.serial_position import summarize
 from primacy.cli import main
 from primacy.rundir import results
 from primacy.workflows import launchers
-from primacy.workflows.pages import FIGURES, draw
+from primacy.workflows.pages import FIGURES, draw, markdown_table
 from primacy.workflows.reproduce import CONFIGS, Run
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
@@ -109,6 +109,30 @@ def test_the_fig3_page_and_table_from_every_panel(tmp_path, monkeypatch):
         assert float(row["dt_final_q50"]) == pytest.approx(np.quantile(pooled[1], 0.5), abs=1e-5)
         assert float(row["dt_final_below_0.03"]) == pytest.approx(np.mean(pooled[1] <= 0.03), abs=1e-4)
     assert table[7]["dt_final_q50"] == ""  # LSTM has no Δt
+    for row in table[:7]:  # the median Δt of each seed, averaged over seeds
+        medians = [np.median(dt[seed][1]) for seed in (0, 1)]
+        assert float(row["dt_final_median"]) == pytest.approx(np.mean(medians), abs=1e-5)
+        assert float(row["dt_final_median_se"]) == pytest.approx(abs(medians[0] - medians[1]) / 2, abs=1e-5)
+    markdown = (out / "fig3.md").read_text().splitlines()
+    assert len(markdown) == 2 + 8 + 2 and markdown[0].startswith("| panel | L | n | overall | early − late |")
+    assert markdown[3].startswith(f"| B | 32 | 2 | {float(table[1]['overall_accuracy']):.3f} ± "
+                                  f"{float(table[1]['overall_accuracy_se']):.3f} |")
+    assert markdown[-1] == "† differs from panel B by more than 2 SE of the difference."
+
+
+def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
+    def row(panel, mean, se):
+        empty = {f"dt_{when}_{part}": None for when in ("initial", "final")
+                 for part in ("q05", "q50", "q95", "below_0.03", "median", "median_se")}
+        return {"panel": panel, "n_items": 32, "seeds": 3, "overall_accuracy": mean, "overall_accuracy_se": se,
+                "early_minus_late": -0.004, "early_minus_late_se": None, "bottom_left": 0.3, "rest": 0.8, **empty}
+
+    reference = row("B", 0.70, 0.01)
+    rows = [reference, row("C", 0.73, 0.01), row("D", 0.72, 0.01)]  # 0.03 > 2 x 0.0141; 0.02 is not
+    lines = markdown_table(rows, reference).splitlines()
+    assert lines[2].split(" | ")[3:5] == ["0.700 ± 0.010", "−0.004"]
+    assert lines[3].split(" | ")[3] == "0.730 ± 0.010 †" and lines[4].split(" | ")[3] == "0.720 ± 0.010"
+    assert lines[2].split(" | ")[-3:] == ["—", "—", "— |"]  # no Δt
 
 
 def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_deleted_one(tmp_path, capsys):

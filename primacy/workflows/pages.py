@@ -15,6 +15,7 @@ import numpy as np
 
 from primacy import figures, files
 from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.comparison import mean_and_se
 from primacy.analysis.emergence import MEASURES, across_seeds, emergence_step
 from primacy.analysis.probes import measure_probes
 from primacy.analysis.serial_position import quarter
@@ -54,7 +55,8 @@ class FigureSpec:
     name: str
     title: str
     panels: tuple[Panel, ...]
-    layout: str  # "heatmaps" (Fig. 3), "dt" (Fig. 4 and 5), "probes" (the Transformer) or "emergence" (induction)
+    layout: str  # "heatmaps" (Fig. 3), "dt" (Fig. 4 and 5), "probes", "emergence" (induction) or "humans"
+    reference: str | None = None  # the panel the others are compared with in the figure's markdown table
 
     def select(self, names: list[str] | None) -> FigureSpec:
         """The figure restricted to some panels, named by label or config name."""
@@ -86,7 +88,7 @@ FIGURES = {
         _panel("F", "HiPPO-LegS, short list", *F),
         _panel("G", "HiPPO-LegS, long list", *G),
         _panel("H", "LSTM", "fig3h-lstm-L32", "fig3h-lstm-L128"),
-    ), "heatmaps"),
+    ), "heatmaps", reference="B"),
     "fig4": FigureSpec("fig4", "Fig. 4: Δt over training (HiPPO-LegS)", (
         _panel("1", "Δt init [0.001, 0.1]", *B),
         _panel("2", "Δt init [0.001, 1]", *E),
@@ -94,14 +96,14 @@ FIGURES = {
         _panel("4", "short list", *F),
         _panel("5", "long list", *G),
         _panel("6", "Δt frozen (footnote)", "fig4-hippo-legs-frozen-dt-L32", "fig4-hippo-legs-frozen-dt-L128"),
-    ), "dt"),
+    ), "dt", reference="1"),
     "backbones": FigureSpec("backbones", "Memory verification by backbone (Fig. 3 and the text)", (
         _panel("S4D", "S4D, HiPPO-LegS (A, B frozen)", "quickstart", "verification-s4d-legs-L128"),
         _panel("LSTM", "LSTM", "fig3h-lstm-L32", "fig3h-lstm-L128"),
         _panel("Transformer", "Transformer", "transformer-L32", "transformer-L128"),
         _panel("Mamba", "Mamba (plugin primacy-mamba)", "quickstart-mamba", "mamba-L128"),
         _panel("xLSTM", "xLSTM (plugin primacy-xlstm)", "quickstart-xlstm", "xlstm-L128"),
-    ), "heatmaps"),
+    ), "heatmaps", reference="S4D"),
     "humans": FigureSpec("humans", "Free recall, models beside people", tuple(
         _panel(f"{label} L{n}", f"{title}, L = {n}", f"free-recall-{config}-L{n}", f"free-recall-{config}-L{n}")
         for n in (24, 16)
@@ -140,7 +142,10 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
         written += figures.save(build(panels, title), out / (stem or spec.name))
     if spec.layout == "probes":
         written += [path for panel in panels for path in _probes(panel, out / panel.name / "mean" / "probes")]
-    return [*written, files.write_csv(out / f"{spec.name}.csv", [panel.row() for panel in panels])]
+    rows = [panel.row() for panel in panels]
+    reference = next((row for row in rows if row["panel"] == spec.reference), None)
+    return [*written, files.write_csv(out / f"{spec.name}.csv", rows),
+            files.write_text(out / f"{spec.name}.md", markdown_table(rows, reference))]
 
 
 @dataclass
@@ -170,7 +175,58 @@ class PanelResult:
             for quantile in DT_QUANTILES:
                 row[f"dt_{when}_q{round(quantile * 100):02d}"] = None if dt is None else _round(np.quantile(dt, quantile), 5)
             row[f"dt_{when}_below_{SMALL_DT}"] = None if dt is None else _round(float(np.mean(dt <= SMALL_DT)))
+            medians = [float(np.median(h["dt"][index])) for h in self.histories]  # one per seed
+            mean, se = mean_and_se(np.array(medians)[:, None]) if medians else ([None], [None])
+            row[f"dt_{when}_median"], row[f"dt_{when}_median_se"] = _round(mean[0], 5), _round(se[0], 5)
         return row
+
+
+# The markdown table's columns: (title, the row's key of the mean; its SE is key + "_se", when the row has one)
+TABLE_COLUMNS = (("overall", "overall_accuracy"), ("early − late", "early_minus_late"),
+                 ("primacy", "primacy_index"), ("recency", "recency_index"),
+                 ("early-query decay", "early_query_decay"), ("median Δt after", "dt_final_median"))
+
+
+def markdown_table(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
+    """A figure's table for docs: mean ± SE over seeds (n), a † where a panel differs from the ``reference`` panel by
+    more than twice the standard error of the difference, sqrt(SE_a² + SE_b²); then the bottom-left block against
+    the rest of the first query quarter, and Δt quantiles (every channel of every seed) before and after training."""
+    header = ["panel", "L", "n", *[title for title, _ in TABLE_COLUMNS], "bottom-left / rest",
+              "Δt 5/50/95 % before", "Δt 5/50/95 % after", f"Δt ≤ {SMALL_DT} before → after"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [str(row["panel"]), str(row["n_items"]), str(row["seeds"])]
+        cells += [_cell(row, key, reference) for _, key in TABLE_COLUMNS]
+        cells.append(f"{_number(row['bottom_left'])} / {_number(row['rest'])}")
+        for when in ("initial", "final"):
+            quantiles = [row[f"dt_{when}_q{round(q * 100):02d}"] for q in DT_QUANTILES]
+            cells.append("—" if None in quantiles else " / ".join(f"{q:.2g}" for q in quantiles))
+        before, after = row[f"dt_initial_below_{SMALL_DT}"], row[f"dt_final_below_{SMALL_DT}"]
+        cells.append("—" if before is None else f"{before:.2f} → {after:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if reference is not None:
+        lines += ["", f"† differs from panel {reference['panel']} by more than 2 SE of the difference."]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(row: dict[str, Any], key: str, reference: dict[str, Any] | None) -> str:
+    mean, se = row.get(key), row.get(f"{key}_se")
+    if mean is None:
+        return "—"
+    text = _number(mean) if se is None else f"{_number(mean)} ± {_number(se)}"
+    if reference is not None and reference is not row and reference.get(key) is not None and se is not None:
+        other_se = reference.get(f"{key}_se")
+        if other_se is not None and abs(mean - reference[key]) > 2 * (se**2 + other_se**2) ** 0.5:
+            text += " †"
+    return text
+
+
+def _number(x: float | None) -> str:
+    """3 decimals, or 2 significant digits for small numbers (Δt), with a true minus sign."""
+    if x is None:
+        return "—"
+    text = f"{x:.3f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"
+    return text.replace("-", "−")
 
 
 def _round(x: float | None, digits: int = 4) -> float | None:

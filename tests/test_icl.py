@@ -11,7 +11,7 @@ from conftest import ROOT
 
 from primacy.analysis.ablation import icl_scores
 from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import across_seeds, emergence_row, emergence_step
+from primacy.analysis.emergence import across_seeds, emergence_row, emergence_step, top_heads
 from primacy.analysis.heads import attention_lag_crp, induction_score
 from primacy.analysis.icl import HeadResult, analyze_heads, capture, fit_head
 from primacy.backbones.lstm import LSTMBackbone
@@ -220,6 +220,20 @@ def test_an_emergence_row_averages_the_best_induction_heads_and_counts_cmr_like_
     assert row["top_cmr_distance"] == pytest.approx((0.2 + 1.5) / 2)
     assert row["beta_enc"] == pytest.approx((0.1 + 0.3) / 2) and row["inv_temperature"] == pytest.approx((1 + 3) / 2)
     assert row["cmr_like_share"] == pytest.approx(2 / 4)  # distances 0.2 and 0.4; the flat head is not CMR-like
+    assert row["top_heads"] == "L0H0 L1H0"
+
+
+def test_the_top_heads_can_be_the_final_checkpoints_followed_back():
+    """The authors fix the heads at the final checkpoint: an early row averages those heads, though others were the
+    best induction heads then; the best head of the row is still that checkpoint's."""
+    early = head_rows(["0.9", "0.1", "0.7", "0.5"], ["0.2", "", "1.5", "0.4"])
+    final = head_rows(["0.1", "0.8", "0.2", "0.95"], ["0.9", "0.3", "0.9", "0.1"])
+    chosen = top_heads(final, 2)
+    assert chosen == [(1, 1), (0, 1)]  # induction 0.95 and 0.8
+    row = emergence_row(100, early, top=2, chosen=chosen)
+    assert row["top_heads"] == "L1H1 L0H1" and row["best_head"] == "L0H0"
+    assert row["top_induction"] == pytest.approx((0.5 + 0.1) / 2)
+    assert row["top_cmr_distance"] == pytest.approx(0.4)  # head L0H1's lag-CRP was flat: left out of the mean
 
 
 def test_emergence_step_and_the_mean_over_seeds_at_the_steps_every_seed_has():
@@ -262,10 +276,13 @@ def test_several_checkpoints_give_one_analysis_each_and_the_emergence_table(run_
     with (out / "emergence.csv").open() as f:
         table = list(csv.DictReader(f))
     assert [int(row["step"]) for row in table] == [2, 4]
+    with (out / "step4" / "heads.csv").open() as f:
+        final = top_heads(list(csv.DictReader(f)), 2)  # the heads followed back through training (the default)
     for row in table:
         step_dir = out / f"step{row['step']}"
         with (step_dir / "heads.csv").open() as f:
-            expected = emergence_row(int(row["step"]), list(csv.DictReader(f)), top=2)
+            expected = emergence_row(int(row["step"]), list(csv.DictReader(f)), top=2, chosen=final)
+        assert row["top_heads"] == expected["top_heads"] == " ".join(f"L{layer}H{head}" for layer, head in final)
         summary = json.loads((step_dir / "summary.json").read_text())
         assert summary["step"] == int(row["step"]) and summary["n_prompts"] == 4 and summary["top"] == 2
         # the ICL score is the model's own loss difference on the analysed prompts

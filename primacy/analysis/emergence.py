@@ -2,8 +2,11 @@
 the top heads' scores and fitted CMR parameters, the share of CMR-like heads and the model's ICL score, and the mean
 and standard error of those rows over seeds.
 
-The top heads are chosen afresh at every checkpoint, by induction score, as the paper chose them in each Pythia
-checkpoint: a row describes the model's best induction heads at that step, whichever they are.
+Which heads are "the top heads" (``HEAD_CHOICES``): by default the ``top`` best induction heads of the final
+checkpoint, followed back through training, as the authors' code fixes them (so an early row describes the heads
+that will become induction heads); ``each`` re-ranks at every checkpoint (a row then describes whichever heads are
+best at that step). The best head (``best_head``, ``best_induction``, what ``emergence_step`` reads) is always the
+best of that checkpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from primacy.analysis.icl import CMR_LIKE
 FITTED = ("beta_enc", "beta_rec", "gamma_ft", "inv_temperature")  # CMR's parameters and scale, per head
 MEASURES = ("icl_score", "top_induction", "top_cmr_distance", *FITTED, "cmr_like_share")
 EMERGED = 0.5  # top-head induction score at which a checkpoint counts as having an induction head
+HEAD_CHOICES = ("final", "each")  # the checkpoint whose ranking picks the top heads: the last one, or every one
+Head = tuple[int, int]  # (layer, head)
 
 
 def as_float(value: Any) -> float:
@@ -31,12 +36,21 @@ def _mean(values: list[float]) -> float:
     return float(np.mean(finite)) if finite else float("nan")
 
 
-def emergence_row(step: int, heads: Sequence[dict[str, Any]], top: int, icl_score: float = float("nan")) -> dict:
-    """One checkpoint's line: ``heads`` are heads.csv rows (or ``HeadResult.row()``), ``top`` how many of the best
-    induction heads are averaged. Fitted parameters average the top heads whose lag-CRP was not flat; the CMR-like
-    share counts every head (a flat head is not CMR-like)."""
+def top_heads(heads: Sequence[dict[str, Any]], top: int) -> list[Head]:
+    """The ``top`` heads of highest induction score, best first, as (layer, head)."""
     ranked = sorted(heads, key=lambda h: -as_float(h["induction"]))[:top]
-    best = ranked[0]
+    return [(int(h["layer"]), int(h["head"])) for h in ranked]
+
+
+def emergence_row(step: int, heads: Sequence[dict[str, Any]], top: int, icl_score: float = float("nan"),
+                  chosen: Sequence[Head] | None = None) -> dict:
+    """One checkpoint's line: ``heads`` are heads.csv rows (or ``HeadResult.row()``); the top heads averaged are
+    ``chosen`` (picked at another checkpoint, ``top_heads``) or else this checkpoint's ``top`` best induction heads.
+    Fitted parameters average the top heads whose lag-CRP was not flat; the CMR-like share counts every head (a
+    flat head is not CMR-like)."""
+    by_head = {(int(h["layer"]), int(h["head"])): h for h in heads}
+    ranked = [by_head[head] for head in (top_heads(heads, top) if chosen is None else chosen)]
+    best = max(heads, key=lambda h: as_float(h["induction"]))
     return {
         "step": int(step),
         "icl_score": float(icl_score),
@@ -47,6 +61,8 @@ def emergence_row(step: int, heads: Sequence[dict[str, Any]], top: int, icl_scor
         "best_head": f"L{int(best['layer'])}H{int(best['head'])}",
         "best_induction": as_float(best["induction"]),
         "top": len(ranked),
+        "top_heads": " ".join(f"L{layer}H{head}" for layer, head in
+                              ((int(h["layer"]), int(h["head"])) for h in ranked)),
     }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from primacy.analysis.cmr.fits import ALIGNMENTS
 from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import emergence_step
+from primacy.analysis.emergence import HEAD_CHOICES, emergence_step
 from primacy.analysis.icl import check_prompt_items
 from primacy.analysis.pretrained import DEVICES, DTYPES, transformers_module
 from primacy.analysis.probes import capture_bytes, measure_probes
@@ -122,6 +122,9 @@ def icl_command(args: list[str]) -> None:
                              "affine (least-squares offset and scale)")
     parser.add_argument("--top", type=int, default=4,
                         help="heads shown in the lag-CRP figure, and averaged (best by induction) over training")
+    parser.add_argument("--top_heads_from", choices=HEAD_CHOICES, default="final",
+                        help="over training, average the top heads of the final checkpoint at every step (the "
+                             "authors' code) or re-rank at each checkpoint")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
     options = parser.parse_args(args)
     positive(prompts=options.prompts, top=options.top, batch_size=options.batch_size)
@@ -135,7 +138,7 @@ def icl_command(args: list[str]) -> None:
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
                            tuple(options.formats), None if options.layers is None else tuple(options.layers),
-                           options.batch_size)
+                           options.batch_size, options.top_heads_from)
     if several:
         rows = analyze_checkpoints(sources, out, settings)
         first = emergence_step(rows)

@@ -15,7 +15,7 @@ import torch
 from primacy import figures, files
 from primacy.analysis.ablation import ablation_study, icl_scores, repeated_tokens
 from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import as_float, emergence_row
+from primacy.analysis.emergence import as_float, emergence_row, top_heads
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
 from primacy.checks import positive
@@ -37,6 +37,7 @@ class ICLSettings:
     formats: tuple[str, ...]
     layers: tuple[int, ...] | None = None  # the layers analysed; None: all
     batch_size: int = 64  # prompts per forward pass
+    top_heads_from: str = "final"  # over training: the top heads of the final checkpoint, or of "each" one
 
     def matches(self, summary: dict) -> bool:
         """Whether an earlier summary.json was written with these settings."""
@@ -108,7 +109,7 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
     each into ``out/step<N>``, then ``emergence.csv`` and the emergence figure in ``out``; returns the emergence rows.
     With ``reuse``, a checkpoint already analysed with the same settings (its summary.json newer than the checkpoint)
     is read back, not analysed again."""
-    rows = []
+    analysed = []  # (step, heads.csv rows, ICL score) per checkpoint
     for source in sources:
         target = out / f"step{source.step}"
         summary_file = target / "summary.json"
@@ -116,10 +117,14 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
         content = json.loads(summary_file.read_text()) if done else None
         if content is None or not settings.matches(content):
             content = analyze_checkpoint(source, target, settings)
-        row = emergence_row(source.step, read_heads(target / "heads.csv"), settings.top,
-                            as_float(content["icl_score"]))
-        report(f"  step {source.step}: best head {row['best_head']} induction {row['best_induction']:.3f}, "
-               f"top-{row['top']} CMR distance {row['top_cmr_distance']:.3f}, ICL score {row['icl_score']:+.3f}")
+        analysed.append((source.step, read_heads(target / "heads.csv"), as_float(content["icl_score"])))
+    chosen = top_heads(analysed[-1][1], settings.top) if settings.top_heads_from == "final" else None
+    rows = []
+    for step, heads, icl in analysed:
+        row = emergence_row(step, heads, settings.top, icl, chosen)
+        report(f"  step {step}: best head {row['best_head']} induction {row['best_induction']:.3f}, "
+               f"top-{row['top']} ({row['top_heads']}) CMR distance {row['top_cmr_distance']:.3f}, "
+               f"ICL score {row['icl_score']:+.3f}")
         rows.append(row)
     write_emergence(rows, out, settings.formats)
     return rows

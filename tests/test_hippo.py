@@ -12,7 +12,7 @@ from primacy.errors import UsageError
 from primacy.ssm.dense import impulse_responses
 from primacy.ssm.hippo import LAGT_BETA, MEASURES, hippo, low_rank, nplr
 
-SIZES = {"legs": (1, 2, 7, 16, 64), "lagt": (1, 2, 7, 16, 64), "fout": (2, 4, 16, 64)}
+SIZES = {"legs": (1, 2, 7, 16, 64), "lagt": (1, 2, 7, 16, 64), "fout": (2, 4, 16, 64), "fout2": (2, 4, 16, 64)}
 CASES = [(measure, n) for measure in MEASURES for n in SIZES[measure]]
 
 
@@ -68,6 +68,20 @@ def test_fout_rotates_sine_cosine_pairs_minus_the_rank_one_endpoint_term():
     assert torch.allclose(rotation, -rotation.T), "A + B B^T is skew-symmetric"
     assert rotation[2, 3] == pytest.approx(-torch.pi) and rotation[4, 5] == pytest.approx(-2 * torch.pi)
     assert torch.count_nonzero(rotation[:2]) == 0, "the constant and the unused zero-frequency sine do not rotate"
+
+
+def test_fout2_is_the_fourier_basis_on_a_unit_window_and_fout_at_twice_the_step():
+    """Morita's FouT, sqrt2 sin(2 pi n t) and sqrt2 cos(2 pi n t) (S4's fourier2): pair j turns at 2 pi j, and A, B are
+    twice fout's, so its impulse responses at Δt are twice fout's at 2Δt, continuous and bilinear alike."""
+    a, b = hippo("fout2", 6)
+    rotation = a + b[:, None] * b[None, :] / 2
+    assert torch.allclose(rotation, -rotation.T)
+    assert rotation[2, 3] == pytest.approx(-2 * torch.pi) and rotation[4, 5] == pytest.approx(-4 * torch.pi)
+    assert torch.allclose(b, 2 * torch.tensor([1, 0, 2**0.5, 0, 2**0.5, 0], dtype=torch.float64))
+    a1, b1 = hippo("fout", 8)
+    a2, b2 = hippo("fout2", 8)
+    for twice, once in zip(impulse_responses(a2, b2, 0.01, 30), impulse_responses(a1, b1, 0.02, 30)):
+        torch.testing.assert_close(twice, 2 * once, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("measure,n", CASES)

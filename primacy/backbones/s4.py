@@ -30,8 +30,9 @@ class S4Backbone(SSMBlock):
     Args:
         d_model: channels H.
         d_state: state size N, stored as N/2 complex conjugate pairs (so N must be even).
-        measure: HiPPO initialisation of A and B: ``legs``, ``lagt`` (beta = 0.01) or ``fout``; see
-            ``primacy.ssm.hippo``. FouT's normal part gets real part -1e-4 instead of 0.
+        measure: HiPPO initialisation of A and B: ``legs``, ``lagt`` (beta = 0.01), ``fout`` (S4's ``fourier``,
+            frequencies pi j) or ``fout2`` (the paper's text and S4's ``fourier2``, 2 pi j: ``fout`` at twice the
+            Δt); see ``primacy.ssm.hippo``. FouT's normal part gets real part -1e-4 instead of 0.
         dt_min, dt_max: Δt of each channel starts log-uniform in this range.
         dt_transform: how the stored parameter maps to Δt: ``exp`` (stored log Δt) or ``softplus``.
         train_A, train_B, train_C, train_dt: whether these are trained (A means Λ and P); frozen ones have
@@ -43,7 +44,7 @@ class S4Backbone(SSMBlock):
         self,
         d_model: int = 64,
         d_state: int = 64,
-        measure: Literal["legs", "lagt", "fout"] = "legs",
+        measure: Literal["legs", "lagt", "fout", "fout2"] = "legs",
         dt_min: float = 1e-3,
         dt_max: float = 1e-1,
         dt_transform: DtTransform = "exp",

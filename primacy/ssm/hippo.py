@@ -7,9 +7,13 @@ Conventions follow the S4 code the paper's author used (state-spaces/s4, v3 and 
   A = -(1+beta)/2 on the diagonal, -1 below it; B = sqrt(beta). The S4 paper writes LagT with beta = 0, where
   the measure cannot be normalised (B = 0); HiPPO's code and the paper's code use beta = 0.01 and scale B by
   the measure's normalisation, zeta^(-1/2) = sqrt(beta) at alpha = 0.
-- ``fout``: translated Fourier: state 0 is the constant, states (2j, 2j+1) rotate at frequency pi j
-  (j = 1 .. N/2 - 1), state 1 is the unused zero-frequency sine; B = (1, 0, sqrt2, 0, sqrt2, 0, ...);
+- ``fout``: translated Fourier as S4's code names ``fourier``: state 0 is the constant, states (2j, 2j+1) rotate at
+  frequency pi j (j = 1 .. N/2 - 1), state 1 is the unused zero-frequency sine; B = (1, 0, sqrt2, 0, sqrt2, 0, ...);
   A = rotations - B B^T (the rank-one term encodes the window's far end). N must be even.
+- ``fout2``: the translated Fourier basis sqrt2 sin(2 pi n t), sqrt2 cos(2 pi n t), orthonormal on a window of length
+  1, as Morita (2025) writes FouT (S4's ``fourier2``): frequencies 2 pi j, A = 2 (rotations(pi j) - B B^T) and 2 B,
+  i.e. exactly twice ``fout``'s A and B. So ``fout2`` with step Δt is ``fout`` with step 2Δt: the bilinear and zero-
+  order-hold discretisations depend on Δt A and Δt B only.
 
 Every measure's low-rank part has rank one here (A + P P^T is normal), including ``fout``: the S4 paper's
 first release wrote FouT with a rank-two correction, but the definition above (S4 v3+, the paper's code) needs
@@ -23,7 +27,7 @@ import torch
 from primacy.checks import one_of
 from primacy.errors import UsageError
 
-MEASURES = ("legs", "lagt", "fout")
+MEASURES = ("legs", "lagt", "fout", "fout2")
 LAGT_BETA = 0.01
 
 
@@ -31,8 +35,8 @@ def _check(measure: str, n: int) -> None:
     one_of("measure", measure, MEASURES)
     if n < 1:
         raise UsageError(f"state size {n} is invalid: it must be at least 1")
-    if measure == "fout" and n % 2:
-        raise UsageError(f"state size {n} is invalid for measure='fout': it must be even (sine/cosine pairs)")
+    if measure in ("fout", "fout2") and n % 2:
+        raise UsageError(f"state size {n} is invalid for measure={measure!r}: it must be even (sine/cosine pairs)")
 
 
 def _fout_b(n: int) -> torch.Tensor:
@@ -58,7 +62,8 @@ def hippo(measure: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     freq = torch.zeros(n - 1, dtype=torch.float64)  # super-diagonal: pair (2j, 2j+1) turns at pi j
     freq[2::2] = torch.pi * torch.arange(1, n // 2, dtype=torch.float64)
     a = torch.diag(freq, -1) - torch.diag(freq, 1) - b[:, None] * b[None, :]
-    return a, b
+    scale = 2.0 if measure == "fout2" else 1.0  # fout2: the same system on a window half as long
+    return scale * a, scale * b
 
 
 def low_rank(measure: str, n: int) -> torch.Tensor:
@@ -68,7 +73,7 @@ def low_rank(measure: str, n: int) -> torch.Tensor:
         return torch.sqrt(torch.arange(n, dtype=torch.float64) + 0.5)
     if measure == "lagt":
         return torch.full((n,), 0.5**0.5, dtype=torch.float64)
-    return _fout_b(n)
+    return _fout_b(n) * (2**0.5 if measure == "fout2" else 1.0)  # 2 A + 2 B B^T is normal: P = sqrt2 B
 
 
 def _paired_eigenvectors(skew: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

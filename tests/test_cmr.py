@@ -1,11 +1,14 @@
 """CMR's simulated lag-CRP: the special cases the model implies, the batched O(n) path against the plain reference
 (draw for draw) and against explicit context vectors, float32 against float64."""
 
+import numpy as np
 import pytest
 import torch
 
 import primacy.analysis.cmr.simulate as cmr
 from primacy.analysis.cmr import association, cmr_crp, cmr_crps, draw, drift, reference_crp, study_contexts
+from primacy.analysis.cmr.closed_form import closed_form_crp, has_closed_form
+from primacy.analysis.cmr.grid import CMRGrid
 from primacy.errors import UsageError
 
 SMALL = {"n_items": 40, "n_starts": 5, "n_chains": 300, "max_samples": 30}
@@ -204,3 +207,46 @@ def test_bad_parameters_are_rejected(kwargs, message):
     args = {"beta_enc": 0.5, "beta_rec": 0.5, "gamma_ft": 0.5, **kwargs}
     with pytest.raises(UsageError, match=message):
         cmr_crp(args.pop("beta_enc"), args.pop("beta_rec"), args.pop("gamma_ft"), **args, **{"n_chains": 2})
+
+
+def test_the_closed_form_cells_are_the_authors_by_hand():
+    """n = 3, start 0, β_enc 0.5 (ρ = 0.5): M's row 0 is (0, 1, 0.5, 0.25) with the end state last, so a draw is
+    item 1, 2 or the end with chances 4/7, 2/7, 1/7. β_rec = 0: two independent draws, lag 0 with chance 21/49, ±1 10/49,
+    ±2 4/49. β_rec = 1: lag +1 has q = (0, 4/7, 2/7, 1/7) times the chance of stepping 1 forward from each state,
+    (4/7, 2/3, 1, 0): 2/3; lag +2 meets only states whose step of 2 is past the end: 0. Normalised: all at +1."""
+    still = closed_form_crp(0.5, 0.0, n_items=3, n_starts=1, max_lag=2)
+    np.testing.assert_allclose(still, np.array([4, 10, 21, 10, 4]) / 49, rtol=0, atol=1e-15)
+    moving = closed_form_crp(0.5, 1.0, n_items=3, n_starts=1, max_lag=2)
+    np.testing.assert_allclose(moving, [0, 0, 0, 1, 0], rtol=0, atol=1e-15)
+    assert has_closed_form(1.0, 0.0) and has_closed_form(0.0, 0.0)
+    assert not has_closed_form(1.0, 0.1) and not has_closed_form(0.5, 0.0)
+
+
+def test_the_closed_form_gives_the_authors_published_cell():
+    """Ji-An et al.'s grid at β_enc 0.05, β_rec 1, γ_FT 0, on the fit lags ±1..5 normalised: 0.182 at lag +1 (a
+    simulation with the same parameters gives 0.293 there: the authors did not simulate this cell)."""
+    curve = closed_form_crp(0.05, 1.0, n_items=100, n_starts=20, max_lag=8)
+    lags = np.arange(-8, 9)
+    fit = (np.abs(lags) >= 1) & (np.abs(lags) <= 5)
+    assert (curve[fit] / curve[fit].sum())[lags[fit] == 1][0] == pytest.approx(0.182, abs=5e-4)
+    assert curve[lags <= 0].sum() == 0.0, "with the context at the recalled item, M only reaches forward"
+
+
+def test_a_paper_grid_takes_the_closed_form_cells_and_simulates_the_rest():
+    grid = CMRGrid.build([0.3, 0.6], [0.0, 0.5, 1.0], [0.0, 0.2], n_items=30, n_starts=4, n_chains=100, max_lag=8)
+    assert grid.settings["closed_form"] is True and grid.settings["max_samples"] == 100  # the authors' draws
+    for (beta_enc, beta_rec, gamma_ft), curve in zip(grid.params, grid.crps):
+        if has_closed_form(beta_rec, gamma_ft):
+            exact = closed_form_crp(beta_enc, beta_rec, 30, 4, 8).astype(np.float32)
+            np.testing.assert_array_equal(curve, exact)
+        else:
+            _, simulated = cmr_crp(beta_enc, beta_rec, gamma_ft, n_items=30, n_starts=4, n_chains=100,
+                                   max_samples=100, dtype=torch.float32)
+            np.testing.assert_allclose(curve, simulated.numpy().astype(np.float32), rtol=0, atol=1e-6)
+    simulated_only = CMRGrid.build([0.3], [1.0], [0.0], n_items=30, n_starts=4, n_chains=100, closed_form=False)
+    assert simulated_only.settings["closed_form"] is False
+    assert not np.allclose(simulated_only.crps[0], grid.crps[grid.params[:, 1] == 1.0][0])
+    canonical = CMRGrid.build([0.3], [1.0], [0.0], variant="canonical", n_items=30, n_starts=4, n_chains=100)
+    assert canonical.settings["closed_form"] is False and canonical.settings["max_samples"] == 50
+    with pytest.raises(UsageError, match="closed_form=True is for variant='paper'"):
+        CMRGrid.build([0.3], [1.0], [0.0], variant="canonical", closed_form=True)

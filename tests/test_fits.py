@@ -16,7 +16,9 @@ SIM = {"n_items": 30, "n_starts": 4, "n_chains": 100, "max_samples": 20}
 
 @pytest.fixture(scope="module")
 def grid():
-    return CMRGrid.build(np.array([0.2, 0.6, 1.0]), np.array([0.0, 0.5, 1.0]), np.array([0.0, 0.5]), **SIM)
+    """Every cell simulated (the closed-form cells are tested in test_cmr.py)."""
+    return CMRGrid.build(np.array([0.2, 0.6, 1.0]), np.array([0.0, 0.5, 1.0]), np.array([0.0, 0.5]), **SIM,
+                         closed_form=False)
 
 
 def test_grid_holds_every_combination(grid):
@@ -67,7 +69,8 @@ def test_grid_round_trips_through_a_file(grid, tmp_path):
 
 def test_grid_records_its_simulation_and_keeps_it_through_a_file(grid, tmp_path):
     assert grid.settings == {"variant": "paper", "temperature": 0.1, "seed": 0, "n_items": 30, "n_starts": 4,
-                             "n_chains": 100, "max_samples": 20, "max_lag": 8, "dtype": "float32"}
+                             "n_chains": 100, "max_samples": 20, "max_lag": 8, "dtype": "float32",
+                             "closed_form": False}
     save(grid, tmp_path / "grid.npz")
     assert CMRGrid.load(tmp_path / "grid.npz").settings == grid.settings
     assert grid.variant == "paper"
@@ -81,7 +84,7 @@ def test_grid_rows_are_the_batched_simulation_of_each_set(grid):
 
 def test_grid_build_over_worker_processes_gives_the_same_grid(grid):
     parallel = CMRGrid.build(np.array([0.2, 0.6, 1.0]), np.array([0.0, 0.5, 1.0]), np.array([0.0, 0.5]), workers=2,
-                             **SIM)
+                             **SIM, closed_form=False)
     np.testing.assert_allclose(parallel.crps, grid.crps, atol=1e-12)
 
 

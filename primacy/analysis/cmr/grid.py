@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from primacy.analysis.cmr.closed_form import closed_form_crps
 from primacy.analysis.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS, Variant, check_simulation, cmr_crps
 from primacy.checks import one_of
 from primacy.errors import UsageError
@@ -29,7 +30,11 @@ PAPER_VALUES = {
     "beta_rec": np.round(np.arange(0, 21) * 0.05, 2),  # 0..1.0
     "gamma_ft": np.round(np.arange(0, 11) * 0.1, 1),  # 0..1.0
 }
-_SETTINGS = ("variant", "temperature", "seed", "n_items", "n_starts", "n_chains", "max_samples", "max_lag", "dtype")
+_SETTINGS = ("variant", "temperature", "seed", "n_items", "n_starts", "n_chains", "max_samples", "max_lag", "dtype",
+             "closed_form")
+# Draws per chain when a build does not say: the authors' 100 for their variant; 50 for the canonical one, whose
+# chains never end early (no end state), so that every chain costs 50 steps.
+DEFAULT_SAMPLES = {"paper": 100, "canonical": 50}
 _BLOCK = 20  # parameter sets per task handed to a worker (and per progress report)
 
 
@@ -45,7 +50,7 @@ class CMRGrid:
     """Simulated CMR CRPs: params (G, 3) as (β_enc, β_rec, γ_FT), crps (G, K) float64 holding float32 values
     (the precision a saved grid keeps; Monte-Carlo noise is about 1e-3), lags (K,), and ``settings``: the
     simulation that produced them (variant, temperature, seed, n_items, n_starts, n_chains, max_samples, max_lag,
-    dtype)."""
+    dtype, closed_form; a grid from before closed_form existed has none: it simulated every cell)."""
 
     params: np.ndarray
     crps: np.ndarray
@@ -65,17 +70,26 @@ class CMRGrid:
         n_items: int = 100,
         n_starts: int = 20,
         n_chains: int = 1000,
-        max_samples: int = 50,
+        max_samples: int | None = None,
         max_lag: int = 8,
         dtype: torch.dtype = torch.float32,
         workers: int = 1,
         progress: Callable[[int, int], None] | None = None,
+        closed_form: bool | None = None,
     ) -> CMRGrid:
         """Every combination of the given values, simulated by ``cmr_crps`` (the batched path; float32 by default,
         which matches float64 within Monte-Carlo noise). ``workers`` > 1 splits the sets over that many processes
-        of one thread each; the result does not depend on it. ``progress(done, total)`` is called after each block."""
+        of one thread each; the result does not depend on it. ``progress(done, total)`` is called after each block.
+        ``max_samples`` None: ``DEFAULT_SAMPLES`` of the variant. ``closed_form`` (None: true for the paper variant,
+        the only one it applies to) puts the authors' closed-form curves in the cells γ_FT = 0, β_rec = 0 or 1
+        (``closed_form``), as their published grid has them."""
         if workers < 1:
             raise UsageError(f"workers={workers} is invalid: it must be >= 1")
+        one_of("variant", variant, VARIANTS)
+        closed_form = variant == "paper" if closed_form is None else closed_form
+        if closed_form and variant != "paper":
+            raise UsageError(f"closed_form=True is for variant='paper' (the authors' closed forms), not {variant!r}")
+        max_samples = DEFAULT_SAMPLES[variant] if max_samples is None else max_samples
         combos = np.array(np.meshgrid(beta_enc, beta_rec, gamma_ft, indexing="ij"), dtype=np.float64)
         combos = combos.reshape(3, -1).T  # G 3
         simulation = {"variant": variant, "temperature": float(temperature), "seed": int(seed), "n_items": n_items,
@@ -101,8 +115,12 @@ class CMRGrid:
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
-        crps = np.concatenate(curves).astype(np.float32).astype(np.float64)
-        settings = {**simulation, "dtype": str(dtype).removeprefix("torch.")}
+        crps = np.concatenate(curves)
+        if closed_form:
+            rows, exact = closed_form_crps(combos, n_items, n_starts, max_lag)
+            crps[rows] = exact
+        crps = crps.astype(np.float32).astype(np.float64)
+        settings = {**simulation, "dtype": str(dtype).removeprefix("torch."), "closed_form": closed_form}
         return cls(combos, crps, np.arange(-max_lag, max_lag + 1), settings)
 
     @property

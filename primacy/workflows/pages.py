@@ -5,6 +5,7 @@ the paper's layout, and a table of its numbers)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -213,7 +214,11 @@ def _cell(row: dict[str, Any], key: str, reference: dict[str, Any] | None) -> st
     mean, se = row.get(key), row.get(f"{key}_se")
     if mean is None:
         return "—"
-    text = _number(mean) if se is None else f"{_number(mean)} ± {_number(se)}"
+    if se is None:
+        text = _number(mean)
+    else:  # both to the SE's precision: 3 decimals, or the SE's 2 significant digits when it is below 0.001
+        decimals = 3 if se >= 0.001 or se == 0 else 1 - math.floor(math.log10(se))
+        text = f"{mean:.{decimals}f} ± {se:.{decimals}f}".replace("-", "−")
     if reference is not None and reference is not row and reference.get(key) is not None and se is not None:
         other_se = reference.get(f"{key}_se")
         if other_se is not None and abs(mean - reference[key]) > 2 * (se**2 + other_se**2) ** 0.5:

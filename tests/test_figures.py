@@ -50,3 +50,21 @@ def test_every_panel_of_the_fig3_page_shows_its_own_matrix_in_one_colour_scale(m
         assert {c.get_clim() for ax in fig.axes for c in ax.collections if isinstance(c, QuadMesh)} == {(0.0, 1.0)}
     finally:
         plt.close(fig)
+
+
+def test_the_fig3_pages_marginal_curves_carry_their_standard_error_bands(matrix):
+    """A panel given the standard errors over seeds of its serial- and query-position curves draws them as bands
+    around the curves: curve ± SE at every position."""
+    row_se, col_se = np.array([0.01, 0.02, 0.03, 0.04]), np.array([0.05, 0.0, 0.05, 0.0])
+    fig = figures.accuracy.fig3_page([("A", "first", matrix, np.full(4, 0.5), (row_se, col_se))])
+    try:
+        row_axes, = (ax for ax in fig.axes if ax.get_xlabel() == "row mean")
+        col_axes, = (ax for ax in fig.axes if ax.get_ylabel() == "col. mean")
+        for ax, curve, se, axis in ((row_axes, np.nanmean(matrix, axis=1), row_se, 0),
+                                    (col_axes, np.nanmean(matrix, axis=0), col_se, 1)):
+            band, = ax.collections
+            edge = band.get_paths()[0].vertices[:, axis]  # the polygon's accuracy coordinates: both edges
+            np.testing.assert_allclose(sorted({round(v, 12) for v in edge}),
+                                       sorted({round(v, 12) for v in np.concatenate([curve - se, curve + se])}))
+    finally:
+        plt.close(fig)

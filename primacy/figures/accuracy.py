@@ -28,21 +28,24 @@ def heatmap(
     return fig
 
 
-def fig3_page(panels: list[tuple[str, str, np.ndarray, np.ndarray]], title: str = "") -> Figure:
+def fig3_page(panels: list[tuple], title: str = "") -> Figure:
     """Fig. 3 on one page: every panel's heatmap (distractor row, matrix, marginal means) in one colour scale,
     four to a row, with a letter and a title each.
 
-    panels: (letter, title, matrix (L, L), distractor (L,)) per panel; L may differ between panels.
+    panels: (letter, title, matrix (L, L), distractor (L,)) per panel, or with a fifth entry (row_se, col_se), the
+    standard errors over seeds of the serial- and query-position curves (L,) each, drawn as bands; L may differ
+    between panels.
     """
-    values = np.concatenate([np.concatenate([np.ravel(m), np.ravel(d)]) for _, _, m, d in panels])
+    values = np.concatenate([np.concatenate([np.ravel(p[2]), np.ravel(p[3])]) for p in panels])
     vmin = min(0.5, np.floor(np.nanmin(values) * 20) / 20)  # chance and up, in steps of 0.05
     cols = min(4, len(panels))
     rows = -(-len(panels) // cols)
     fig = plt.figure(figsize=(3.6 * cols + 0.6, 3.9 * rows), constrained_layout=True)
     grid = fig.add_gridspec(rows, cols + 1, width_ratios=[*([9.6] * cols), 0.3])
-    for k, (letter, name, matrix, distractor) in enumerate(panels):
+    for k, (letter, name, matrix, distractor, *se) in enumerate(panels):
         axes = _heatmap_panel(fig, grid[k // cols, k % cols], matrix, distractor, vmin, 1.0,
-                              colorbar=fig.add_subplot(grid[:, -1]) if k == 0 else None, small=True)
+                              colorbar=fig.add_subplot(grid[:, -1]) if k == 0 else None, small=True,
+                              se=se[0] if se else None)
         axes[0].set_title(f"{letter}   {name}", loc="left", fontsize=9, fontweight="bold")
     fig.suptitle(title, fontsize=11)
     return fig
@@ -62,8 +65,9 @@ def _cells(ax, values: np.ndarray, vmin: float, vmax: float, colorbar=None) -> N
 
 
 def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray, vmin: float, vmax: float,
-                   colorbar=None, small: bool = False) -> tuple:
-    """One Fig. 3 panel drawn into ``spec`` (a gridspec cell): returns its axes (new, matrix, row mean, col mean)."""
+                   colorbar=None, small: bool = False, se: tuple[np.ndarray, np.ndarray] | None = None) -> tuple:
+    """One Fig. 3 panel drawn into ``spec`` (a gridspec cell): returns its axes (new, matrix, row mean, col mean).
+    ``se``: the row and column means' standard errors over seeds, drawn as grey bands."""
     matrix, distractor = np.asarray(matrix, float), np.asarray(distractor, float)
     n = matrix.shape[0]
     grid = spec.subgridspec(3, 2, height_ratios=[1, 8, 1.6], width_ratios=[8, 1.6])
@@ -79,6 +83,10 @@ def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray
     positions = np.arange(n) + 0.5
     row, col = np.nanmean(matrix, axis=1), np.nanmean(matrix, axis=0)
     ax_row.plot(row, positions, color="k")
+    if se is not None:
+        row_se, col_se = (np.nan_to_num(np.asarray(s, float)) for s in se)
+        ax_row.fill_betweenx(positions, row - row_se, row + row_se, color="k", alpha=0.2, lw=0)
+        ax_col.fill_between(positions, col - col_se, col + col_se, color="k", alpha=0.2, lw=0)
     ax_row.set_ylim(n, 0)
     ax_row.set_xlim(*span(row))
     ax_row.set_yticks([])

@@ -174,7 +174,8 @@ class PanelResult:
         for when, index in (("initial", 0), ("final", -1)):
             dt = np.concatenate([h["dt"][index] for h in self.histories]) if self.histories else None
             for quantile in DT_QUANTILES:
-                row[f"dt_{when}_q{round(quantile * 100):02d}"] = None if dt is None else _round(np.quantile(dt, quantile), 5)
+                value = None if dt is None else _round(np.quantile(dt, quantile), 5)
+                row[f"dt_{when}_q{round(quantile * 100):02d}"] = value
             row[f"dt_{when}_below_{SMALL_DT}"] = None if dt is None else _round(float(np.mean(dt <= SMALL_DT)))
             medians = [float(np.median(h["dt"][index])) for h in self.histories]  # one per seed
             mean, se = mean_and_se(np.array(medians)[:, None]) if medians else ([None], [None])
@@ -244,8 +245,10 @@ def _panel_title(p: PanelResult) -> str:
 
 
 def _heatmaps(panels: list[PanelResult], title: str) -> plt.Figure:
-    return figures.accuracy.fig3_page([(p.panel.label, _panel_title(p), p.matrix, p.distractor) for p in panels],
-                                      title)
+    """The panels' mean heatmaps, their marginal curves with standard-error bands over seeds."""
+    curves = ("serial_position_curve", "query_position_curve")
+    return figures.accuracy.fig3_page([(p.panel.label, _panel_title(p), p.matrix, p.distractor,
+                                        tuple(p.summary[curve]["se"] for curve in curves)) for p in panels], title)
 
 
 def _dt_columns(panels: list[PanelResult], title: str) -> plt.Figure:

@@ -4,12 +4,15 @@ training and nothing already written changed. Each case is what a user could typ
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
 from conftest import QUIET, ROOT, TINY_RUNS
 
 from primacy.cli import main
+from primacy.registry import BUILTINS_ONLY
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
@@ -260,6 +263,18 @@ def test_test(args, expected, places, capsys):
 def test_other_commands(args, expected, places, capsys):
     fails_in_one_line(args, expected, places, capsys)
     assert not (places["tmp"] / "icl").exists() and not (places["tmp"] / "agg").exists(), "no output was started"
+
+
+def test_a_config_of_a_plugin_that_is_not_installed_says_what_to_install(tmp_path):
+    """A new Python that ignores the plugins' entry points (PRIMACY_BUILTINS_ONLY=1), as after `pip uninstall
+    primacy-xlstm`: in this process the plugin's classes are imported already, so only a new one can tell."""
+    command = [sys.executable, "-m", "primacy", "fit", "--config", str(ROOT / "configs" / "quickstart-xlstm.yaml"),
+               *QUIET, "--trainer.default_root_dir", str(tmp_path / "new"), "--trainer.max_steps", "1"]
+    done = subprocess.run(command, env={**os.environ, BUILTINS_ONLY: "1"}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "primacy: error: --model.init_args.backbone XLSTMBackbone: backbone 'XLSTMBackbone' is provided by the plugin "
+        "primacy-xlstm (pip install -e plugins/primacy-xlstm from a primacy checkout), which is not installed"]
+    assert not (tmp_path / "new" / "checkpoints").exists()
 
 
 def test_a_read_only_run_directory_is_refused_before_work(places, capsys, tmp_path, monkeypatch):

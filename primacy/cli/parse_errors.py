@@ -183,6 +183,11 @@ def _type_name(text: str) -> str:
 
 def _unknown_class(key: str, name: str) -> UsageError:
     kind = {"model": "model", "data": "task"}.get(key)
+    if kind is None and key.rpartition(".")[2] == "backbone":
+        try:  # a short name: a bundled plugin that is not installed, or a misspelt backbone, says so
+            registry.get(name)
+        except UsageError as err:
+            return UsageError(f"--{key} {name}: {err}")
     if kind is None:
         return UsageError(f"--{key} {name}: no class of that name is imported: give its full path (module.Class)")
     names = registry.names(kind)

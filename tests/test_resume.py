@@ -43,6 +43,12 @@ def assert_same_state(a: dict, b: dict) -> None:
         for key in state_a:
             assert torch.equal(state_a[key], state_b[key]), f"optimiser {key}"
     assert a["lr_schedulers"] == b["lr_schedulers"]
+    # the trackers' histories (DtTracker's Δt, HeadScoreTracker's scores): no extra record where the run stopped
+    trackers = [key for key in a["callbacks"] if key.startswith(("DtTracker", "HeadScoreTracker"))]
+    assert trackers == [key for key in b["callbacks"] if key.startswith(("DtTracker", "HeadScoreTracker"))]
+    for key in trackers:
+        assert a["callbacks"][key]["steps"] == b["callbacks"][key]["steps"], key
+        assert repr(a["callbacks"][key]) == repr(b["callbacks"][key]), key
 
 
 @pytest.fixture(scope="module", params=TASKS)

@@ -21,6 +21,7 @@ from primacy.analysis.emergence import EMERGED
 from primacy.analysis.head_model import RunHeads
 from primacy.analysis.heads import attention_lag_crp, induction_score
 from primacy.backbones.transformer import TransformerBackbone
+from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.checks import figure_formats, fits_in_memory, positive
 from primacy.errors import UsageError
 from primacy.rundir import results
@@ -31,7 +32,9 @@ from primacy.tasks.prompts import BOS, repeated_prompt
 class TrainingRecorder(Callback, ABC):
     """What DtTracker and HeadScoreTracker share: a record (``_record``, which skips a step it already has) before
     the first step, every ``every_n_steps`` optimiser steps and after the last, and the files (``_write``) written
-    from the history on rank zero at the end of ``fit``."""
+    from the history on rank zero at the end of ``fit``. A run stopped by a signal (Ctrl-C, SIGTERM: RunCheckpoint)
+    gets no record at the step it stopped at, nor at the step it resumes from, so it ends with the history of an
+    uninterrupted run."""
 
     def __init__(self, every_n_steps: int) -> None:
         super().__init__()
@@ -48,14 +51,17 @@ class TrainingRecorder(Callback, ABC):
         """Write the history's files under ``out`` (<run>/results)."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._record(trainer, pl_module)
+        if trainer.global_step == 0:  # a resumed run has its history from the checkpoint
+            self._record(trainer, pl_module)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         if trainer.global_step % self.every_n_steps == 0:
             self._record(trainer, pl_module)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._record(trainer, pl_module)
+        interrupted = any(isinstance(cb, RunCheckpoint) and cb.stop_requested for cb in trainer.callbacks)
+        if not interrupted:
+            self._record(trainer, pl_module)
         if self.steps and trainer.is_global_zero:
             self._write(trainer, pl_module, run_dir(trainer) / "results")
 

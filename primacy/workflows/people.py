@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from primacy.analysis.free_recall import PADDING
@@ -60,23 +61,40 @@ def load(name: str) -> list[Person]:
 
 
 def people(raw: Any, list_length: int) -> list[Person]:
-    """A psifr raw table (columns subject, list, trial_type 'study' | 'recall', position, item; one row per study
-    event and per output) as one Person per subject. Items become integer ids shared by the whole table, so an
-    output of an item not studied in its list is an intrusion and an output said twice a repetition, as psifr
-    scores them."""
-    ids: dict[Any, int] = {}
-    persons = []
-    for subject, rows in raw.groupby("subject", sort=False):
-        study, recalls = [], []
-        for list_id, trial in rows.groupby("list", sort=True):
-            studied = trial[trial["trial_type"] == "study"].sort_values("position")
-            outputs = trial[trial["trial_type"] == "recall"].sort_values("position")
-            if len(studied) != list_length:
-                raise UsageError(f"subject {subject}, list {list_id} studied {len(studied)} items: the dataset's "
-                                 f"lists have {list_length}")
-            study.append([ids.setdefault(item, len(ids)) for item in studied["item"]])
-            recalls.append([ids.setdefault(item, len(ids)) for item in outputs["item"]])
-        width = max(1, max(len(r) for r in recalls))
-        padded = [r + [PADDING] * (width - len(r)) for r in recalls]
-        persons.append(Person(subject, torch.tensor(study), torch.tensor(padded)))
-    return persons
+    """A psifr raw table (a pandas DataFrame with columns subject, list, trial_type 'study' | 'recall', position,
+    item; one row per study event and per output) as one Person per subject, in the order subjects first appear.
+    Items become integer ids shared by the whole table, so an output of an item not studied in its list is an
+    intrusion and an output said twice a repetition, as psifr scores them. Lists without outputs are kept."""
+    import pandas as pd  # psifr's dependency: only reached with psifr installed
+
+    order = {subject: rank for rank, subject in enumerate(pd.unique(raw["subject"]))}
+    table = pd.DataFrame({"rank": raw["subject"].map(order).to_numpy(), "list": raw["list"].to_numpy(),
+                          "study": (raw["trial_type"] == "study").to_numpy(), "position": raw["position"].to_numpy(),
+                          "item": pd.factorize(raw["item"])[0]})
+    keys = ["rank", "list"]
+    studied = table[table["study"]].sort_values([*keys, "position"], kind="stable")
+    sizes = studied.groupby(keys, sort=True).size()  # one entry per list, in (rank, list) order
+    wrong = sizes[sizes != list_length]
+    if len(wrong):
+        (rank, list_id), n = wrong.index[0], int(wrong.iloc[0])
+        subject = next(s for s, r in order.items() if r == rank)
+        raise UsageError(f"subject {subject}, list {list_id} studied {n} items: the dataset's lists have {list_length}")
+    study = studied["item"].to_numpy().reshape(-1, list_length)  # lists L
+    outputs = table[~table["study"]].sort_values([*keys, "position"], kind="stable")
+    row = sizes.index.get_indexer(pd.MultiIndex.from_frame(outputs[keys]))  # the list of each output
+    if (row < 0).any():
+        raise UsageError(f"the dataset has outputs of {int((row < 0).sum())} lists that studied nothing")
+    rank_in_list = outputs.groupby(keys, sort=False).cumcount().to_numpy()
+    recalls = np.full((len(sizes), max(1, int(rank_in_list.max(initial=-1)) + 1)), PADDING, dtype=np.int64)
+    recalls[row, rank_in_list] = outputs["item"].to_numpy()
+    ranks = sizes.index.get_level_values("rank").to_numpy()
+    subjects = list(order)
+    return [Person(subjects[r], torch.from_numpy(study[ranks == r].astype(np.int64)),
+                   torch.from_numpy(_trim(recalls[ranks == r]))) for r in range(len(subjects))]
+
+
+def _trim(recalls: np.ndarray) -> np.ndarray:
+    """A person's recalls without the padding columns no list of theirs reaches (at least one column)."""
+    used = (recalls != PADDING).any(axis=0)
+    width = max(1, int(np.flatnonzero(used).max()) + 1) if used.any() else 1
+    return recalls[:, :width]

@@ -99,11 +99,11 @@ FIGURES = {
         _panel("6", "Δt frozen (footnote)", "fig4-hippo-legs-frozen-dt-L32", "fig4-hippo-legs-frozen-dt-L128"),
     ), "dt", reference="1"),
     "backbones": FigureSpec("backbones", "Memory verification by backbone (Fig. 3 and the text)", (
-        _panel("S4D", "S4D, HiPPO-LegS (A, B frozen)", "quickstart", "verification-s4d-legs-L128"),
-        _panel("LSTM", "LSTM", "fig3h-lstm-L32", "fig3h-lstm-L128"),
-        _panel("Transformer", "Transformer", "transformer-L32", "transformer-L128"),
-        _panel("Mamba", "Mamba (plugin primacy-mamba)", "quickstart-mamba", "mamba-L128"),
-        _panel("xLSTM", "xLSTM (plugin primacy-xlstm)", "quickstart-xlstm", "xlstm-L128"),
+        _panel("S4D", "frozen LegS", "quickstart", "verification-s4d-legs-L128"),
+        _panel("LSTM", "one layer", "fig3h-lstm-L32", "fig3h-lstm-L128"),
+        _panel("Transformer", "two layers", "transformer-L32", "transformer-L128"),
+        _panel("Mamba", "plugin", "quickstart-mamba", "mamba-L128"),
+        _panel("xLSTM", "plugin, m + s", "quickstart-xlstm", "xlstm-L128"),
     ), "heatmaps", reference="S4D"),
     "humans": FigureSpec("humans", "Free recall, models beside people", tuple(
         _panel(f"{label} L{n}", f"{title}, L = {n}", f"free-recall-{config}-L{n}", f"free-recall-{config}-L{n}")
@@ -167,8 +167,8 @@ class PanelResult:
         q = quarter(n)
         row = {"panel": self.panel.label, "config": self.name, "seeds": len(self.dirs), "n_items": n}
         for key in ("overall_accuracy", "early_minus_late", "primacy_index", "recency_index", "early_query_decay"):
-            row[key] = _round(self.summary[key]["mean"])
-            row[f"{key}_se"] = _round(self.summary[key]["se"])
+            row[key] = _round(self.summary[key]["mean"], 6)
+            row[f"{key}_se"] = _round(self.summary[key]["se"], 6)
         row["bottom_left"] = _round(float(np.nanmean(self.matrix[n - q:, :q])))
         row["rest"] = _round(float(np.nanmean(np.delete(self.matrix[:, :q], np.s_[n - q:], axis=0))))
         for when, index in (("initial", 0), ("final", -1)):

@@ -16,7 +16,7 @@ from primacy.analysis.free_recall import FreeRecallCurves, free_recall_counts, r
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.rundir import results
-from primacy.workflows import humans, people
+from primacy.workflows import people
 from primacy.workflows.pages import FIGURES, draw
 
 SUBJECTS = 10  # per dataset in the default run; psifr's curves of a subject do not depend on the others

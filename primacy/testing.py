@@ -1,5 +1,6 @@
 """check_backbone(): the contract every backbone, built-in or plugin, must pass. Call it from your tests.
 WithoutStep: a backbone with its step() hidden, the reference for stepped decoding.
+fixed_batch_losses(): a backbone inside SequenceModel trained on one verification batch, to test that it learns.
 SignalAt: a callback that interrupts a run at a step, as a user (Ctrl-C) or SLURM (SIGTERM) would, to test resuming."""
 
 from __future__ import annotations
@@ -102,3 +103,25 @@ class SignalAt(Callback):
         if trainer.global_step == self.step and self.during_validation and not trainer.sanity_checking:
             self.during_validation = None  # once
             os.kill(os.getpid(), self.signum)
+
+
+def fixed_batch_losses(backbone: Backbone, steps: int = 30, lr: float = 1e-2) -> list[float]:
+    """The training losses of ``SequenceModel(backbone)`` fitted to one batch of 16 verification trials (L = 8 study
+    tokens of 32, then 8 queries: was each query studied?) with Adam; a backbone that learns halves the first loss."""
+    import torch.nn.functional as F
+
+    from primacy.models.lists import SequenceModel
+
+    torch.manual_seed(0)
+    model = SequenceModel(backbone, vocab_size=32, n_items=8)
+    tokens = torch.randint(0, 32, (16, 16))  # B 2L
+    targets = (tokens[:, 8:, None] == tokens[:, None, :8]).any(-1).float()  # B L: the query was studied
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = F.binary_cross_entropy_with_logits(model(tokens), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

@@ -12,8 +12,7 @@ from mambapy.mamba import MambaConfig, ResidualBlock
 from primacy import registry
 from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.models.lists import SequenceModel
-from primacy.testing import check_backbone
+from primacy.testing import check_backbone, fixed_batch_losses
 
 import primacy_mamba.backbone
 import primacy_mamba.block
@@ -177,17 +176,7 @@ def test_the_entry_point_resolves():
 
 def test_sequence_model_fits_a_fixed_batch():
     torch.manual_seed(0)
-    model = SequenceModel(MambaBackbone(d_model=16), vocab_size=32, n_items=8)
-    tokens = torch.randint(0, 32, (16, 16))  # B 2L
-    targets = (tokens[:, 8:, None] == tokens[:, None, :8]).any(-1).float()  # B L: the query was studied
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    losses = []
-    for _ in range(30):
-        loss = F.binary_cross_entropy_with_logits(model(tokens), targets)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = fixed_batch_losses(MambaBackbone(d_model=16))
     assert losses[-1] < 0.5 * losses[0]
 
 

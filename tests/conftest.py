@@ -69,8 +69,9 @@ TINY_RUNS = {
         "--model.init_args.backbone.init_args.n_layers", "1", "--model.init_args.backbone.init_args.n_heads", "2",
         "--model.init_args.backbone.init_args.dropout", "0.1",  # dropout draws from the global generator
         "--trainer.val_check_interval", "4",
-        # the config's HeadScoreTracker: prompt_items=5 is too short for its lag-CRP on lags -5..+5
-        "--trainer.callbacks.n_items", "6", "--trainer.callbacks.formats", "[png]",
+        # the config's HeadScoreTracker: prompt_items=5 is too short for its lag-CRP on lags -5..+5 (the paper's query
+        # window needs 11)
+        "--trainer.callbacks.n_items", "11", "--trainer.callbacks.formats", "[png]",
     ],
     "reconstruction": [
         "--config", str(ROOT / "configs" / "quickstart-reconstruction.yaml"), *QUIET,

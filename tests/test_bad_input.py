@@ -170,7 +170,7 @@ COMMANDS = [
      "dtype=float16 only applies to --hf_model: a run's checkpoint loads as it was trained"),
     ("analyze-icl-n-items-five", ["analyze", "icl", "--config", "{induction}/config.yaml", "--ckpt_path",
                                   "{induction}/checkpoints/last.ckpt", "--out", "{tmp}/icl", "--n_items", "5"],
-     "n_items=5 is invalid: the lag-CRP over lags ±5 needs n_items >= 6"),
+     "n_items=5 is invalid: the lag-CRP over lags ±5 with query_window='paper' needs n_items >= 11"),
 ]
 
 

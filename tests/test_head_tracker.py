@@ -63,14 +63,16 @@ def direct_scores(run, n: int, prompts: int, seed: int) -> tuple[np.ndarray, np.
     with torch.no_grad(), model.backbone.capture_attention() as layers:
         model.backbone(model.embedding(tokens))
     lags = np.arange(-5, 6)
-    queries = np.arange(n + 6, 2 * n + 1)  # second-repeat queries with every lag -5..+5 after BOS
+    # the paper's window: at lag k, the tokens whose first occurrence s (1-based, BOS at 0) lies in (|k|, n - |k|],
+    # queried from their second occurrence s + n at key s + k
+    firsts = {lag: np.arange(abs(lag) + 1, n - abs(lag) + 1) for lag in lags}
     shape = (len(layers), layers[0].weights.shape[1])
     induction, peak, distance = np.zeros(shape), np.zeros(shape, dtype=int), np.full(shape, np.nan)
     for layer, attention in enumerate(layers):
         weights, scores = attention.weights.double().numpy(), attention.scores.double().numpy()  # B heads T T
         for head in range(shape[1]):
             induction[layer, head] = np.mean([weights[:, head, q, q - n + 1].mean() for q in range(n + 1, 2 * n + 1)])
-            curve = np.array([np.mean([scores[:, head, q, q - n + lag] for q in queries]) for lag in lags])
+            curve = np.array([np.mean([scores[:, head, s + n, s + lag] for s in firsts[lag]]) for lag in lags])
             peak[layer, head] = lags[curve.argmax()]
             if not is_flat(curve):
                 distance[layer, head] = fit_cmr(curve, lags, CMRGrid.paper()).distance
@@ -80,7 +82,7 @@ def direct_scores(run, n: int, prompts: int, seed: int) -> tuple[np.ndarray, np.
 def test_the_last_recorded_scores_are_those_of_the_final_model(tracked):
     task, run = tracked
     h = history(run)
-    n = {"induction": 6, "verification": 25}[task]  # given in TINY_RUNS; the default without a prompt_items
+    n = {"induction": 11, "verification": 25}[task]  # given in TINY_RUNS; the default without a prompt_items
     assert h["steps"].tolist() == [0, 3, 6, STEPS]
     assert h["induction"].shape == h["lag_crp_peak"].shape == h["cmr_distance"].shape == (4, 1, 2)
     assert (int(h["n_items"]), int(h["n_prompts"]), int(h["prompt_seed"])) == (n, 32, 0)
@@ -145,14 +147,19 @@ def test_a_backbone_without_attention_is_a_one_line_error(capsys, tmp_path):
     (["--trainer.callbacks.prompts", "0"], "prompts=0 is invalid: it must be at least 1"),
     (["--trainer.callbacks.dpi", "0"], "dpi=0 is invalid: it must be at least 1"),
     (["--trainer.callbacks.formats", "[png, pgn]"], "formats=['pgn'] are unknown: choose among"),
-    (["--trainer.callbacks.n_items", "5"], "vocab_size=32: it must lie in [6, 31] (the lag-CRP on lags ±5"),
+    (["--trainer.callbacks.n_items", "10"], "vocab_size=32: it must lie in [11, 31] (the lag-CRP on lags ±5 with "
+                                            "query_window='paper' needs n_items >= 11"),
+    (["--trainer.callbacks.n_items", "5", "--trainer.callbacks.query_window", "common"],
+     "vocab_size=32: it must lie in [6, 31] (the lag-CRP on lags ±5 with query_window='common' needs n_items >= 6"),
+    (["--trainer.callbacks.query_window", "queries"], "query_window='queries' is unknown: choose one of 'paper', "
+                                                      "'common'"),
     (["--trainer.callbacks.n_items", "32"], "n_items=32 is invalid for HeadScoreTracker with vocab_size=32"),
     (["--trainer.callbacks.n_items", "null"], "n_items=5 (the task's prompt_items) is invalid"),
     (["--model.init_args.backbone.init_args.positional", "learned",
-      "--model.init_args.backbone.init_args.max_length", "16", "--trainer.callbacks.n_items", "10"],
-     "n_items=10 is too large for max_length=16 of the learned positions"),
-], ids=["every-zero", "n-zero", "prompts-zero", "dpi-zero", "format-unknown", "n-too-short", "n-too-large",
-        "task-prompt-too-short", "n-beyond-learned-positions"])
+      "--model.init_args.backbone.init_args.max_length", "16", "--trainer.callbacks.n_items", "11"],
+     "n_items=11 is too large for max_length=16 of the learned positions"),
+], ids=["every-zero", "n-zero", "prompts-zero", "dpi-zero", "format-unknown", "n-too-short", "n-too-short-common",
+        "window-unknown", "n-too-large", "task-prompt-too-short", "n-beyond-learned-positions"])
 def test_bad_arguments_are_one_line_errors(args, expected, capsys, tmp_path):
     fails_in_one_line([*TINY_RUNS["induction"], *args], expected, tmp_path / "run", capsys)
 

@@ -15,7 +15,7 @@ from primacy.analysis.heads import (
 from primacy.errors import UsageError
 from primacy.tasks.prompts import repeated_prompt
 
-N = 10
+N = 11
 T = 2 * N + 1
 
 
@@ -96,3 +96,19 @@ def test_copying_score_is_one_for_copying_minus_one_for_suppression_and_zero_for
     assert copying_score(w_e, w_v, -w_o, w_u).item() == pytest.approx(-1.0, abs=1e-5)
     rotation = torch.tensor([[0.0, 1.0], [-1.0, 0.0]])
     assert copying_score(w_e, w_v, rotation @ w_o, w_u).item() == pytest.approx(0.0, abs=1e-5)
+
+
+def test_the_papers_query_window_gives_each_lag_its_own_queries():
+    """Ji-An et al.'s appendix: at lag k, the tokens whose first occurrence s (1-based in the repeat) lies in
+    (|k|, n - |k|], so the key s + k stays in the first repeat. With n = 11 after BOS and a score equal to the key's
+    position, lag k averages keys s + k over s = |k| + 1 .. 11 - |k|, whose mean is 6 + k; the common window (one
+    query set, every lag's key at or before the query) takes s = 6 .. 11 for every lag: 8.5 + k."""
+    n = 11
+    key = torch.arange(2 * n + 1, dtype=torch.float64)
+    scores = key.expand(2 * n + 1, 2 * n + 1)  # T T: score = key position
+    lags, paper = attention_lag_crp(scores, n)
+    _, common = attention_lag_crp(scores, n, window="common")
+    torch.testing.assert_close(paper, 6.0 + lags.double(), rtol=0, atol=1e-12)
+    torch.testing.assert_close(common, 8.5 + lags.double(), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="n=10 is too short for the paper's query window at lags ±5: it needs n >= 11"):
+        attention_lag_crp(scores[:21, :21], 10)

@@ -24,7 +24,7 @@ from primacy.rundir.runs import load_run
 from primacy.tasks.prompts import repeated_prompt
 from primacy.workflows.cmr_grid import save
 
-N = 6
+N = 11
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_analyze_icl_writes_tables_and_figures_and_keeps_earlier_results(trained
     out = tmp_path / "icl"
     args = ["analyze", "icl", "--config", str(trained_run / "config.yaml"),
             "--ckpt_path", str(trained_run / "checkpoints" / "last.ckpt"), "--out", str(out), "--grid", str(grid),
-            "--prompts", "4", "--n_items", "10", "--formats", "png"]
+            "--prompts", "4", "--n_items", "11", "--formats", "png"]
     main(args)
     with (out / "heads.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -115,7 +115,7 @@ def test_a_verification_transformer_is_analysed_without_a_copying_score(grid, tm
           "--trainer.default_root_dir", str(run), "--trainer.max_steps", "1", "--test_after_fit", "false",
           "--trainer.limit_val_batches", "0", "--data.init_args.batch_size", "4"])
     main(["analyze", "icl", "--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
-          "--out", str(run / "icl"), "--grid", str(grid), "--prompts", "2", "--n_items", "8", "--formats", "png"])
+          "--out", str(run / "icl"), "--grid", str(grid), "--prompts", "2", "--n_items", "11", "--formats", "png"])
     with (run / "icl" / "heads.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 8 and all(r["copying"] == "nan" for r in rows) and all(r["induction"] for r in rows)
@@ -270,7 +270,7 @@ def test_several_checkpoints_give_one_analysis_each_and_the_emergence_table(run_
     ckpts = sorted((run / "checkpoints").glob("*.ckpt"))
     assert len(ckpts) == 3  # steps 2 and 4, and last.ckpt (step 4 again)
     args = ["analyze", "icl", "--config", str(run / "config.yaml"), "--ckpt_path", *map(str, ckpts), "--out", str(out),
-            "--grid", str(grid), "--prompts", "4", "--n_items", "10", "--top", "2", "--formats", "png"]
+            "--grid", str(grid), "--prompts", "4", "--n_items", "11", "--top", "2", "--formats", "png"]
     main(args)
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["step2", "step4"]
     with (out / "emergence.csv").open() as f:
@@ -287,8 +287,8 @@ def test_several_checkpoints_give_one_analysis_each_and_the_emergence_table(run_
         assert summary["step"] == int(row["step"]) and summary["n_prompts"] == 4 and summary["top"] == 2
         # the ICL score is the model's own loss difference on the analysed prompts
         model, _ = load_run(run / "config.yaml", summary["checkpoint"])
-        prompts = repeated_prompt(10, 256, 0, 4, torch.Generator().manual_seed(0))
-        assert summary["icl_score"] == pytest.approx(float(icl_scores(model, prompts, 10, 20).mean()), rel=1e-5)
+        prompts = repeated_prompt(11, 256, 0, 4, torch.Generator().manual_seed(0))
+        assert summary["icl_score"] == pytest.approx(float(icl_scores(model, prompts, 11, 22).mean()), rel=1e-5)
         assert float(row["icl_score"]) == pytest.approx(summary["icl_score"])
         for key in ("top_induction", "top_cmr_distance", "beta_enc", "cmr_like_share"):
             assert float(row[key]) == pytest.approx(expected[key]), key

@@ -68,7 +68,7 @@ def models(tmp_path_factory):
             "qwen2": save_model("qwen2", root / "qwen2", tokenizer="no-bos")}
 
 
-def _prompts(heads, n=6, batch=5):
+def _prompts(heads, n=11, batch=5):
     return repeated_prompt(n, heads.vocab_size, heads.bos, batch, torch.Generator().manual_seed(0), heads.allowed)
 
 
@@ -156,7 +156,7 @@ def _dense_ov(heads, kind: str, layer: int, head: int) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["gpt2", "neox", "llama"])
 def test_copying_score_is_the_eigenvalue_ratio_of_the_dense_ov_circuit(models, kind):
     heads = load_pretrained(str(models[kind]))
-    analysis = analyze_heads(heads, _prompts(heads), 6, CMRGrid.paper())
+    analysis = analyze_heads(heads, _prompts(heads), 11, CMRGrid.paper())
     dense = load_pretrained(str(models[kind]))
     for result in analysis.heads:
         eig = torch.linalg.eigvals(_dense_ov(dense, kind, result.layer, result.head))
@@ -183,7 +183,7 @@ def test_prompts_use_the_tokenizer_vocabulary_or_the_config(models):
     assert neox.vocab.source == "config" and neox.bos == 0 and neox.allowed is None
     qwen = load_pretrained(str(models["qwen2"]))  # a tokenizer without BOS
     assert qwen.bos is None
-    assert _prompts(qwen, n=6).shape == (5, 12), "r r without BOS"
+    assert _prompts(qwen, n=11).shape == (5, 22), "r r without BOS"
 
 
 def _run(*args) -> None:
@@ -192,7 +192,7 @@ def _run(*args) -> None:
 
 def test_analyze_icl_and_ablation_on_a_saved_model(models, tmp_path, capsys):
     out = tmp_path / "icl"
-    _run("analyze", "icl", "--hf_model", models["gpt2"], "--out", out, "--n_items", 8, "--prompts", 8,
+    _run("analyze", "icl", "--hf_model", models["gpt2"], "--out", out, "--n_items", 11, "--prompts", 8,
          "--batch_size", 3, "--formats", "png")
     for name in ("heads.csv", "summary.json", "lag_crps.npz", "attention_pattern.png", "lag_crp_fits.png",
                  "cmr_distance_vs_induction.png", "cmr_like_share.png", "cmr_families.png"):
@@ -215,7 +215,7 @@ def test_analyze_icl_and_ablation_on_a_saved_model(models, tmp_path, capsys):
 
 
 def test_layers_restrict_the_analysis(models, tmp_path):
-    _run("analyze", "icl", "--hf_model", models["llama"], "--out", tmp_path, "--layers", 1, "--n_items", 6,
+    _run("analyze", "icl", "--hf_model", models["llama"], "--out", tmp_path, "--layers", 1, "--n_items", 11,
          "--prompts", 4, "--formats", "png")
     with (tmp_path / "heads.csv").open() as f:
         assert {row["layer"] for row in csv.DictReader(f)} == {"1"}
@@ -225,7 +225,7 @@ def test_layers_restrict_the_analysis(models, tmp_path):
 def test_a_checkpoint_series_gives_the_emergence_table(models, tmp_path):
     series = [save_model("neox", tmp_path / f"pythia-step{step}", seed=step) for step in (2000, 1000)]
     out = tmp_path / "out"
-    _run("analyze", "icl", "--hf_model", *series, "--out", out, "--n_items", 6, "--prompts", 4, "--formats", "png")
+    _run("analyze", "icl", "--hf_model", *series, "--out", out, "--n_items", 11, "--prompts", 4, "--formats", "png")
     with (out / "emergence.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == [1000, 2000]
@@ -270,7 +270,7 @@ def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, 
               "layers": ["--hf_model", models["llama"], "--layers", 2],
               "two-sources": ["--hf_model", models["llama"], "--config", tmp_path / "config.yaml"],
               "series-grid": ["--hf_model", models["llama"], models["neox"], "--revision", "step1", "step2"]}[case]
-    _fails_in_one_line(["analyze", "icl", *source, "--out", tmp_path / "out", "--prompts", 2, "--n_items", 6],
+    _fails_in_one_line(["analyze", "icl", *source, "--out", tmp_path / "out", "--prompts", 2, "--n_items", 11],
                        expected, capsys)
     assert not (tmp_path / "out").exists(), "nothing written"
 

@@ -10,6 +10,17 @@ from __future__ import annotations
 
 import torch
 
+# Which second-repeat queries a lag of the attention lag-CRP averages: "paper" (Ji-An et al.'s appendix) takes, per
+# lag k, the queries whose first occurrence s (1-based within the repeat) lies in (|k|, n - |k|], so s + k stays in
+# the first repeat; "common" takes one query set for every lag, those with every lag's key in the causal window
+# (keys may fall in the second repeat at positive lags).
+QUERY_WINDOWS = ("paper", "common")
+
+
+def shortest_prompt(max_lag: int, window: str = "paper") -> int:
+    """The smallest n whose lag-CRP over lags ±max_lag has a query at every lag."""
+    return 2 * max_lag + 1 if window == "paper" else max_lag + 1
+
 
 def second_repeat(n: int, start: int = 1) -> torch.Tensor:
     """Query positions of the second repeat, start+n..start+2n-1 (n+1..2n after BOS): (n,)."""
@@ -51,15 +62,28 @@ def lag_profile(scores: torch.Tensor, queries: torch.Tensor, anchors: torch.Tens
     return scores[..., q[:, None], k].mean(-2)
 
 
-def attention_lag_crp(scores: torch.Tensor, n: int, max_lag: int = 5,
-                      start: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """The attention lag-CRP: mean pre-softmax score at p(q) + lag over second-repeat queries, lags -max..+max.
+def attention_lag_crp(scores: torch.Tensor, n: int, max_lag: int = 5, start: int = 1,
+                      window: str = "paper") -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention lag-CRP: mean pre-softmax score at p(q) + lag over second-repeat queries q, lags -max..+max,
+    over the queries ``window`` (``QUERY_WINDOWS``) gives each lag.
 
     Returns (lags (2·max_lag + 1,), profile (..., 2·max_lag + 1)). An induction head peaks at +1.
     """
     lags = torch.arange(-max_lag, max_lag + 1)
-    q = second_repeat(n, start)
-    return lags, lag_profile(scores, q, q - n, lags, start)
+    if window == "common":
+        q = second_repeat(n, start)
+        return lags, lag_profile(scores, q, q - n, lags, start)
+    if window != "paper":
+        raise ValueError(f"window={window!r} is unknown: choose one of {QUERY_WINDOWS}")
+    if n < shortest_prompt(max_lag):
+        raise ValueError(f"n={n} is too short for the paper's query window at lags ±{max_lag}: it needs n >= "
+                         f"{shortest_prompt(max_lag)}")
+    profile = []
+    for k in lags.tolist():
+        s = torch.arange(abs(k) + 1, n - abs(k) + 1)  # the first occurrence's index in the repeat, 1-based
+        first = start + s - 1  # its position
+        profile.append(scores[..., first + n, first + k].mean(-1))
+    return lags, torch.stack(profile, dim=-1)
 
 
 def copying_score(w_e: torch.Tensor, w_v: torch.Tensor, w_o: torch.Tensor, w_u: torch.Tensor) -> torch.Tensor:

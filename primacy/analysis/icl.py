@@ -14,13 +14,16 @@ from primacy.analysis.cmr.fits import FIT_LAGS, CMRFit, GaussianFit, fit_cmr, fi
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.head_model import HeadModel, check_layers, head_model
 from primacy.analysis.heads import (
+    QUERY_WINDOWS,
     attention_lag_crp,
     duplicate_token_score,
     induction_score,
     ov_copying_score,
     previous_token_score,
+    shortest_prompt,
     unembed_embed,
 )
+from primacy.checks import one_of
 from primacy.errors import UsageError
 
 CMR_LIKE = 0.5  # CMR distance below which a head counts as CMR-like (the paper's threshold)
@@ -77,11 +80,13 @@ class HeadAnalysis:
         return (self.layers.index(head.layer) if self.layers else head.layer), head.head
 
 
-def check_prompt_items(n_items: int) -> None:
-    """n, the length of r, is long enough for the lag-CRP: a second-repeat query with every lag behind it."""
-    if n_items < FIT_LAGS.max() + 1:
-        raise UsageError(f"n_items={n_items} is invalid: the lag-CRP over lags ±{FIT_LAGS.max()} needs n_items >= "
-                         f"{FIT_LAGS.max() + 1}")
+def check_prompt_items(n_items: int, window: str = "paper") -> None:
+    """n, the length of r, is long enough for the lag-CRP: a second-repeat query at every lag (``QUERY_WINDOWS``)."""
+    one_of("query_window", window, QUERY_WINDOWS)
+    shortest = shortest_prompt(int(FIT_LAGS.max()), window)
+    if n_items < shortest:
+        raise UsageError(f"n_items={n_items} is invalid: the lag-CRP over lags ±{FIT_LAGS.max()} with "
+                         f"query_window={window!r} needs n_items >= {shortest}")
 
 
 FIT_COLUMNS = ("cmr_distance", "beta_enc", "beta_rec", "gamma_ft", "inv_temperature", "gaussian_distance")
@@ -109,14 +114,15 @@ def capture(model: HeadModel | nn.Module, prompts: torch.Tensor,
 
 
 def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid,
-                  alignment: str = "peak", layers: Sequence[int] | None = None, batch_size: int = 64) -> HeadAnalysis:
+                  alignment: str = "peak", layers: Sequence[int] | None = None, batch_size: int = 64,
+                  window: str = "paper") -> HeadAnalysis:
     """Scores and fits of every head of ``layers`` (None: all) on [BOS] r r prompts (P, 2n + 1), or r r (P, 2n) for
     a model without BOS, averaged over prompts; ``alignment`` is how CMR CRPs are mapped onto a lag-CRP
-    (``fit_cmr``). Prompts run ``batch_size`` at a time and only per-head sums are kept, so memory does not grow
-    with their number."""
+    (``fit_cmr``), ``window`` which queries each lag of the lag-CRP averages (``QUERY_WINDOWS``). Prompts run
+    ``batch_size`` at a time and only per-head sums are kept, so memory does not grow with their number."""
     model = head_model(model)
     start = 0 if model.bos is None else 1
-    check_prompt_items(n_items)
+    check_prompt_items(n_items, window)
     if prompts.shape[1] != 2 * n_items + start:
         what = "an r r prompt (the model has no BOS)" if start == 0 else "a [BOS] r r prompt"
         raise UsageError(f"prompts have length {prompts.shape[1]}: {what} of n_items={n_items} has length "
@@ -125,7 +131,7 @@ def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: 
     sums: dict[str, torch.Tensor] = {}
     for begin in range(0, len(prompts), batch_size):
         scores, weights = model.attention(prompts[begin : begin + batch_size], chosen)  # layers b heads T T
-        lags, crps = attention_lag_crp(scores.double(), n_items, start=start)  # K, (layers b heads K)
+        lags, crps = attention_lag_crp(scores.double(), n_items, start=start, window=window)  # K, (layers b heads K)
         batch = {"lag_crp": crps, "induction": induction_score(weights, n_items, start),
                  "duplicate_token": duplicate_token_score(weights, n_items, start),
                  "previous_token": previous_token_score(weights)}  # each (layers, b, heads, ...)

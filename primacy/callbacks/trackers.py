@@ -19,10 +19,10 @@ from primacy.analysis.cmr.fits import FIT_LAGS, fit_cmr, is_flat
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import EMERGED
 from primacy.analysis.head_model import RunHeads
-from primacy.analysis.heads import attention_lag_crp, induction_score
+from primacy.analysis.heads import QUERY_WINDOWS, attention_lag_crp, induction_score, shortest_prompt
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.callbacks.checkpointing import RunCheckpoint
-from primacy.checks import figure_formats, fits_in_memory, positive
+from primacy.checks import figure_formats, fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.layout import run_dir
@@ -145,6 +145,8 @@ class HeadScoreTracker(TrainingRecorder):
     Args:
         every_n_steps: scoring interval in optimiser steps.
         n_items: n, the length of r (prompts have length 2n + 1); null: the task's ``prompt_items``, else 25.
+        query_window: the queries each lag of the attention lag-CRP averages (``primacy.analysis.heads``):
+            ``paper`` (needs n_items >= 11) or ``common``.
         prompts: prompts the scores average over.
         seed: seed of the prompts' generator.
         formats: figure file formats.
@@ -152,8 +154,9 @@ class HeadScoreTracker(TrainingRecorder):
     """
 
     def __init__(self, every_n_steps: int = 250, n_items: int | None = None, prompts: int = 32, seed: int = 0,
-                 formats: list[str] = ["png", "pdf"], dpi: int = 150) -> None:  # noqa: B006
+                 formats: list[str] = ["png", "pdf"], dpi: int = 150, query_window: str = "paper") -> None:  # noqa: B006
         super().__init__(every_n_steps)
+        self.query_window = one_of("query_window", query_window, QUERY_WINDOWS)
         if n_items is not None and n_items < 1:
             raise UsageError(f"n_items={n_items} is invalid: it must be at least 1 (or null for the task's "
                              "prompt_items)")
@@ -176,12 +179,14 @@ class HeadScoreTracker(TrainingRecorder):
                              f"{type(backbone).__name__}")
         vocab_size = pl_module.hparams.vocab_size
         n = getattr(trainer.datamodule, "prompt_items", 25) if self.n_items is None else self.n_items
-        shortest = int(FIT_LAGS.max()) + 1  # a second-repeat query with every lag of the CRP behind it
+        max_lag = int(FIT_LAGS.max())
+        shortest = shortest_prompt(max_lag, self.query_window)  # a second-repeat query at every lag of the CRP
         if not shortest <= n < vocab_size:
             given = "" if self.n_items is not None else " (the task's prompt_items)"
             raise UsageError(f"n_items={n}{given} is invalid for HeadScoreTracker with vocab_size={vocab_size}: it "
-                             f"must lie in [{shortest}, {vocab_size - 1}] (the lag-CRP on lags ±{shortest - 1} needs "
-                             f"n_items >= {shortest}, the prompt n distinct tokens besides BOS)")
+                             f"must lie in [{shortest}, {vocab_size - 1}] (the lag-CRP on lags ±{max_lag} with "
+                             f"query_window={self.query_window!r} needs n_items >= {shortest}, the prompt n distinct "
+                             "tokens besides BOS)")
         if backbone.max_length is not None and 2 * n + 1 > backbone.max_length:
             raise UsageError(f"n_items={n} is too large for max_length={backbone.max_length} of the learned "
                              f"positions: prompts have length 2·n_items + 1 = {2 * n + 1}")
@@ -194,7 +199,7 @@ class HeadScoreTracker(TrainingRecorder):
 
     def settings(self) -> dict[str, int | None]:
         """What the scores depend on besides the model: a history scored otherwise is not continued."""
-        return {"n_items": self.n, "prompts": self.prompts, "seed": self.seed}
+        return {"n_items": self.n, "prompts": self.prompts, "seed": self.seed, "query_window": self.query_window}
 
     def score(self, pl_module: L.LightningModule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Induction score, lag-CRP peak and CMR distance (NaN for a flat lag-CRP) of every head on the prompts,
@@ -209,7 +214,7 @@ class HeadScoreTracker(TrainingRecorder):
                 module.training = training
         scores, weights = scores.float().cpu(), weights.float().cpu()  # layers P heads T T each
         induction = induction_score(weights, n).mean(1).double().numpy()  # layers heads
-        lags, crps = attention_lag_crp(scores.double(), n)  # K, (layers P heads K)
+        lags, crps = attention_lag_crp(scores.double(), n, window=self.query_window)  # K, (layers P heads K)
         lags, crps = lags.numpy(), crps.mean(1).numpy()  # K, (layers heads K)
         distance = np.full(induction.shape, np.nan)
         for head in np.ndindex(distance.shape):
@@ -259,8 +264,9 @@ class HeadScoreTracker(TrainingRecorder):
                 "cmr_distance": [v.tolist() for v in self.cmr_distance]}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if self.n is not None and state_dict["settings"] != self.settings():  # fitting with other prompts
-            rank_zero_warn(f"HeadScoreTracker: the checkpoint's head history was scored with {state_dict['settings']}, "
+        saved = {"query_window": "common", **state_dict["settings"]}  # a history from before the paper's window
+        if self.n is not None and saved != self.settings():  # fitting with other prompts or queries
+            rank_zero_warn(f"HeadScoreTracker: the checkpoint's head history was scored with {saved}, "
                            f"this run scores with {self.settings()}: the history starts afresh")
             return
         self.steps = list(state_dict["steps"])

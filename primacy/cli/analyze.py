@@ -9,6 +9,7 @@ from pathlib import Path
 from primacy.analysis.cmr.fits import ALIGNMENTS
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import HEAD_CHOICES, emergence_step
+from primacy.analysis.heads import QUERY_WINDOWS
 from primacy.analysis.icl import check_prompt_items
 from primacy.analysis.pretrained import DEVICES, DTYPES, transformers_module
 from primacy.analysis.probes import capture_bytes, measure_probes
@@ -122,6 +123,10 @@ def icl_command(args: list[str]) -> None:
                              "affine (least-squares offset and scale)")
     parser.add_argument("--top", type=int, default=4,
                         help="heads shown in the lag-CRP figure, and averaged (best by induction) over training")
+    parser.add_argument("--query_window", choices=QUERY_WINDOWS, default="paper",
+                        help="the queries each lag of the attention lag-CRP averages: paper (per lag k, first "
+                             "occurrences in (|k|, n - |k|], keys in the first repeat; needs n >= 11) or common (one "
+                             "set for every lag)")
     parser.add_argument("--top_heads_from", choices=HEAD_CHOICES, default="final",
                         help="over training, average the top heads of the final checkpoint at every step (the "
                              "authors' code) or re-rank at each checkpoint")
@@ -129,7 +134,7 @@ def icl_command(args: list[str]) -> None:
     options = parser.parse_args(args)
     positive(prompts=options.prompts, top=options.top, batch_size=options.batch_size)
     if options.n_items is not None:
-        check_prompt_items(options.n_items)
+        check_prompt_items(options.n_items, options.query_window)
     sources = _sources(options, "analyze icl")  # every file checked before any work
     several = len(sources) > 1
     out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)
@@ -138,7 +143,7 @@ def icl_command(args: list[str]) -> None:
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
                            tuple(options.formats), None if options.layers is None else tuple(options.layers),
-                           options.batch_size, options.top_heads_from)
+                           options.batch_size, options.top_heads_from, options.query_window)
     if several:
         rows = analyze_checkpoints(sources, out, settings)
         first = emergence_step(rows)

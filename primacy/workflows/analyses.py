@@ -38,6 +38,7 @@ class ICLSettings:
     layers: tuple[int, ...] | None = None  # the layers analysed; None: all
     batch_size: int = 64  # prompts per forward pass
     top_heads_from: str = "final"  # over training: the top heads of the final checkpoint, or of "each" one
+    query_window: str = "paper"  # the queries each lag of the attention lag-CRP averages (heads.QUERY_WINDOWS)
 
     def matches(self, summary: dict) -> bool:
         """Whether an earlier summary.json was written with these settings."""
@@ -47,7 +48,7 @@ class ICLSettings:
 
     def recorded(self) -> dict:
         return {"n_prompts": self.prompts, "prompt_seed": self.seed, "cmr_variant": self.grid.variant,
-                "cmr_alignment": self.alignment, "top": self.top}
+                "cmr_alignment": self.alignment, "top": self.top, "query_window": self.query_window}
 
 
 def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: dict | None = None) -> dict:
@@ -90,7 +91,7 @@ def analyze_checkpoint(source: Checkpoint, out: Path, settings: ICLSettings) -> 
     generator = torch.Generator().manual_seed(settings.seed)
     prompts = repeated_prompt(n, model.vocab_size, model.bos, settings.prompts, generator, model.allowed)  # P 2n(+1)
     analysis = analyze_heads(model, prompts, n, settings.grid, settings.alignment, settings.layers,
-                             settings.batch_size)
+                             settings.batch_size, settings.query_window)
     start = analysis.start
     icl = float("nan")
     if model.predicts_tokens:

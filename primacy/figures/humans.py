@@ -24,12 +24,13 @@ def beside_people(rows: list[Row], title: str = "") -> Figure:
         groups = [(f"people ({name}), n={people.members}", people, PEOPLE_COLOR, "o-")]
         groups += [(f"{label}, n={group.members}", group, color, "s-")
                    for (label, group), color in zip(models.items(), MODEL_COLORS)]
+        lags = _gapped(COMPARED_LAGS)  # no line or band across the missing lag 0
         for label, group, color, style in groups:
             for ax, x, mean, se in ((row[0], positions, group.mean["spc"], group.se["spc"]),
                                     (row[1], positions, group.mean["pfr"], group.se["pfr"]),
-                                    (row[2], COMPARED_LAGS, group.at_lags("mean"), group.at_lags("se"))):
-                ax.plot(x if ax is not row[2] else _gapped(x), mean if ax is not row[2] else _gapped(x, mean), style,
-                        color=color, ms=2.5, lw=1.0, label=label)
+                                    (row[2], lags, _gapped(COMPARED_LAGS, group.at_lags("mean")),
+                                     _gapped(COMPARED_LAGS, group.at_lags("se")))):
+                ax.plot(x, mean, style, color=color, ms=2.5, lw=1.0, label=label)
                 band = np.nan_to_num(se)
                 ax.fill_between(x, mean - band, mean + band, where=~np.isnan(mean), color=color, alpha=0.15, lw=0)
         for ax, xlabel, ylabel in zip(row, ("serial position", "serial position", "lag"),

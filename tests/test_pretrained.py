@@ -39,12 +39,13 @@ def _config(kind: str):
 
 def _tokenizer(bos: bool):
     """A word-level tokenizer: the special tokens first, then ordinary words up to V - 6 (the embedding keeps 6
-    rows no token uses, as real models pad theirs)."""
-    from tokenizers import Tokenizer, models
+    rows no token uses, as real models pad theirs); text is split at white space, so "w5 w7" is [5, 7]."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
 
     vocab = {token: i for i, token in enumerate(SPECIAL)}
     vocab.update({f"w{i}": i for i in range(len(SPECIAL), V - 6)})
     fast = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    fast.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return transformers.PreTrainedTokenizerFast(tokenizer_object=fast, bos_token="<s>" if bos else None,
                                                 eos_token="</s>", pad_token="<pad>")
 

@@ -27,7 +27,8 @@ class HeadModel(Protocol):
     """A causal model whose attention heads can be scored, fitted and ablated.
 
     ``bos`` is the token that starts every prompt (None: prompts start with r); ``allowed`` marks the tokens prompts
-    may draw ((vocab_size,) bool; None: every token but BOS); ``predicts_tokens`` whether ``token_losses`` exist.
+    may draw ((vocab_size,) bool; None: every token but BOS); ``predicts_tokens`` whether ``token_losses`` exist;
+    ``max_length`` the longest input its positions allow (None: no limit).
     """
 
     n_layers: int
@@ -36,6 +37,7 @@ class HeadModel(Protocol):
     bos: int | None
     allowed: torch.Tensor | None
     predicts_tokens: bool
+    max_length: int | None
 
     def attention(self, tokens: torch.Tensor, layers: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Pre- and post-softmax attention of ``layers`` on ``tokens`` (B, T): (len(layers), B, heads, T, T) each,
@@ -79,6 +81,7 @@ class RunHeads:
         self.n_layers, self.n_heads = len(backbone.blocks), backbone.n_heads
         self.vocab_size, self.bos, self.allowed = model.hparams.vocab_size, bos, None
         self.predicts_tokens = hasattr(model, "token_losses")
+        self.max_length = backbone.max_length  # learned positions only; sinusoidal ones have no limit
 
     def attention(self, tokens: torch.Tensor, layers: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad(), self.backbone.capture_attention() as captured:
@@ -108,6 +111,12 @@ class RunHeads:
         finally:
             self.model.train(was_training)
         return loss if predicted is None else loss[:, [p - 1 for p in predicted]]
+
+
+def check_length(model: HeadModel, length: int, what: str) -> None:
+    """A one-line error when inputs of ``length`` tokens (``what``) are longer than the model's positions."""
+    if model.max_length is not None and length > model.max_length:
+        raise UsageError(f"{what} have {length} tokens: the model's positions allow at most {model.max_length}")
 
 
 def head_model(model: HeadModel | nn.Module, bos: int = BOS) -> HeadModel:

@@ -112,10 +112,11 @@ class PretrainedHeads:
         model: an ``AutoModelForCausalLM`` with eager attention, in eval mode.
         vocab: the tokens prompts draw from and the BOS token.
         name: what the model was loaded from, for messages.
+        tokenizer: the model's tokenizer, for natural text (None: the model has none).
     """
 
-    def __init__(self, model: nn.Module, vocab: Vocabulary, name: str) -> None:
-        self.model, self.name = model, name
+    def __init__(self, model: nn.Module, vocab: Vocabulary, name: str, tokenizer=None) -> None:
+        self.model, self.name, self.tokenizer = model, name, tokenizer
         config = model.config
         self.model_type = getattr(config, "model_type", type(model).__name__)
         self.attention_modules = [m for m in model.modules() if family(m) is not None]
@@ -132,6 +133,16 @@ class PretrainedHeads:
         self.bos, self.allowed = vocab.bos, vocab.allowed
         self.predicts_tokens = True
         self.device = next(model.parameters()).device
+        # the longest input its positions allow (None: the config does not say)
+        self.max_length = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+
+    def tokenize(self, texts: Sequence[str]) -> list[torch.Tensor]:
+        """Each text's token ids (1-D int64), without the special tokens a tokenizer may add."""
+        if self.tokenizer is None or self.vocab.source != "tokenizer":
+            raise UsageError(f"texts need the model's tokenizer, and {self.name} has no tokenizer files: save one "
+                             f"beside the model (tokenizer.save_pretrained)")
+        ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [torch.tensor(row, dtype=torch.long) for row in ids]
 
     def attention(self, tokens: torch.Tensor, layers: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         tap = _SoftmaxTap(set(layers))
@@ -264,7 +275,7 @@ def load_pretrained(name: str, revision: str | None = None, dtype: str = "float3
     except (OSError, ValueError, KeyError, TypeError):  # no tokenizer files: token ids from the config
         tokenizer = None
     vocab_size = model.get_input_embeddings().weight.shape[0]
-    return PretrainedHeads(model, vocabulary(tokenizer, model.config, vocab_size), where)
+    return PretrainedHeads(model, vocabulary(tokenizer, model.config, vocab_size), where, tokenizer)
 
 
 def checkpoint_name_step(name: str, required: bool = True) -> int | None:

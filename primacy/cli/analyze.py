@@ -28,6 +28,7 @@ from primacy.workflows.analyses import (
     write_probes,
 )
 from primacy.workflows.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
+from primacy.workflows.texts import ICL_SCORES, PROMPT_VOCABULARIES, TextSettings, check_text_options
 
 ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
 PROBE_FILES = ("probes.csv", "probes.npz", "summary.json")
@@ -80,6 +81,32 @@ def _source_arguments(parser: argparse.ArgumentParser, several: bool) -> None:
     group.add_argument("--device", choices=DEVICES, default=None, help="where --hf_model runs (default cpu)")
 
 
+def _text_arguments(parser: argparse.ArgumentParser) -> None:
+    """--prompt_vocabulary, --icl_score and --texts: the paper's prompts and ICL score for pretrained models."""
+    group = parser.add_argument_group("the paper's prompts and ICL score, for --hf_model (docs/icl.md)")
+    group.add_argument("--prompt_vocabulary", default="all",
+                       help=f"the tokens r is drawn from: {' (default), '.join(PROMPT_VOCABULARIES)} (the n_items "
+                            f"most frequent tokens of --texts, so each prompt orders the same n tokens, as the paper's "
+                            f"100) or a file of token ids")
+    group.add_argument("--icl_score", choices=ICL_SCORES, default="repeats",
+                       help="repeats: loss at the last token of the second repeat minus the first's, on the prompts; "
+                            "paper: loss at token 500 minus token 50 of 512-token windows of --texts (Olsson et al.)")
+    group.add_argument("--texts", default=None,
+                       help="natural text: JSON lines with a 'text' field (C4's files, .gz too) or one document per "
+                            "line")
+
+
+def _text_settings(options: argparse.Namespace, unused_by_paper: tuple[str, ...] = ()) -> TextSettings:
+    """The text settings, checked; ``unused_by_paper`` names the options --icl_score paper makes meaningless."""
+    check_text_options(options.prompt_vocabulary, options.icl_score, options.texts, options.hf_model is not None)
+    if options.icl_score == "paper":
+        for name in unused_by_paper:
+            value = getattr(options, name)
+            if value is not None and value != "all":
+                raise UsageError(f"{name}={value} is unused with --icl_score paper: its sequences are text windows")
+    return TextSettings(options.prompt_vocabulary, options.icl_score, options.texts, options.sequences)
+
+
 def _listed(value: str | list[str] | None) -> list[str] | None:
     return [value] if isinstance(value, str) else value
 
@@ -112,8 +139,11 @@ def icl_command(args: list[str]) -> None:
     _source_arguments(parser, several=True)
     _common_arguments(parser)
     parser.add_argument("--n_items", type=int, default=None,
-                        help="n, the length of r (default: the task's prompt_items, else 25)")
+                        help="n, the length of r (default: the task's prompt_items, else 25; 100 for --hf_model, "
+                             "the paper's)")
     parser.add_argument("--prompts", type=int, default=64, help="number of random prompts averaged")
+    parser.add_argument("--sequences", type=int, default=None,
+                        help="--icl_score paper: at most this many text windows, the first ones (default 256)")
     parser.add_argument("--batch_size", type=int, default=16, help="prompts per forward pass")
     parser.add_argument("--layers", type=int, nargs="+", default=None,
                         help="analyse only these layers (0-based; default: all)")
@@ -131,10 +161,16 @@ def icl_command(args: list[str]) -> None:
                         help="over training, average the top heads of the final checkpoint at every step (the "
                              "authors' code) or re-rank at each checkpoint")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    _text_arguments(parser)
     options = parser.parse_args(args)
     positive(prompts=options.prompts, top=options.top, batch_size=options.batch_size)
+    if options.sequences is not None and options.icl_score != "paper":
+        raise UsageError(f"sequences={options.sequences} is unused: it counts the text windows of --icl_score paper")
+    options.sequences = 256 if options.sequences is None else options.sequences
+    positive(sequences=options.sequences)
     if options.n_items is not None:
         check_prompt_items(options.n_items, options.query_window)
+    text = _text_settings(options)
     sources = _sources(options, "analyze icl")  # every file checked before any work
     several = len(sources) > 1
     out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)
@@ -143,7 +179,7 @@ def icl_command(args: list[str]) -> None:
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
                            tuple(options.formats), None if options.layers is None else tuple(options.layers),
-                           options.batch_size, options.top_heads_from, options.query_window)
+                           options.batch_size, options.top_heads_from, options.query_window, text)
     if several:
         rows = analyze_checkpoints(sources, out, settings)
         first = emergence_step(rows)
@@ -170,19 +206,23 @@ def ablation_command(args: list[str]) -> None:
     parser.add_argument("--fraction", type=float, default=0.1, help="share of heads ablated (at least one)")
     parser.add_argument("--random", type=int, default=20,
                         help="random draws of as many heads, from the heads in --heads")
-    parser.add_argument("--sequences", type=int, default=256, help="evaluation sequences")
+    parser.add_argument("--sequences", type=int, default=256,
+                        help="evaluation sequences (with --icl_score paper: at most this many text windows)")
     parser.add_argument("--batch_size", type=int, default=16, help="sequences per forward pass")
-    parser.add_argument("--n_items", type=int, default=None, help="length of r (default: the task's prompt_items)")
-    parser.add_argument("--repeats", type=int, default=2, help="copies of r in each sequence")
+    parser.add_argument("--n_items", type=int, default=None,
+                        help="length of r (default: the task's prompt_items, else 25; 100 for --hf_model)")
+    parser.add_argument("--repeats", type=int, default=None, help="copies of r in each sequence (default 2)")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    _text_arguments(parser)
     options = parser.parse_args(args)
     positive(sequences=options.sequences, random=options.random, batch_size=options.batch_size)
+    text = _text_settings(options, ("n_items", "repeats", "prompt_vocabulary"))
     out = _check_outputs(options.out, ("ablation.json",), options.overwrite, options.formats)
     ranked = ranked_heads(options.heads, options.rank_by)
     source, = _sources(options, "analyze ablation")
     settings = AblationSettings(options.rank_by, options.fraction, options.random, options.sequences,
-                                options.n_items, options.repeats, options.seed, tuple(options.formats),
-                                options.batch_size)
+                                options.n_items, options.repeats or 2, options.seed, tuple(options.formats),
+                                options.batch_size, text)
     result = ablate_checkpoint(source, ranked, out, settings)
     s, c = result["summary"], result["comparisons"]
     print(f"ICL score (loss at token {result['late']} - token {result['early']}): intact {s['intact']['mean']:+.3f}, "

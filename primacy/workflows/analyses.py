@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,19 +16,21 @@ from primacy import figures, files
 from primacy.analysis.ablation import ablation_study, icl_scores, repeated_tokens
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import as_float, emergence_row, top_heads
+from primacy.analysis.head_model import check_length
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
 from primacy.checks import positive
 from primacy.errors import UsageError
 from primacy.tasks.prompts import repeated_prompt
 from primacy.workflows.sources import Checkpoint
+from primacy.workflows.texts import TextSettings
 
 
 @dataclass(frozen=True)
 class ICLSettings:
     """How ``analyze icl`` scores a model: its prompts, the CMR fit and what it draws."""
 
-    n_items: int | None  # n, the length of r; None: the task's prompt_items, else 25
+    n_items: int | None  # n, the length of r; None: the task's prompt_items (100 for a pretrained model), else 25
     prompts: int
     seed: int
     grid: CMRGrid
@@ -39,16 +41,21 @@ class ICLSettings:
     batch_size: int = 64  # prompts per forward pass
     top_heads_from: str = "final"  # over training: the top heads of the final checkpoint, or of "each" one
     query_window: str = "paper"  # the queries each lag of the attention lag-CRP averages (heads.QUERY_WINDOWS)
+    text: TextSettings = field(default_factory=TextSettings)  # the prompts' vocabulary and the ICL score
 
     def matches(self, summary: dict) -> bool:
-        """Whether an earlier summary.json was written with these settings."""
+        """Whether an earlier summary.json was written with these settings (one written before a setting existed
+        counts as written with its default)."""
         same_n = self.n_items is None or summary.get("n_items") == self.n_items
         same_layers = self.layers is None or summary.get("layers") == list(self.layers)
-        return same_n and same_layers and all(summary.get(key) == value for key, value in self.recorded().items())
+        before = TextSettings().recorded()
+        return same_n and same_layers and all(summary.get(key, before.get(key)) == value
+                                              for key, value in self.recorded().items())
 
     def recorded(self) -> dict:
         return {"n_prompts": self.prompts, "prompt_seed": self.seed, "cmr_variant": self.grid.variant,
-                "cmr_alignment": self.alignment, "top": self.top, "query_window": self.query_window}
+                "cmr_alignment": self.alignment, "top": self.top, "query_window": self.query_window,
+                **self.text.recorded()}
 
 
 def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: dict | None = None) -> dict:
@@ -82,21 +89,38 @@ def _prompt_items(default: int | None, n_items: int | None) -> int:
     return n
 
 
+def _vocabulary(model, n: int, text: TextSettings, documents) -> tuple[torch.Tensor | None, dict]:
+    """The mask of the tokens prompts draw from and what summary.json says of it: the number of such tokens and,
+    for a chosen list, the list."""
+    chosen = text.prompt_tokens(model, n, documents)
+    allowed = model.allowed if chosen is None else chosen
+    if chosen is None:
+        return allowed, {}
+    return allowed, {"prompt_tokens": int(chosen.sum()), "prompt_token_ids": torch.nonzero(chosen)[:, 0].tolist()}
+
+
 def analyze_checkpoint(source: Checkpoint, out: Path, settings: ICLSettings) -> dict:
     """``analyze icl`` of one checkpoint into ``out``; returns its summary.json content, which also says where the
-    model came from, its training step and its ICL score on the same prompts (NaN for a model without next-token
-    predictions)."""
+    model came from, its training step and its ICL score (NaN for a model without next-token predictions): on the
+    same prompts, or the paper's on natural text (``settings.text``)."""
     model, default_items = source.load()
     n = _prompt_items(default_items, settings.n_items)
+    documents = settings.text.documents(model)
+    allowed, vocabulary = _vocabulary(model, n, settings.text, documents)
+    check_length(model, 2 * n + (model.bos is not None), f"prompts of n_items={n}")
     generator = torch.Generator().manual_seed(settings.seed)
-    prompts = repeated_prompt(n, model.vocab_size, model.bos, settings.prompts, generator, model.allowed)  # P 2n(+1)
+    prompts = repeated_prompt(n, model.vocab_size, model.bos, settings.prompts, generator, allowed)  # P 2n(+1)
     analysis = analyze_heads(model, prompts, n, settings.grid, settings.alignment, settings.layers,
                              settings.batch_size, settings.query_window)
     start = analysis.start
-    icl = float("nan")
-    if model.predicts_tokens:
+    icl, sequences = float("nan"), settings.prompts
+    if model.predicts_tokens and settings.text.icl_score == "paper":
+        windows, early, late = settings.text.paper_windows(model, documents)
+        icl, sequences = float(icl_scores(model, windows, early, late, settings.batch_size).mean()), len(windows)
+    elif model.predicts_tokens:
         icl = float(icl_scores(model, prompts, start + n - 1, start + 2 * n - 1, settings.batch_size).mean())
-    return write_icl(analysis, settings, out, {**source.describe(model), "icl_score": icl})
+    extra = {**source.describe(model), **vocabulary, "icl_score": icl, "icl_sequences": sequences}
+    return write_icl(analysis, settings, out, extra)
 
 
 def read_heads(path: Path) -> list[dict]:
@@ -165,24 +189,33 @@ class AblationSettings:
     fraction: float = 0.1
     random: int = 20
     sequences: int = 256
-    n_items: int | None = None  # None: the task's prompt_items, else 25
+    n_items: int | None = None  # None: the task's prompt_items (100 for a pretrained model), else 25
     repeats: int = 2
     seed: int = 0
     formats: tuple[str, ...] = figures.FORMATS
     batch_size: int = 64  # sequences per forward pass
+    text: TextSettings = field(default_factory=TextSettings)  # the sequences' vocabulary, or the paper's ICL score on natural text
 
 
 def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Path, settings: AblationSettings) -> dict:
     """``analyze ablation`` of one checkpoint with heads ``ranked`` best first: ablation.json and its figure in
     ``out``; returns the result."""
     model, default_items = source.load()
-    n = _prompt_items(default_items, settings.n_items)
-    tokens = repeated_tokens(n, settings.repeats, model.vocab_size, model.bos, settings.sequences,
-                             torch.Generator().manual_seed(settings.seed), model.allowed)
-    result = ablation_study(model, tokens, ranked, settings.fraction, settings.random, settings.seed,
+    documents = settings.text.documents(model)
+    if settings.text.icl_score == "paper":  # the paper's: natural text windows
+        n, vocabulary = None, {}
+        tokens, early, late = settings.text.paper_windows(model, documents)
+    else:  # [BOS] r r ... r
+        n = _prompt_items(default_items, settings.n_items)
+        allowed, vocabulary = _vocabulary(model, n, settings.text, documents)
+        check_length(model, n * settings.repeats + (model.bos is not None), f"sequences of n_items={n}")
+        tokens = repeated_tokens(n, settings.repeats, model.vocab_size, model.bos, settings.sequences,
+                                 torch.Generator().manual_seed(settings.seed), allowed)
+        early = late = None
+    result = ablation_study(model, tokens, ranked, settings.fraction, settings.random, settings.seed, early, late,
                             batch_size=settings.batch_size)
-    result = {**source.describe(model), "rank_by": settings.rank_by, "n_items": n, "repeats": settings.repeats,
-              **result}
+    result = {**source.describe(model), **vocabulary, "rank_by": settings.rank_by, "n_items": n,
+              "repeats": None if n is None else settings.repeats, **settings.text.recorded(), **result}
     out.mkdir(parents=True, exist_ok=True)
     files.write_json(out / "ablation.json", result)
     figure = figures.heads.ablation_scores(result["summary"], result["k"], settings.rank_by)

@@ -12,6 +12,8 @@ from primacy.errors import UsageError
 from primacy.rundir.checkpoints import checkpoint_step
 from primacy.rundir.runs import load_run
 
+PAPER_PROMPT_ITEMS = 100  # n of Ji-An et al.'s prompts of pretrained models (of their 100 most frequent tokens)
+
 
 @dataclass(frozen=True)
 class TrainedCheckpoint:
@@ -46,7 +48,8 @@ class PretrainedCheckpoint:
     device: str = "cpu"
 
     def load(self) -> tuple[HeadModel, int | None]:
-        return load_pretrained(self.name, self.revision, self.dtype, self.device), None
+        """The model and the paper's n for pretrained models' prompts."""
+        return load_pretrained(self.name, self.revision, self.dtype, self.device), PAPER_PROMPT_ITEMS
 
     def describe(self, model: PretrainedHeads) -> dict:
         return {"hf_model": self.name, "revision": self.revision, "step": self.step, "dtype": self.dtype,

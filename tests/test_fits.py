@@ -37,6 +37,20 @@ def test_fit_recovers_a_grid_crp_under_scale_and_offset(grid):
 
 
 @pytest.mark.parametrize("alignment", ["peak", "affine"])
+def test_a_crp_with_no_mass_on_the_fit_lags_fits_nothing(alignment):
+    """The closed form of β_enc = 1, β_rec = 0, γ_FT = 0 puts all of its mass at lag 0, which free recall's fit
+    lags leave out: that cell must lose, not win with a NaN distance (0 / 0 once renormalised)."""
+    lags = np.arange(-8, 9)
+    at_zero = (lags == 0).astype(np.float64)
+    forward = np.where(lags > 0, 0.5 ** np.abs(lags), 0.0)
+    grid = CMRGrid(np.array([[1.0, 0.0, 0.0], [0.5, 1.0, 0.0]]), np.stack([at_zero, forward / forward.sum()]), lags)
+    fit_lags = np.array([-5, -4, -3, -2, -1, 1, 2, 3, 4, 5])
+    curve = 0.1 + forward[np.isin(lags, fit_lags)]
+    fit = fit_cmr(curve, fit_lags, grid, alignment=alignment, fit_lags=fit_lags)
+    assert (fit.beta_enc, fit.beta_rec) == (0.5, 1.0) and fit.distance == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("alignment", ["peak", "affine"])
 def test_both_alignments_recover_a_grid_crp_and_report_the_fit_in_the_curves_units(grid, alignment):
     curve = 7.0 * grid.crps[11, 3:14] / grid.crps[11, 3:14].sum() + 2.0
     fit = fit_cmr(curve, np.arange(-5, 6), grid, alignment=alignment)

@@ -99,7 +99,8 @@ def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *,
     curve = _on_fit_lags(curve, lags, fit_lags)
     _check_not_flat(curve)
     crps = _on_fit_lags(grid.crps, grid.lags, fit_lags)  # G K (K fit lags)
-    crps = crps / crps.sum(-1, keepdims=True)
+    total = crps.sum(-1, keepdims=True)  # G 1; 0 for a CRP with all its mass off the fit lags (e.g. at lag 0)
+    crps = np.divide(crps, total, out=np.zeros_like(crps), where=total > 0)
     if alignment == "peak":
         target = curve - curve.min()
         crps = crps - crps.min(-1, keepdims=True)
@@ -112,7 +113,7 @@ def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *,
         slope = centred @ (curve - curve.mean())  # G
         scale = np.clip(np.divide(slope[:, None], denom, out=np.zeros_like(denom), where=denom > 1e-15), 0, None)
         fitted = curve.mean() + scale * centred  # G K
-    distance = _distance(fitted, curve)  # G
+    distance = np.where(total[:, 0] > 0, _distance(fitted, curve), np.inf)  # G; a CRP absent there fits nothing
     best = int(distance.argmin())
     b_enc, b_rec, g_ft = grid.params[best]
     return CMRFit(float(distance[best]), float(b_enc), float(b_rec), float(g_ft), float(scale[best, 0]), fitted[best])

@@ -83,7 +83,8 @@ def _source_arguments(parser: argparse.ArgumentParser, several: bool) -> None:
 
 def _text_arguments(parser: argparse.ArgumentParser) -> None:
     """--prompt_vocabulary, --icl_score and --texts: the paper's prompts and ICL score for pretrained models."""
-    group = parser.add_argument_group("the paper's prompts and ICL score, for --hf_model (docs/icl.md)")
+    group = parser.add_argument_group("the paper's prompts and ICL score (docs/icl.md); frequent, paper and --texts "
+                                      "need --hf_model")
     group.add_argument("--prompt_vocabulary", default="all",
                        help=f"the tokens r is drawn from: {' (default), '.join(PROMPT_VOCABULARIES)} (the n_items "
                             f"most frequent tokens of --texts, so each prompt orders the same n tokens, as the paper's "

@@ -58,6 +58,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["gpt2", "pythia-160m"], choices=list(ARCHITECTURES))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--n_items", type=int, default=100, help="n of the prompts and sequences (the paper's 100)")
     parser.add_argument("--sequences", type=int, default=256, help="analyze ablation --sequences")
     parser.add_argument("--random", type=int, default=20, help="analyze ablation --random")
     options = parser.parse_args()
@@ -66,9 +67,9 @@ def main() -> None:
             path = Path(tmp) / name
             build(name, path)
             common = ["--hf_model", str(path), "--device", options.device, "--dtype", options.dtype,
-                      "--formats", "png"]
+                      "--n_items", str(options.n_items), "--formats", "png"]
             icl = timed(["analyze", "icl", *common, "--out", str(Path(tmp) / f"{name}-icl")])
-            print(json.dumps({name: {"analyze icl (64 prompts, n 25)": icl}}), flush=True)
+            print(json.dumps({name: {f"analyze icl (64 prompts, n {options.n_items})": icl}}), flush=True)
             ablation = timed(["analyze", "ablation", *common, "--heads", str(Path(tmp) / f"{name}-icl" / "heads.csv"),
                               "--out", str(Path(tmp) / f"{name}-ablation"), "--sequences", str(options.sequences),
                               "--random", str(options.random)])

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import QUIET, ROOT
 
-from primacy.analysis.probes import MEASURES, measure_probes, probe_sums
+from primacy.analysis.probes import MEASURES, measure_probes, probe_sums, strongest_head
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.cli import main
 from primacy.models.lists import SequenceModel
@@ -163,3 +163,13 @@ def test_unusable_runs_and_settings_are_one_line_errors(trained_run, tmp_path, c
         assert (out / "probes.csv").read_text() == "earlier results\n"
     else:
         assert not out.exists()
+
+
+def test_the_strongest_head_is_the_one_whose_largest_weight_differs_most_between_old_and_new_probes():
+    means = {m: np.full((2, 3, 2, 4), 0.5) for m in MEASURES}  # layers heads probes positions
+    means["max_weight"][1, 2, 0] = 0.9  # L1H2: 0.9 on old probes, 0.5 on new ones
+    means["max_weight"][0, 1, 1] = 0.8  # L0H1: higher on new probes, a smaller gap (0.3)
+    means["match_weight"][:, :, 1] = np.nan  # new probes have no match
+    row = strongest_head(means)
+    assert (row["layer"], row["head"]) == (1, 2)
+    assert row["old_minus_new"]["max_weight"] == pytest.approx(0.4) and row["new"]["match_weight"] is None

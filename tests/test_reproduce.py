@@ -183,6 +183,13 @@ def test_transformer_figure_measures_where_the_queries_look(tmp_path):
     # seeds x sets x 2L trials x L/2 queries of each kind (condition "half")
     assert summary["old_probes"] == summary["new_probes"] == 2 * 4 * (2 * 32) * (32 // 2)
     assert (probes / "probes.png").is_file() and (out / "transformer.png").is_file()
+    # heads are compared within a seed: each seed's strongest head, then their mean over seeds
+    strongest = summary["strongest_heads"]
+    assert [row["run"] for row in strongest] == ["seed0", "seed1"]
+    gaps = [row["old"]["max_weight"] - row["new"]["max_weight"] for row in strongest]
+    assert [row["old_minus_new"]["max_weight"] for row in strongest] == pytest.approx(gaps)
+    mean = summary["strongest_head_mean"]["old_match_weight"]
+    assert mean["n"] == 2 and mean["mean"] == pytest.approx(sum(r["old"]["match_weight"] for r in strongest) / 2)
 
 
 def _csv(path: Path) -> list[dict]:

@@ -127,6 +127,14 @@ def head_summary(means: dict[str, np.ndarray]) -> list[dict]:
     return rows
 
 
+def strongest_head(means: dict[str, np.ndarray]) -> dict:
+    """The ``head_summary`` row of the head whose largest attention weight differs most between old and new probes
+    (what ``analyze probes`` reports): the head that tells them apart. Heads are only comparable within one model,
+    so over seeds this is taken per seed, not from probe statistics summed head by head."""
+    rows = head_summary(means)
+    return max(rows, key=lambda row: abs(row["old_minus_new"]["max_weight"] or 0.0))
+
+
 def _mean_over_positions(curve: np.ndarray) -> float | None:
     defined = curve[~np.isnan(curve)]
     return float(defined.mean()) if defined.size else None

@@ -18,7 +18,8 @@ from primacy import figures, files
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.comparison import mean_and_se
 from primacy.analysis.emergence import MEASURES, across_seeds, emergence_step
-from primacy.analysis.probes import measure_probes
+from primacy.analysis.probes import MEASURES as PROBE_MEASURES
+from primacy.analysis.probes import PROBES, measure_probes, strongest_head
 from primacy.analysis.serial_position import quarter
 from primacy.errors import UsageError
 from primacy.rundir import results
@@ -262,16 +263,32 @@ def _dt_seeds(panels: list[PanelResult], title: str) -> plt.Figure:
 
 
 def _probes(panel: PanelResult, out: Path) -> list[Path]:
-    """`primacy analyze probes` over every seed of a Transformer panel, summed: where its queries look."""
-    total = None
+    """`primacy analyze probes` over every seed of a Transformer panel: the statistics summed head by head (a head's
+    index means nothing across seeds, so those rows mix heads), and each seed's strongest head with its mean and
+    standard error over seeds (``strongest_heads``): where its queries look."""
+    total, strongest = None, []
     for run in panel.dirs:  # the seeds of one config: the same task settings
         model, task = load_run(run / "config.yaml", last_checkpoint(run))
         n_sets = min(PROBE_SETS, task.num_test_sets)
         stats = measure_probes(model, task.test_design(), n_sets, batch_size=32)
+        strongest.append({"run": run.name, **strongest_head(stats.means())})
         total = stats if total is None else total + stats
-    settings = {"n_sets": n_sets, "seeds": len(panel.dirs), "condition": task.condition, "vocab_size": task.vocab_size}
+    settings = {"n_sets": n_sets, "seeds": len(panel.dirs), "condition": task.condition, "vocab_size": task.vocab_size,
+                "strongest_heads": strongest, "strongest_head_mean": _strongest_mean(strongest)}
     write_probes(total, settings, out, ["png", "pdf"])
     return [out / name for name in ("probes.csv", "probes.npz", "summary.json", "probes.png", "probes.pdf")]
+
+
+def _strongest_mean(strongest: list[dict]) -> dict:
+    """Mean and standard error over seeds of each measure of the seeds' strongest heads, old and new probes."""
+    summary = {}
+    for probe in PROBES:
+        for measure in PROBE_MEASURES:
+            values = [row[probe][measure] for row in strongest if row[probe][measure] is not None]
+            if values:
+                mean, se = mean_and_se(np.array(values))
+                summary[f"{probe}_{measure}"] = {"mean": float(mean), "se": float(se), "n": len(values)}
+    return summary
 
 
 _PAGES: dict[str, list[tuple[str | None, Callable]]] = {

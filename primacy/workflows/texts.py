@@ -57,12 +57,13 @@ def read_token_ids(path: str | Path) -> torch.Tensor:
     if not path.is_file():
         raise UsageError(f"prompt_vocabulary={path} is neither {' nor '.join(PROMPT_VOCABULARIES)} nor a file of "
                          f"token ids")
-    words = path.read_text().split()
-    try:
-        return torch.tensor([int(word) for word in words], dtype=torch.long)
-    except ValueError:
-        bad = next(word for word in words if not word.lstrip("-").isdigit())
-        raise UsageError(f"prompt_vocabulary={path} holds {bad!r}: it must hold token ids (integers) only") from None
+    ids = []
+    for word in path.read_text().split():
+        try:
+            ids.append(int(word))
+        except ValueError:
+            raise UsageError(f"prompt_vocabulary={path} holds {word!r}: it must hold token ids (integers) only") from None
+    return torch.tensor(ids, dtype=torch.long)
 
 
 def check_text_options(prompt_vocabulary: str, icl_score: str, texts: str | None, pretrained: bool) -> None:

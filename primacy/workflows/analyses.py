@@ -16,7 +16,7 @@ from primacy import figures, files
 from primacy.analysis.ablation import ablation_study, icl_scores, repeated_tokens
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import as_float, emergence_row, top_heads
-from primacy.analysis.head_model import check_length
+from primacy.analysis.head_model import HeadModel, check_length
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
 from primacy.checks import positive
@@ -89,7 +89,8 @@ def _prompt_items(default: int | None, n_items: int | None) -> int:
     return n
 
 
-def _vocabulary(model, n: int, text: TextSettings, documents) -> tuple[torch.Tensor | None, dict]:
+def _vocabulary(model: HeadModel, n: int, text: TextSettings,
+                documents: list[torch.Tensor] | None) -> tuple[torch.Tensor | None, dict]:
     """The mask of the tokens prompts draw from and what summary.json says of it: the number of such tokens and,
     for a chosen list, the list."""
     chosen = text.prompt_tokens(model, n, documents)

@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from primacy.analysis.cmr.closed_form import closed_form_crps
-from primacy.analysis.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS, Variant, check_simulation, cmr_crps
+from primacy.analysis.cmr.simulate import (DEFAULT_SAMPLES, DEFAULT_TEMPERATURE, VARIANTS, Variant, check_simulation,
+                                           cmr_crps)
 from primacy.checks import one_of
 from primacy.errors import UsageError
 
@@ -32,9 +33,6 @@ PAPER_VALUES = {
 }
 _SETTINGS = ("variant", "temperature", "seed", "n_items", "n_starts", "n_chains", "max_samples", "max_lag", "dtype",
              "closed_form")
-# Draws per chain when a build does not say: the authors' 100 for their variant; 50 for the canonical one, whose
-# chains never end early (no end state), so that every chain costs 50 steps.
-DEFAULT_SAMPLES = {"paper": 100, "canonical": 50}
 _BLOCK = 20  # parameter sets per task handed to a worker (and per progress report)
 
 

@@ -11,6 +11,7 @@ from primacy.analysis.cmr.simulate import (
     association,
     check_simulation,
     draw,
+    draws_per_chain,
     drift,
     mean_lag_curve,
 )
@@ -27,7 +28,7 @@ def reference_crp(
     n_items: int = 100,
     n_starts: int = 20,
     n_chains: int = 1000,
-    max_samples: int = 50,
+    max_samples: int | None = None,
     max_lag: int = 8,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``cmr_crp`` written plainly, float64, one set: the check on the fast path (same draws for the same seed).
@@ -38,6 +39,7 @@ def reference_crp(
     check_simulation(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), variant=variant,
                      temperature=temperature, n_items=n_items, n_starts=n_starts, n_chains=n_chains,
                      max_samples=max_samples, max_lag=max_lag, dtype=torch.float64)
+    max_samples = draws_per_chain(variant, max_samples)
     generator = torch.Generator().manual_seed(seed)
     starts = torch.arange(n_starts).repeat_interleave(n_chains)  # R: R = starts · chains
     rows = torch.arange(len(starts))

@@ -54,6 +54,9 @@ VARIANTS = ("paper", "canonical")
 # curves (at (0.5, 0.5, 0.5) lag +1 holds 0.41 of the mass; paper variant 0.20). At 0.5 the curve is nearly flat
 # (+1: 0.10; uniform over 17 lags: 0.06), at 0.05 lag +1 takes 0.70.
 DEFAULT_TEMPERATURE = 0.1
+# Draws per chain when a caller does not say: the authors' 100 for their variant; 50 for the canonical one, whose
+# chains never end early (no end state), so that every chain costs 50 steps.
+DEFAULT_SAMPLES = {"paper": 100, "canonical": 50}
 
 
 _CHUNK_ROWS = 4096  # chains per batch: the activation and the gathered H rows (each rows × (n+2)) stay in cache
@@ -110,9 +113,15 @@ def _check(beta_enc: float, beta_rec: float, gamma_ft: float, variant: str) -> N
             raise UsageError(f"{name}={value} is invalid: it must lie in [0, 1]")
 
 
-def _check_settings(variant: str, temperature: float, n_items: int, n_starts: int, n_chains: int,
-                    max_samples: int, max_lag: int, dtype: torch.dtype) -> None:
+def draws_per_chain(variant: str, max_samples: int | None) -> int:
+    """``max_samples``, or the variant's ``DEFAULT_SAMPLES`` when it is None."""
     one_of("variant", variant, VARIANTS)
+    return DEFAULT_SAMPLES[variant] if max_samples is None else max_samples
+
+
+def _check_settings(variant: str, temperature: float, n_items: int, n_starts: int, n_chains: int,
+                    max_samples: int | None, max_lag: int, dtype: torch.dtype) -> None:
+    max_samples = draws_per_chain(variant, max_samples)
     if not temperature > 0:
         raise UsageError(f"temperature={temperature} is invalid: it must be > 0")
     if not 1 <= n_starts <= n_items:
@@ -133,12 +142,13 @@ def check_simulation(
     n_items: int = 100,
     n_starts: int = 20,
     n_chains: int = 1000,
-    max_samples: int = 50,
+    max_samples: int | None = None,
     max_lag: int = 8,
     dtype: torch.dtype = torch.float64,
 ) -> None:
     """Raise a UsageError for the first parameter row (G, 3) or setting of ``cmr_crps`` that is not allowed (every
-    seed is; it is a parameter so that one settings dict serves both functions)."""
+    seed is; it is a parameter so that one settings dict serves both functions). ``max_samples`` None: the
+    variant's ``DEFAULT_SAMPLES``."""
     _check_settings(variant, temperature, n_items, n_starts, n_chains, max_samples, max_lag, dtype)
     for row in torch.as_tensor(params, dtype=torch.float64).reshape(-1, 3).tolist():
         _check(*row, variant)
@@ -165,16 +175,16 @@ def cmr_crp(
     n_items: int = 100,
     n_starts: int = 20,
     n_chains: int = 1000,
-    max_samples: int = 50,
+    max_samples: int | None = None,
     max_lag: int = 8,
     dtype: torch.dtype = torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The simulated lag-CRP over lags -max_lag..+max_lag: (lags (2·max_lag+1,), crp (2·max_lag+1,) float64).
 
     Chains start at each of the first ``n_starts`` positions, ``n_chains`` each, at most ``max_samples`` draws
-    (exactly that many in ``canonical``, which has no end state). Per chain, the counts of each lag are divided by
-    its number of item draws; chains are averaged, the curve is normalised to sum 1 over the lags, and the start
-    positions are averaged. Chains that end before drawing an item do not enter. ``temperature`` is the softmax
+    (None: the variant's ``DEFAULT_SAMPLES``, the authors' 100 for ``paper``; exactly that many in ``canonical``,
+    which has no end state). Per chain, the counts of each lag are divided by its number of item draws; chains are
+    averaged, the curve is normalised to sum 1 over the lags, and the start positions are averaged. Chains that end before drawing an item do not enter. ``temperature`` is the softmax
     temperature of ``canonical`` (unused by ``paper``). Deterministic given ``seed``; equal to the matching row
     of ``cmr_crps``.
     """
@@ -193,7 +203,7 @@ def cmr_crps(
     n_items: int = 100,
     n_starts: int = 20,
     n_chains: int = 1000,
-    max_samples: int = 50,
+    max_samples: int | None = None,
     max_lag: int = 8,
     dtype: torch.dtype = torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -206,6 +216,7 @@ def cmr_crps(
     params = torch.as_tensor(params, dtype=torch.float64).reshape(-1, 3)
     check_simulation(params, variant=variant, temperature=temperature, n_items=n_items, n_starts=n_starts,
                      n_chains=n_chains, max_samples=max_samples, max_lag=max_lag, dtype=dtype)
+    max_samples = draws_per_chain(variant, max_samples)
     per_set = n_starts * n_chains
     generator = torch.Generator().manual_seed(seed)
     uniforms = torch.rand(max_samples, per_set, generator=generator, dtype=torch.float64).to(dtype)  # T C

@@ -68,3 +68,22 @@ def test_the_fig3_pages_marginal_curves_carry_their_standard_error_bands(matrix)
                                        sorted({round(v, 12) for v in np.concatenate([curve - se, curve + se])}))
     finally:
         plt.close(fig)
+
+
+def test_a_ceiling_panels_marginal_axes_stay_on_the_accuracy_scale():
+    """At the ceiling the marginal axes end just above 1 (they ended at 1.17) with every value shown, and the narrow
+    row-mean axis carries few enough labels not to overlap (it printed 0.9 1.0 1.1 in a tenth of the panel)."""
+    matrix = np.full((8, 8), 0.999)
+    matrix[0, 0] = 1.0
+    fig = figures.accuracy.heatmap(matrix, np.ones(8), "ceiling")
+    try:
+        row_axes, = (ax for ax in fig.axes if ax.get_xlabel() == "row mean")
+        col_axes, = (ax for ax in fig.axes if ax.get_ylabel() == "col. mean")
+        for low, high in (row_axes.get_xlim(), col_axes.get_ylim()):
+            assert high == pytest.approx(1.02) and low < 0.999 - 0.02 and high - low >= 0.3
+        fig.canvas.draw()
+        labels = [t for t in row_axes.get_xticklabels() if t.get_text() and t.get_visible()]
+        ticks = [t for t in row_axes.get_xticks() if row_axes.get_xlim()[0] <= t <= row_axes.get_xlim()[1]]
+        assert 1 <= len(ticks) <= 3 and len(labels) >= len(ticks)
+    finally:
+        plt.close(fig)

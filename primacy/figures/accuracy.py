@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from primacy.figures.style import CMAP, span, tick_positions
 
@@ -89,6 +90,7 @@ def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray
         ax_col.fill_between(positions, col - col_se, col + col_se, color="k", alpha=0.2, lw=0)
     ax_row.set_ylim(n, 0)
     ax_row.set_xlim(*span(row))
+    ax_row.xaxis.set_major_locator(MaxNLocator(nbins=2))  # a narrow axis: more labels overlap
     ax_row.set_yticks([])
     ax_row.set_xlabel("row mean")
     ax_col.plot(positions, col, color="k")

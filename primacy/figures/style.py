@@ -14,11 +14,16 @@ def tick_positions(n: int) -> np.ndarray:
     return np.arange(0, n, step)
 
 
-def span(values: np.ndarray, minimum: float = 0.3) -> tuple[float, float]:
-    """Axis limits showing ``values`` with at least ``minimum`` of range, so a flat curve looks flat."""
+def span(values: np.ndarray, minimum: float = 0.3, bounds: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float]:
+    """Axis limits showing ``values`` with at least ``minimum`` of range, so a flat curve looks flat, the window
+    shifted to stay within ``bounds`` (plus a margin of 0.02) where it can: an accuracy at the ceiling gets 0.7-1.02,
+    not 0.83-1.17."""
     lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
     pad = max(0.0, minimum - (hi - lo)) / 2
-    return lo - pad - 0.02, hi + pad + 0.02
+    low, high = lo - pad - 0.02, hi + pad + 0.02
+    shift = max(0.0, high - bounds[1] - 0.02) - max(0.0, bounds[0] - 0.02 - low)
+    shift = float(np.clip(shift, -pad, pad))  # moving by at most the padding hides no value
+    return low - shift, high - shift
 
 
 def describe(settings: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from primacy.analysis.cmr.closed_form import closed_form_crp, has_closed_form
 from primacy.analysis.cmr.fits import fit_cmr, fit_gaussian, is_flat
 from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid
 from primacy.analysis.cmr.simulate import cmr_crp
@@ -144,7 +145,8 @@ def test_the_shipped_paper_grid_is_the_papers_grid_as_simulated_here():
     paper = CMRGrid.paper()
     assert paper.params.shape == (4620, 3) and paper.crps.shape == (4620, 17)
     assert paper.settings == {"variant": "paper", "temperature": 0.1, "seed": 0, "n_items": 100, "n_starts": 20,
-                              "n_chains": 1000, "max_samples": 50, "max_lag": 8, "dtype": "float32"}
+                              "n_chains": 1000, "max_samples": 100, "max_lag": 8, "dtype": "float32",
+                              "closed_form": True}  # the authors' draws and closed-form cells
     # the axes of Ji-An et al. (2024): beta_enc 0.05..1 and beta_rec 0..1 in steps of 0.05, gamma_ft 0..1 in 0.1
     axes = {"beta_enc": [0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75,
                          0.80, 0.85, 0.90, 0.95, 1.00],
@@ -156,11 +158,18 @@ def test_the_shipped_paper_grid_is_the_papers_grid_as_simulated_here():
         np.testing.assert_allclose(PAPER_VALUES[name], axes[name], atol=1e-12)
     assert len({tuple(row) for row in paper.params}) == 20 * 21 * 11, "every combination once"
     np.testing.assert_allclose(paper.crps.sum(-1), 1.0, atol=1e-6)
-    # What the code simulates today (one set at the paper's size: about 0.2 s). A float32 change that only reorders
+    # What the code simulates today (one set at the paper's size: about 0.4 s). A float32 change that only reorders
     # roundings moves a few draws (up to 3e-5 over the grid); another seed moves curves by about 1e-3.
     for index in (1234, 4000):
-        _, crp = cmr_crp(*paper.params[index], dtype=torch.float32)
+        assert not has_closed_form(*paper.params[index, 1:])
+        _, crp = cmr_crp(*paper.params[index], max_samples=paper.settings["max_samples"], dtype=torch.float32)
         np.testing.assert_allclose(paper.crps[index], crp.numpy(), atol=1e-4)
+    # The cells beta_rec 0 or 1 with gamma_ft 0 are the authors' closed form (to float32), 2 x 20 of them.
+    exact = [index for index, (_, beta_rec, gamma_ft) in enumerate(paper.params) if has_closed_form(beta_rec, gamma_ft)]
+    assert len(exact) == 40
+    for index in exact:
+        beta_enc, beta_rec, _ = paper.params[index]
+        np.testing.assert_allclose(paper.crps[index], closed_form_crp(beta_enc, beta_rec, 100, 20, 8), atol=1e-6)
 
 
 def test_the_module_entry_point_reports_bad_arguments(tmp_path, capsys):

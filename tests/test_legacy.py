@@ -83,7 +83,15 @@ def test_an_old_run_tests_and_then_aggregates(legacy_run, tmp_path, capsys):
     assert aggregated["overall_accuracy"]["mean"] == pytest.approx(summary["overall_accuracy"])
 
 
-def test_an_old_run_resumes_bitwise_to_the_end_the_old_code_reached(legacy_run, caplog):
+# straight.ckpt and the run were made on another machine: there, the resumed run ended in straight.ckpt's state bit
+# for bit; a CPU whose float kernels round differently ends up to an ulp away (7e-9 in backbone.c on an AMD EPYC), so
+# across machines the states are compared to 1e-6, three orders below what one step of Adam at these learning rates
+# moves (a lost optimiser state or a restarted schedule is 1e-4 or more away). Bitwise resumption on one machine is
+# test_resume.py's contract.
+CROSS_MACHINE = {"rtol": 0.0, "atol": 1e-6}
+
+
+def test_an_old_run_resumes_to_the_end_the_old_code_reached(legacy_run, caplog):
     """straight.ckpt is the uninterrupted run of the old code: the resumed run of the new code ends in its state, Δt
     history included (the DtTracker's state key is its class name, unchanged)."""
     main(["fit", *with_run_dir(legacy_run), "--test_after_fit", "false"])
@@ -93,10 +101,11 @@ def test_an_old_run_resumes_bitwise_to_the_end_the_old_code_reached(legacy_run, 
     assert resumed["global_step"] == expected["global_step"] == 8
     assert resumed["state_dict"].keys() == expected["state_dict"].keys()
     for key, value in expected["state_dict"].items():
-        assert torch.equal(resumed["state_dict"][key], value), key
+        torch.testing.assert_close(resumed["state_dict"][key], value, **CROSS_MACHINE, msg=key)
     for ours, theirs in zip(resumed["optimizer_states"][0]["state"].values(),
                             expected["optimizer_states"][0]["state"].values()):
-        assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
+        for k in theirs:
+            torch.testing.assert_close(ours[k], theirs[k], **CROSS_MACHINE)
     assert resumed["lr_schedulers"] == expected["lr_schedulers"]
     tracker = next(state for key, state in resumed["callbacks"].items() if key.startswith("DtTracker"))
     old_tracker = next(state for key, state in expected["callbacks"].items() if key.startswith("DtTracker"))

@@ -184,8 +184,9 @@ def cmr_crp(
     Chains start at each of the first ``n_starts`` positions, ``n_chains`` each, at most ``max_samples`` draws
     (None: the variant's ``DEFAULT_SAMPLES``, the authors' 100 for ``paper``; exactly that many in ``canonical``,
     which has no end state). Per chain, the counts of each lag are divided by its number of item draws; chains are
-    averaged, the curve is normalised to sum 1 over the lags, and the start positions are averaged. Chains that end before drawing an item do not enter. ``temperature`` is the softmax
-    temperature of ``canonical`` (unused by ``paper``). Deterministic given ``seed``; equal to the matching row
+    averaged, the curve is normalised to sum 1 over the lags, and the start positions are averaged. Chains that end
+    before drawing an item do not enter. ``temperature`` is the softmax temperature of ``canonical`` (unused by
+    ``paper``). Deterministic given ``seed``; equal to the matching row
     of ``cmr_crps``.
     """
     lags, crps = cmr_crps(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), variant=variant,

@@ -36,10 +36,10 @@ def reference_crp(
     5 to 6 times the batched float32 path): a = Mᵀt kept whole, updated from rows of (1 - γ) M + γ MᵀM, a cumulative
     sum per draw (the tests check it against explicit context vectors t).
     ``canonical``: explicit study contexts built by ``drift``, explicit M_CF and M_FC, explicit contexts per chain."""
+    max_samples = draws_per_chain(variant, max_samples)
     check_simulation(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), variant=variant,
                      temperature=temperature, n_items=n_items, n_starts=n_starts, n_chains=n_chains,
                      max_samples=max_samples, max_lag=max_lag, dtype=torch.float64)
-    max_samples = draws_per_chain(variant, max_samples)
     generator = torch.Generator().manual_seed(seed)
     starts = torch.arange(n_starts).repeat_interleave(n_chains)  # R: R = starts · chains
     rows = torch.arange(len(starts))

@@ -215,9 +215,9 @@ def cmr_crps(
     float32 is faster than float64; its curves differ only where a rounding moves a draw across a boundary.
     """
     params = torch.as_tensor(params, dtype=torch.float64).reshape(-1, 3)
+    max_samples = draws_per_chain(variant, max_samples)
     check_simulation(params, variant=variant, temperature=temperature, n_items=n_items, n_starts=n_starts,
                      n_chains=n_chains, max_samples=max_samples, max_lag=max_lag, dtype=dtype)
-    max_samples = draws_per_chain(variant, max_samples)
     per_set = n_starts * n_chains
     generator = torch.Generator().manual_seed(seed)
     uniforms = torch.rand(max_samples, per_set, generator=generator, dtype=torch.float64).to(dtype)  # T C

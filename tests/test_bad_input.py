@@ -265,6 +265,21 @@ def test_other_commands(args, expected, places, capsys):
     assert not (places["tmp"] / "icl").exists() and not (places["tmp"] / "agg").exists(), "no output was started"
 
 
+def test_forked_processes_on_several_threads_are_refused(places, capsys):
+    """Processes forked from one that has run torch on several threads hang in the first OpenMP region they enter
+    (seen: `primacy test` with ddp_fork on 2 threads waited forever in MKL's FFT), so that launch is refused."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        fails_in_one_line(["test", *QUIET, "--config", "{run}/config.yaml", "--ckpt_path", "{run}/checkpoints/last.ckpt",
+                           "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp_fork"],
+                          "trainer.strategy=ddp_fork forks processes from one that runs torch on 2 threads, and a forked "
+                          "process hangs in the OpenMP threads it inherits: use trainer.strategy=ddp, or set "
+                          "OMP_NUM_THREADS=1", places, capsys)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_config_of_a_plugin_that_is_not_installed_says_what_to_install(tmp_path):
     """A new Python that ignores the plugins' entry points (PRIMACY_BUILTINS_ONLY=1), as after `pip uninstall
     primacy-xlstm`: in this process the plugin's classes are imported already, so only a new one can tell."""

@@ -28,11 +28,13 @@ def ddp(*args: str, processes: int, strategy: str = "ddp") -> None:
     """Run the primacy command on ``processes`` gloo processes, as a user would. ``ddp`` (the default, what a cluster
     runs) starts each process as a new Python that imports everything again; ``ddp_fork`` forks them from the first,
     which saves those imports (half the time of a launch) and shares every other line: the data split, the metric
-    states and their reduction are the same code whichever launcher started the processes."""
+    states and their reduction are the same code whichever launcher started the processes. Forked processes run
+    torch on one thread each (primacy refuses to fork from more: the children hang in OpenMP)."""
     command = [sys.executable, "-m", "primacy", *args, "--trainer.accelerator", "cpu",
                "--trainer.devices", str(processes), "--trainer.strategy", strategy]
+    threads = {"OMP_NUM_THREADS": "1"} if strategy == "ddp_fork" else {}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **threads})
     assert done.returncode == 0, done.stderr[-3000:]
 
 

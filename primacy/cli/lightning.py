@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
@@ -122,7 +123,9 @@ class PrimacyCLI(LightningCLI):
             # Lightning's default bar redraws at every batch, which took 1.4 ms, 7 % of a quickstart step on a CPU.
             kwargs["callbacks"] = [*callbacks, TQDMProgressBar(refresh_rate=TERMINAL_REFRESH_BATCHES)]
         console.quiet_wandb(trainer.get("logger"))
-        return super().instantiate_trainer(**kwargs)
+        built = super().instantiate_trainer(**kwargs)
+        _refuse_forking_threads(built.strategy, trainer.get("strategy"))
+        return built
 
     def _parse_ckpt_path(self) -> None:
         """Checks a ``--ckpt_path`` file against the config's model. Lightning's own version instead replaces the
@@ -173,6 +176,19 @@ class PrimacyCLI(LightningCLI):
         headline = ", ".join(f"{key} {float(trainer.callback_metrics[f'test/{key}']):.3f}"
                              for key in getattr(self.model, "HEADLINE", ()) if f"test/{key}" in trainer.callback_metrics)
         rank_zero_info(f"Results in {run_dir(trainer) / 'results'}" + (f": {headline}" if headline else ""))
+
+
+def _refuse_forking_threads(strategy: Any, name: Any) -> None:
+    """A CPU run whose processes are forked (ddp_fork, ddp_notebook) from one that runs torch on several threads
+    hangs: the children inherit the parent's OpenMP thread pool without its threads, and the first parallel region
+    (MKL's FFT, in S4's convolution) waits for them forever."""
+    forks = getattr(strategy, "_start_method", None) == "fork"  # DDPStrategy's launcher setting (no public getter)
+    threads = torch.get_num_threads()
+    if forks and strategy.root_device.type == "cpu" and threads > 1:
+        shown = name if isinstance(name, str) else f"{type(strategy).__name__}(start_method='fork')"
+        raise UsageError(f"trainer.strategy={shown} forks processes from one that runs torch on {threads} threads, and "
+                         "a forked process hangs in the OpenMP threads it inherits: use trainer.strategy=ddp, or set "
+                         "OMP_NUM_THREADS=1")
 
 
 def _require_predict_data(data: Any) -> None:

@@ -108,8 +108,11 @@ TINY_RUNS = {
 # Python process (5 s of imports) per task.
 LATER_TASKS = ("reconstruction", "recall", "free_recall")
 # The held-out tasks (HeldOutTask) split their evaluation across processes with the same code: recall keeps the
-# uneven three-process split in the default run, the others test it with `-m slow` (two processes by default).
+# uneven three-process split in the default run, the others test it with `-m slow` (two processes by default);
+# recall and induction, on three processes by default, test their two-process case with `-m slow`.
 THREE_PROCESS_SLOW = ("verification", "reconstruction", "free_recall")
+TWO_PROCESS_SLOW = ("recall", "induction")
+SLOW_SPLITS = tuple(f"[{t}-3]" for t in THREE_PROCESS_SLOW) + tuple(f"[{t}-2]" for t in TWO_PROCESS_SLOW)
 TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves",
                                  "test_a_killed_run_resumes_from_its_last_periodic_checkpoint",
                                  "test_a_finished_run_is_refused_and_left_as_it_was",
@@ -130,5 +133,5 @@ def pytest_collection_modifyitems(config, items):
         if task in LATER_TASKS and (sigterm or item.originalname in TASK_INDEPENDENT_RESUME_TESTS):
             item.add_marker(pytest.mark.slow)
         if item.originalname == "test_test_metrics_equal_the_single_process_ones" and \
-                item.name.endswith(tuple(f"[{t}-3]" for t in THREE_PROCESS_SLOW)):
+                item.name.endswith(SLOW_SPLITS):
             item.add_marker(pytest.mark.slow)

@@ -271,11 +271,11 @@ def test_forked_processes_on_several_threads_are_refused(places, capsys):
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        fails_in_one_line(["test", *QUIET, "--config", "{run}/config.yaml", "--ckpt_path", "{run}/checkpoints/last.ckpt",
-                           "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp_fork"],
-                          "trainer.strategy=ddp_fork forks processes from one that runs torch on 2 threads, and a forked "
-                          "process hangs in the OpenMP threads it inherits: use trainer.strategy=ddp, or set "
-                          "OMP_NUM_THREADS=1", places, capsys)
+        command = ["test", *QUIET, "--config", "{run}/config.yaml", "--ckpt_path", "{run}/checkpoints/last.ckpt",
+                   "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp_fork"]
+        fails_in_one_line(command, "trainer.strategy=ddp_fork forks processes from one that runs torch on 2 threads, "
+                          "and a forked process hangs in the OpenMP threads it inherits: use trainer.strategy=ddp, or "
+                          "set OMP_NUM_THREADS=1", places, capsys)
     finally:
         torch.set_num_threads(threads)
 

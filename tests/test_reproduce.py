@@ -207,6 +207,10 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys):
     panel = out / "induction-attn-2L"
     seeds = [_csv(panel / f"seed{seed}" / "icl" / "emergence.csv") for seed in (0, 1)]
     assert all([int(row["step"]) for row in table] == [2, 4] for table in seeds)
+    for seed in (0, 1):  # every checkpoint's tables, the final one's figures
+        steps = panel / f"seed{seed}" / "icl"
+        assert (steps / "step2" / "heads.csv").is_file() and not list((steps / "step2").glob("*.png"))
+        assert (steps / "step4" / "lag_crp_fits.png").is_file()
     mean = _csv(panel / "mean" / "emergence.csv")
     assert [(int(row["step"]), int(row["seeds"])) for row in mean] == [(2, 2), (4, 2)]
     for key in ("top_induction", "top_cmr_distance", "icl_score", "cmr_like_share"):
@@ -242,6 +246,8 @@ def _progress(run: Path) -> bool:
     return any("step " in log.read_text() for log in (run / "logs").glob("*.log")) if (run / "logs").is_dir() else False
 
 
+@pytest.mark.slow  # waits for a real run to start in a new Python (three launches, 30-40 s); the default tier keeps
+# the same signal handling and resume of a run (test_resume) and a sweep's status, skips and redone runs (above)
 def test_killed_reproduce_resumes_the_interrupted_run(tmp_path):
     out = tmp_path / "fig3"
     args = [sys.executable, "-m", "primacy", "reproduce", "fig3", "--seeds", "1", "--panels", "B", "--out", str(out),
@@ -281,6 +287,8 @@ def test_submitit_array_job_on_the_local_executor(tmp_path):
     assert logs(out) == before
 
 
+@pytest.mark.slow  # waits out a 45 s time limit by design; the default tier keeps the array job (above) and the
+# signal-to-checkpoint-to-resume path of a run (test_resume)
 def test_submitit_timeout_requeues_and_resumes(tmp_path):
     """submitit's signal before the time limit (what SLURM sends before a timeout or preemption) stops the run with
     a checkpoint, requeues the task, and the requeued task resumes from that checkpoint."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ from primacy.analysis.emergence import as_float, emergence_row, top_heads
 from primacy.analysis.head_model import HeadModel, check_length
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
-from primacy.checks import positive
+from primacy.checks import one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.prompts import repeated_prompt
 from primacy.workflows.sources import Checkpoint
@@ -68,8 +68,10 @@ def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: d
     files.write_json(out / "summary.json", content)
     files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
                    gaussian_fits=analysis.gaussian_fits)
-    ranked = analysis.by_induction()
     formats = list(settings.formats)
+    if not formats:
+        return content
+    ranked = analysis.by_induction()
     figures.save(figures.heads.attention_pattern(analysis, ranked[0]), out / "attention_pattern", formats)
     figures.save(figures.heads.lag_crp_fits(analysis, ranked[:top], grid.variant), out / "lag_crp_fits", formats)
     figures.save(figures.heads.distance_vs_induction(analysis.heads), out / "cmr_distance_vs_induction", formats)
@@ -130,19 +132,23 @@ def read_heads(path: Path) -> list[dict]:
 
 
 def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSettings, reuse: bool = False,
-                        report: Callable[[str], None] = print) -> list[dict]:
+                        report: Callable[[str], None] = print, draw: str = "every") -> list[dict]:
     """``analyze icl`` of checkpoints of one model in step order (``trained_checkpoints``, ``pretrained_checkpoints``),
     each into ``out/step<N>``, then ``emergence.csv`` and the emergence figure in ``out``; returns the emergence rows.
     With ``reuse``, a checkpoint already analysed with the same settings (its summary.json newer than the checkpoint)
-    is read back, not analysed again."""
+    is read back, not analysed again. ``draw``: which checkpoints get their figures, ``every`` one or the ``final``
+    one only (the others get their tables; five figures a checkpoint took longer to draw than to analyse)."""
+    one_of("draw", draw, ("every", "final"))
+    tables_only = replace(settings, formats=())
     analysed = []  # (step, heads.csv rows, ICL score) per checkpoint
     for source in sources:
+        step_settings = settings if draw == "every" or source is sources[-1] else tables_only
         target = out / f"step{source.step}"
         summary_file = target / "summary.json"
         done = reuse and summary_file.is_file() and not source.written_after(summary_file)
         content = json.loads(summary_file.read_text()) if done else None
         if content is None or not settings.matches(content):
-            content = analyze_checkpoint(source, target, settings)
+            content = analyze_checkpoint(source, target, step_settings)
         analysed.append((source.step, read_heads(target / "heads.csv"), as_float(content["icl_score"])))
     chosen = top_heads(analysed[-1][1], settings.top) if settings.top_heads_from == "final" else None
     rows = []

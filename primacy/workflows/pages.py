@@ -319,9 +319,9 @@ def _draw_humans(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> li
 
 
 def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
-    """`analyze icl` of every numbered checkpoint of every run (into <run>/icl/step<N>, reusing what is done), each
-    panel's emergence over seeds (<panel>/mean/emergence.csv and figure), the page of every panel and the table of
-    each run's final checkpoint and emergence step."""
+    """`analyze icl` of every numbered checkpoint of every run (into <run>/icl/step<N>, reusing what is done; figures
+    for the final one only), each panel's emergence over seeds (<panel>/mean/emergence.csv and figure), the page of
+    every panel and the table of each run's final checkpoint and emergence step."""
     settings = emergence_settings()
     page = plt.figure(figsize=(14.0, 5.8 * len(spec.panels)), layout="constrained")
     subfigures = page.subfigures(len(spec.panels), 1, squeeze=False)[:, 0]
@@ -333,7 +333,7 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
             ckpts = trained_checkpoints(run.dir / "config.yaml", sorted((run.dir / "checkpoints").glob("*.ckpt")))
             print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
             seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, run.dir / "icl", settings, reuse=True,
-                                                             report=lambda line: None)
+                                                             report=lambda line: None, draw="final")
             ablation = _ablation(run.dir, rows[-1]["step"])
             table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows, ablation)})
         mean = across_seeds(list(seeds.values()))

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -132,7 +133,7 @@ def read_heads(path: Path) -> list[dict]:
 
 
 def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSettings, reuse: bool = False,
-                        report: Callable[[str], None] = print, draw: str = "every") -> list[dict]:
+                        report: Callable[[str], None] = print, draw: Literal["every", "final"] = "every") -> list[dict]:
     """``analyze icl`` of checkpoints of one model in step order (``trained_checkpoints``, ``pretrained_checkpoints``),
     each into ``out/step<N>``, then ``emergence.csv`` and the emergence figure in ``out``; returns the emergence rows.
     With ``reuse``, a checkpoint already analysed with the same settings (its summary.json newer than the checkpoint)

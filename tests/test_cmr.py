@@ -234,14 +234,14 @@ def test_the_closed_form_gives_the_authors_published_cell():
 
 def test_a_paper_grid_takes_the_closed_form_cells_and_simulates_the_rest():
     grid = CMRGrid.build([0.3, 0.6], [0.0, 0.5, 1.0], [0.0, 0.2], n_items=30, n_starts=4, n_chains=100, max_lag=8)
-    assert grid.settings["closed_form"] is True and grid.settings["max_samples"] == 100  # the authors' draws
+    assert grid.settings["closed_form"] is True and grid.settings["max_samples"] == 50  # the published grid's draws
     for (beta_enc, beta_rec, gamma_ft), curve in zip(grid.params, grid.crps):
         if has_closed_form(beta_rec, gamma_ft):
             exact = closed_form_crp(beta_enc, beta_rec, 30, 4, 8).astype(np.float32)
             np.testing.assert_array_equal(curve, exact)
         else:
             _, simulated = cmr_crp(beta_enc, beta_rec, gamma_ft, n_items=30, n_starts=4, n_chains=100,
-                                   max_samples=100, dtype=torch.float32)
+                                   max_samples=50, dtype=torch.float32)
             np.testing.assert_allclose(curve, simulated.numpy().astype(np.float32), rtol=0, atol=1e-6)
     simulated_only = CMRGrid.build([0.3], [1.0], [0.0], n_items=30, n_starts=4, n_chains=100, closed_form=False)
     assert simulated_only.settings["closed_form"] is False

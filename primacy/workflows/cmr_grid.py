@@ -1,9 +1,11 @@
 """``python -m primacy.workflows.cmr_grid --out FILE``: build a CMR grid (the paper's parameter values) and write
-it atomically, as the grids shipped in primacy/analysis/cmr/data were made."""
+it atomically, as the grids shipped in primacy/analysis/cmr/data were made; ``--compare A B``: how far two grids are
+apart (the shipped one against the authors' published .npy, say)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import sys
 import time
@@ -13,7 +15,7 @@ from pathlib import Path
 import torch
 
 from primacy import files
-from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid
+from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid, compare_grids
 from primacy.analysis.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS
 from primacy.errors import ArgumentParser, UsageError
 
@@ -24,10 +26,14 @@ def save(grid: CMRGrid, path: str | Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m primacy.workflows.cmr_grid --out FILE``: build the paper's grid (``PAPER_VALUES``) and save it."""
+    """``python -m primacy.workflows.cmr_grid --out FILE``: build the paper's grid (``PAPER_VALUES``) and save it;
+    ``--compare A B``: print ``compare_grids`` of two grid files as JSON."""
     parser = ArgumentParser(prog="python -m primacy.workflows.cmr_grid",
                             description="Build the CMR grid of Ji-An et al. (2024) and save it.")
-    parser.add_argument("--out", required=True, type=Path, help="the .npz file to write")
+    task = parser.add_mutually_exclusive_group(required=True)
+    task.add_argument("--out", type=Path, help="the .npz file to write")
+    task.add_argument("--compare", nargs=2, metavar="GRID", type=Path,
+                      help="print how far two grid files are apart (.npz, or the authors' published .npy) instead")
     parser.add_argument("--variant", choices=VARIANTS, default="paper")
     parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="softmax temperature, canonical")
     parser.add_argument("--seed", type=int, default=0)
@@ -40,6 +46,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         args = parser.parse_args(argv)
     except UsageError as error:
         parser.exit(2, f"error: {error}\n")
+    if args.compare:
+        try:
+            report = compare_grids(*(CMRGrid.load(path) for path in args.compare))
+        except UsageError as error:
+            parser.exit(2, f"error: {error}\n")
+        print(json.dumps(report, indent=2))
+        return
     begin = time.perf_counter()
     reported = [0]
 

@@ -54,9 +54,11 @@ VARIANTS = ("paper", "canonical")
 # curves (at (0.5, 0.5, 0.5) lag +1 holds 0.41 of the mass; paper variant 0.20). At 0.5 the curve is nearly flat
 # (+1: 0.10; uniform over 17 lags: 0.06), at 0.05 lag +1 takes 0.70.
 DEFAULT_TEMPERATURE = 0.1
-# Draws per chain when a caller does not say: the authors' 100 for their variant; 50 for the canonical one, whose
-# chains never end early (no end state), so that every chain costs 50 steps.
-DEFAULT_SAMPLES = {"paper": 100, "canonical": 50}
+# Draws per chain when a caller does not say. Paper: 50, what made the authors' published grid (corxyz/icl-cmr
+# saved_crps/cmr_crp_avg_20_11.npy; its cells are reproduced within noise at 50 draws and are not at 100, although
+# their published script says max_samps = 100). Canonical: 50 too; its chains never end early (no end state), so that
+# every chain costs 50 steps.
+DEFAULT_SAMPLES = {"paper": 50, "canonical": 50}
 
 
 _CHUNK_ROWS = 4096  # chains per batch: the activation and the gathered H rows (each rows × (n+2)) stay in cache
@@ -182,12 +184,11 @@ def cmr_crp(
     """The simulated lag-CRP over lags -max_lag..+max_lag: (lags (2·max_lag+1,), crp (2·max_lag+1,) float64).
 
     Chains start at each of the first ``n_starts`` positions, ``n_chains`` each, at most ``max_samples`` draws
-    (None: the variant's ``DEFAULT_SAMPLES``, the authors' 100 for ``paper``; exactly that many in ``canonical``,
-    which has no end state). Per chain, the counts of each lag are divided by its number of item draws; chains are
-    averaged, the curve is normalised to sum 1 over the lags, and the start positions are averaged. Chains that end
-    before drawing an item do not enter. ``temperature`` is the softmax temperature of ``canonical`` (unused by
-    ``paper``). Deterministic given ``seed``; equal to the matching row
-    of ``cmr_crps``.
+    (None: the variant's ``DEFAULT_SAMPLES``, 50, what made the authors' published grid; exactly that many in
+    ``canonical``, which has no end state). Per chain, the counts of each lag are divided by its number of item
+    draws; chains are averaged, the curve is normalised to sum 1 over the lags, and the start positions are
+    averaged. Chains that end before drawing an item do not enter. ``temperature`` is the softmax temperature of
+    ``canonical`` (unused by ``paper``). Deterministic given ``seed``; equal to the matching row of ``cmr_crps``.
     """
     lags, crps = cmr_crps(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), variant=variant,
                           temperature=temperature, seed=seed, n_items=n_items, n_starts=n_starts, n_chains=n_chains,

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from primacy.analysis.ablation import (
+    ablated_count,
     ablation_study,
     icl_positions,
     icl_scores,
@@ -215,9 +216,9 @@ def test_paired_stats_reject_bad_input():
 def test_study_reports_the_scores_of_the_heads_it_ablates():
     model, tokens = _language_model(), _tokens()
     ranked = [(1, 3), (0, 2), (1, 0), (0, 1), (0, 0)]
-    result = ablation_study(model, tokens, ranked, fraction=0.3, n_random=3, seed=5, resamples=500)
+    result = ablation_study(model, tokens, ranked, fraction=0.4, n_random=3, seed=5, resamples=500)
     json.dumps(result)
-    assert result["k"] == 2 and result["top_heads"] == [[1, 3], [0, 2]]
+    assert result["k"] == 2 and result["top_heads"] == [[1, 3], [0, 2]]  # 0.4 · 5
     assert (result["early"], result["late"]) == (4, 12)
     intact = icl_scores(model, tokens, 4, 12)
     with model.backbone.ablate_heads(ranked[:2]):
@@ -228,8 +229,9 @@ def test_study_reports_the_scores_of_the_heads_it_ablates():
     for draw in draws:
         with model.backbone.ablate_heads(draw):
             random.append(icl_scores(model, tokens, 4, 12))
+    single, draw_means = random[0], torch.stack(random).mean(1)
     random = torch.stack(random).mean(0)
-    for name, expected in (("intact", intact), ("top", top), ("random", random)):
+    for name, expected in (("intact", intact), ("top", top), ("random", random), ("random_single", single)):
         assert np.allclose(result["scores"][name], expected.numpy(), atol=1e-6)
         assert result["summary"][name]["mean"] == pytest.approx(expected.mean().item(), abs=1e-6)
         assert result["summary"][name]["se"] == pytest.approx(expected.std().item() / 8**0.5, abs=1e-6)
@@ -237,10 +239,20 @@ def test_study_reports_the_scores_of_the_heads_it_ablates():
         (top - intact).mean().item(), abs=1e-6)
     assert result["comparisons"]["top_minus_random"]["mean_difference"] == pytest.approx(
         (top - random).mean().item(), abs=1e-6)
-    again = ablation_study(model, tokens, ranked, fraction=0.3, n_random=3, seed=5, resamples=500)
+    assert result["comparisons"]["top_minus_random_single"]["mean_difference"] == pytest.approx(
+        (top - single).mean().item(), abs=1e-6)
+    spread = result["random_draws"]  # the baseline over draws: each draw's mean, their mean and SE
+    np.testing.assert_allclose(spread["per_draw"], draw_means.numpy(), atol=1e-6)
+    assert spread["n"] == 3 and spread["mean"] == pytest.approx(draw_means.mean().item(), abs=1e-6)
+    assert spread["se"] == pytest.approx(draw_means.std().item() / 3**0.5, abs=1e-6)
+    again = ablation_study(model, tokens, ranked, fraction=0.4, n_random=3, seed=5, resamples=500)
     assert again == result, "reproducible from the seed"
-    other = ablation_study(model, tokens, ranked, fraction=0.3, n_random=3, seed=6, resamples=500)
+    other = ablation_study(model, tokens, ranked, fraction=0.4, n_random=3, seed=6, resamples=500)
     assert other["random_heads"] != draws
+
+
+def test_the_ablated_share_is_counted_as_the_authors_count_it():
+    assert [ablated_count(0.1, n) for n in (144, 48, 128, 384, 8, 30)] == [14, 4, 12, 38, 1, 3]
 
 
 def test_ablating_a_silent_head_changes_nothing():

@@ -136,7 +136,9 @@ def test_analyze_ablation_ranks_heads_from_the_icl_table_and_writes_paired_resul
     result = json.loads((tmp_path / "ablation" / "ablation.json").read_text())
     assert result["k"] == 1 and result["top_heads"] == [list(ranked_heads(heads, "cmr_distance")[0])]
     assert result["early"] == 5 and result["late"] == 15 and len(result["scores"]["intact"]) == 6
-    assert {"top_minus_intact", "random_minus_intact", "top_minus_random"} == set(result["comparisons"])
+    assert {"top_minus_intact", "random_minus_intact", "top_minus_random", "top_minus_random_single"} == set(
+        result["comparisons"])
+    assert result["random_draws"]["n"] == 2 and len(result["random_draws"]["per_draw"]) == 2
     assert (tmp_path / "ablation" / "ablation.png").stat().st_size > 0
 
 

@@ -131,6 +131,12 @@ def _summary(scores: torch.Tensor) -> dict[str, float]:
     return {"mean": scores.mean().item(), "se": (scores.std() / math.sqrt(len(scores))).item()}
 
 
+def ablated_count(fraction: float, n_heads: int) -> int:
+    """How many heads the top ``fraction`` of ``n_heads`` is: ⌊fraction · n_heads⌋, as the authors count (14 of
+    GPT-2 small's 144 heads, 4 of Pythia-70m's 48), and at least one (a model of 8 heads ablates 1)."""
+    return max(1, math.floor(fraction * n_heads + 1e-9))  # tolerance: a product such as 0.1 · 30 may round below 3
+
+
 def ablation_study(
     model: HeadModel | nn.Module,
     tokens: torch.Tensor,
@@ -150,18 +156,23 @@ def ablation_study(
         model: a LanguageModel with a TransformerBackbone, or any HeadModel with next-token losses.
         tokens: evaluation sequences (B, T), e.g. ``repeated_tokens``; B >= 2.
         ranked_heads: (layer, head) pairs, best first (e.g. most CMR-like first); at least one, no duplicates.
-        fraction: share of ``ranked_heads`` to ablate, in (0, 1]; ⌈fraction · len(ranked_heads)⌉ heads (k).
-        n_random: draws of k distinct heads from ``ranked_heads`` (every head of the model when all are ranked).
+        fraction: share of ``ranked_heads`` to ablate, in (0, 1]; ⌊fraction · len(ranked_heads)⌋ heads (k), at
+            least one: the authors' count (14 of GPT-2 small's 144 heads, 4 of Pythia-70m's 48).
+        n_random: draws of k distinct heads from ``ranked_heads`` (every head of the model when all are ranked); the
+            first draw alone is the authors' baseline (they drew once).
         seed: seeds the random draws and the resampling of the paired statistics.
         early, late: ICL-score positions; None takes them from ``icl_positions(tokens)``.
         resamples: bootstrap and permutation resamples of each paired comparison.
         batch_size: sequences per forward pass.
 
     Returns a dict with ``early``, ``late``, ``k``, ``top_heads`` and ``random_heads`` (lists of [layer, head]),
-    ``scores`` (per-sequence ICL scores for ``intact``, ``top`` and ``random``; ``random`` averages the draws per
-    sequence), ``summary`` (mean and SE of each), and ``comparisons``: ``top_minus_intact``,
-    ``random_minus_intact`` and ``top_minus_random`` as PairedStats fields. A positive difference means the
-    ablation raised the score, i.e. hurt in-context learning.
+    ``scores`` (per-sequence ICL scores for ``intact``, ``top``, ``random`` and ``random_single``; ``random``
+    averages the draws per sequence, ``random_single`` is the first draw alone, the authors' single draw),
+    ``summary`` (mean and SE over sequences of each), ``random_draws`` (each draw's mean ICL score, ``per_draw``,
+    and their mean and SE over draws: how much the baseline depends on which heads were drawn), and
+    ``comparisons``: ``top_minus_intact``, ``random_minus_intact``, ``top_minus_random`` and
+    ``top_minus_random_single`` as PairedStats fields. A positive difference means the ablation raised the score,
+    i.e. hurt in-context learning.
     """
     if not hasattr(model, "ov_circuit") and not isinstance(getattr(model, "backbone", None), TransformerBackbone):
         raise UsageError(f"the model's backbone is a {type(getattr(model, 'backbone', None)).__name__}: head "
@@ -192,7 +203,7 @@ def ablation_study(
         late = default_late if late is None else late
     early, late = operator.index(early), operator.index(late)
 
-    k = max(1, math.ceil(fraction * len(ranked) - 1e-9))  # tolerance: 0.1 · 30 is 3.0000000000000004
+    k = ablated_count(fraction, len(ranked))
     top = ranked[:k]
     generator = torch.Generator().manual_seed(seed)
     pool = sorted(ranked)  # every head in layer order when all are ranked
@@ -205,21 +216,27 @@ def ablation_study(
     for heads in draws:
         with model.ablate_heads(heads):
             per_draw.append(icl_scores(model, tokens, early, late, batch_size))
-    random = torch.stack(per_draw).mean(0)  # B
+    draw_scores = torch.stack(per_draw)  # draws B
+    random = draw_scores.mean(0)  # B
+    draw_means = draw_scores.mean(1).double()  # draws
+    spread = draw_means.std().item() / math.sqrt(n_random) if n_random > 1 else float("nan")
 
     def compare(first: torch.Tensor, second: torch.Tensor) -> dict:
         return asdict(paired_stats(first.cpu().double().numpy(), second.cpu().double().numpy(), resamples, seed))
 
-    scores = {"intact": intact, "top": ablated, "random": random}
+    scores = {"intact": intact, "top": ablated, "random": random, "random_single": per_draw[0]}
     return {
         "early": early, "late": late, "k": k,
         "top_heads": [list(head) for head in top],
         "random_heads": [[list(head) for head in heads] for heads in draws],
         "scores": {name: s.tolist() for name, s in scores.items()},
         "summary": {name: _summary(s) for name, s in scores.items()},
+        "random_draws": {"mean": draw_means.mean().item(), "se": spread, "n": n_random,
+                         "per_draw": draw_means.tolist()},
         "comparisons": {
             "top_minus_intact": compare(intact, ablated),
             "random_minus_intact": compare(intact, random),
             "top_minus_random": compare(random, ablated),
+            "top_minus_random_single": compare(per_draw[0], ablated),
         },
     }

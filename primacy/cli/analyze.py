@@ -204,7 +204,8 @@ def ablation_command(args: list[str]) -> None:
     parser.add_argument("--heads", required=True, help="heads.csv written by `primacy analyze icl`")
     parser.add_argument("--rank_by", choices=("cmr_distance", "induction"), default="cmr_distance",
                         help="which heads count as top: lowest CMR distance (the paper) or highest induction score")
-    parser.add_argument("--fraction", type=float, default=0.1, help="share of heads ablated (at least one)")
+    parser.add_argument("--fraction", type=float, default=0.1,
+                        help="share of heads ablated, rounded down as the authors' (14 of 144), at least one")
     parser.add_argument("--random", type=int, default=20,
                         help="random draws of as many heads, from the heads in --heads")
     parser.add_argument("--sequences", type=int, default=256,
@@ -225,10 +226,11 @@ def ablation_command(args: list[str]) -> None:
                                 options.n_items, options.repeats or 2, options.seed, tuple(options.formats),
                                 options.batch_size, text)
     result = ablate_checkpoint(source, ranked, out, settings)
-    s, c = result["summary"], result["comparisons"]
+    s, c, d = result["summary"], result["comparisons"], result["random_draws"]
     print(f"ICL score (loss at token {result['late']} - token {result['early']}): intact {s['intact']['mean']:+.3f}, "
           f"top-{result['k']} ablated {s['top']['mean']:+.3f} (p = {c['top_minus_intact']['p_value']:.3g}), "
-          f"random ablated {s['random']['mean']:+.3f}; top vs random p = {c['top_minus_random']['p_value']:.3g}")
+          f"random ablated {d['mean']:+.3f} +- {d['se']:.3f} over {d['n']} draws (first draw alone "
+          f"{s['random_single']['mean']:+.3f}); top vs random p = {c['top_minus_random']['p_value']:.3g}")
 
 
 def probes_command(args: list[str]) -> None:

@@ -117,12 +117,15 @@ def cmr_families(params: np.ndarray, crps: np.ndarray, lags: np.ndarray, base: t
 
 
 def ablation_scores(summary: dict, k: int, rank_by: str) -> Figure:
-    """Mean ICL score (± SE) intact, with the top-k heads ablated and with k random heads ablated."""
-    names = {"intact": "intact", "top": f"top {k} by {rank_by}", "random": f"{k} random"}
-    fig, ax = plt.subplots(figsize=(4.2, 3.2), constrained_layout=True)
+    """Mean ICL score (± SE over sequences) intact, with the top-k heads ablated, with k random heads ablated (the
+    mean of the draws) and with the first draw's k heads alone (the authors' single draw, when ``summary`` has it)."""
+    names = {"intact": "intact", "top": f"top {k} by {rank_by}", "random": f"{k} random,\nmean of draws",
+             "random_single": f"{k} random,\none draw"}
+    names = {key: name for key, name in names.items() if key in summary}  # an ablation.json from before 2026-11-26
+    fig, ax = plt.subplots(figsize=(4.2 + 0.8 * (len(names) - 3), 3.2), constrained_layout=True)
     x = np.arange(len(names))
     ax.bar(x, [summary[c]["mean"] for c in names], yerr=[summary[c]["se"] for c in names],
-           color=["0.6", "tab:red", "tab:blue"], capsize=4)
+           color=["0.6", "tab:red", "tab:blue", "lightsteelblue"][: len(names)], capsize=4)
     ax.set_xticks(x, list(names.values()), fontsize=8)
     ax.axhline(0, color="k", lw=0.6)
     ax.set_ylabel("ICL score (late − early loss)")

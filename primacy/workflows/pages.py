@@ -359,9 +359,12 @@ def _ablation(run: Path, step: int) -> dict[str, Any]:
 
 def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, Any]:
     """A run's line of the induction table: its last checkpoint's measures, the step its induction head emerged, and
-    the ICL score intact, with its most CMR-like heads ablated and with as many random heads ablated."""
+    the ICL score intact, with its most CMR-like heads ablated and with as many random heads ablated (the mean of the
+    draws, its SE over draws, and the first draw alone, the authors' single draw)."""
     last, summary = rows[-1], ablation["summary"]
+    draws = ablation.get("random_draws", {})  # an ablation.json from before 2026-11-26 has none
     return {"final_step": last["step"], "emerged_at_step": emergence_step(rows), "best_head": last["best_head"],
             "best_induction": _round(last["best_induction"]), **{key: _round(last[key]) for key in MEASURES},
             "ablated_heads": ablation["k"], **{f"icl_{name}": _round(summary[name]["mean"]) for name in summary},
+            "icl_random_draws_se": _round(draws.get("se")),
             "p_top_vs_random": _round(ablation["comparisons"]["top_minus_random"]["p_value"], 6)}

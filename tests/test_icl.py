@@ -11,7 +11,7 @@ from conftest import ROOT
 
 from primacy.analysis.ablation import icl_scores
 from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import across_seeds, emergence_row, emergence_step, top_heads
+from primacy.analysis.emergence import across_seeds, closest_heads, emergence_row, emergence_step, top_heads
 from primacy.analysis.heads import attention_lag_crp, induction_score
 from primacy.analysis.icl import HeadResult, analyze_heads, capture, fit_head
 from primacy.backbones.lstm import LSTMBackbone
@@ -236,6 +236,27 @@ def test_the_top_heads_can_be_the_final_checkpoints_followed_back():
     assert row["top_heads"] == "L1H1 L0H1" and row["best_head"] == "L0H0"
     assert row["top_induction"] == pytest.approx((0.5 + 0.1) / 2)
     assert row["top_cmr_distance"] == pytest.approx(0.4)  # head L0H1's lag-CRP was flat: left out of the mean
+
+
+def test_the_most_cmr_like_heads_and_each_layers_share_of_cmr_like_heads():
+    """Fig. 7f-g: the heads of lowest CMR distance at the final checkpoint, followed back (flat heads last); Fig. 7b:
+    the share of CMR-like heads within each layer."""
+    early = head_rows(["0.9", "0.1", "0.7", "0.5"], ["0.2", "", "1.5", "0.4"])
+    final = head_rows(["0.1", "0.8", "0.2", "0.95"], ["0.9", "", "0.3", "0.1"])
+    closest = closest_heads(final, 2)
+    assert closest == [(1, 1), (1, 0)]  # distances 0.1 and 0.3
+    assert closest_heads(final, 4)[-1] == (0, 1), "a flat head (no fit) is the least CMR-like"
+    row = emergence_row(100, early, top=2, closest=closest)
+    assert row["cmr_top_heads"] == "L1H1 L1H0" and row["top_heads"] == "L0H0 L1H0"  # induction ranks this step's
+    assert row["cmr_top_cmr_distance"] == pytest.approx((0.4 + 1.5) / 2)
+    assert row["cmr_top_induction"] == pytest.approx((0.5 + 0.7) / 2)
+    assert row["cmr_top_beta_enc"] == pytest.approx((0.4 + 0.3) / 2)
+    assert row["cmr_like_share_L0"] == pytest.approx(1 / 2) and row["cmr_like_share_L1"] == pytest.approx(1 / 2)
+    itself = emergence_row(100, final, top=2)
+    assert itself["cmr_top_heads"] == "L1H1 L1H0" and itself["cmr_like_share_L1"] == 1.0
+    assert itself["cmr_like_share_L0"] == 0.0  # 0.9 and a flat head
+    mean = across_seeds([[row], [itself]])
+    assert mean[0]["cmr_like_share_L1"] == pytest.approx(0.75) and "cmr_like_share_L1_se" in mean[0]
 
 
 def test_emergence_step_and_the_mean_over_seeds_at_the_steps_every_seed_has():

@@ -10,11 +10,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from primacy.analysis.emergence import EMERGED
+from primacy.analysis.emergence import EMERGED, LAYER_SHARE
 from primacy.analysis.icl import CMR_LIKE, HeadAnalysis, HeadResult
 
 
@@ -163,7 +164,7 @@ def probe_attention(means: dict[str, np.ndarray]) -> Figure:
     return fig
 
 
-_EMERGENCE_PANELS = (
+_EMERGENCE_PANELS = (  # (column, label); a row of the figure per line
     ("icl_score", "ICL score (late − early loss)"),
     ("top_induction", "induction score"),
     ("top_cmr_distance", "CMR distance"),
@@ -172,20 +173,29 @@ _EMERGENCE_PANELS = (
     ("beta_rec", "β_rec"),
     ("gamma_ft", "γ_FT"),
     ("inv_temperature", "inverse temperature"),
+    ("cmr_top_cmr_distance", "CMR distance"),
+    ("cmr_top_beta_enc", "β_enc"),
+    ("cmr_top_beta_rec", "β_rec"),
+    ("cmr_top_gamma_ft", "γ_FT"),
 )
+_UNIT_RANGE = {"top_induction", "cmr_like_share", "beta_enc", "beta_rec", "gamma_ft", "cmr_top_beta_enc",
+               "cmr_top_beta_rec", "cmr_top_gamma_ft"}
 
 
 def emergence(rows: list[dict], seeds: dict[str, list[dict]], title: str = "", fig: Figure | None = None) -> Figure:
-    """Fig. 7: the ICL score, the top heads' induction score, CMR distance and fitted CMR parameters, and the share
-    of CMR-like heads against training step. ``rows`` are emergence rows (with ``<measure>_se`` columns when they
-    are means over seeds, drawn as ± SE bands); ``seeds`` maps names to each seed's rows, drawn thin beneath.
-    ``fig`` draws into a given figure or subfigure (a page of several models) instead of a new one."""
+    """Fig. 7: the ICL score, the top induction heads' score, CMR distance and fitted CMR parameters (7d-e), the share
+    of CMR-like heads, over the model and in each layer (7b), and the most CMR-like heads' distance and parameters
+    (7f-g; rows without those columns, from before 2026-11-26, leave that row of panels out), against training step.
+    ``rows`` are emergence rows (with ``<measure>_se`` columns when they are means over seeds, drawn as ± SE bands);
+    ``seeds`` maps names to each seed's rows, drawn thin beneath. ``fig`` draws into a given figure or subfigure (a
+    page of several models) instead of a new one."""
+    panels = [(key, label) for key, label in _EMERGENCE_PANELS if key in rows[0]]
     if fig is None:
-        fig = plt.figure(figsize=(14.0, 5.6), layout="constrained")
-    axes = fig.subplots(2, 4, sharex=True)
+        fig = plt.figure(figsize=(14.0, 2.8 * len(panels) // 4), layout="constrained")
+    axes = fig.subplots(len(panels) // 4, 4, sharex=True)
     steps = np.array([row["step"] for row in rows])
     top = rows[0]["top"]
-    for ax, (key, label) in zip(axes.flat, _EMERGENCE_PANELS):
+    for ax, (key, label) in zip(axes.flat, panels):
         for name, table in seeds.items():
             ax.plot([r["step"] for r in table], [r[key] for r in table], "-", color="0.7", lw=0.8, label=name)
         mean = np.array([row[key] for row in rows], dtype=float)
@@ -196,11 +206,18 @@ def emergence(rows: list[dict], seeds: dict[str, list[dict]], title: str = "", f
                             lw=0)
         if key == "top_induction":
             ax.axhline(EMERGED, color="0.5", ls=":", lw=0.8)
-        if key == "top_cmr_distance":
+        if key in ("top_cmr_distance", "cmr_top_cmr_distance"):
             ax.axhline(CMR_LIKE, color="0.5", ls="--", lw=0.8)
-        if key in ("top_induction", "cmr_like_share", "beta_enc", "beta_rec", "gamma_ft"):
+        if key == "cmr_like_share":
+            _layer_shares(ax, rows, steps)
+        if key in _UNIT_RANGE:
             ax.set_ylim(-0.03, 1.03)
-        ax.set_title(label if key in ("icl_score", "cmr_like_share") else f"{label}, top {top} heads", fontsize=9)
+        if key in ("icl_score", "cmr_like_share"):
+            ax.set_title(label, fontsize=9)
+        elif key.startswith("cmr_top_"):
+            ax.set_title(f"{label}, {top} most CMR-like heads", fontsize=9)
+        else:
+            ax.set_title(f"{label}, top {top} induction heads", fontsize=9)
     for ax in axes[-1]:
         ax.set_xlabel("training step")
     if seeds:
@@ -209,6 +226,19 @@ def emergence(rows: list[dict], seeds: dict[str, list[dict]], title: str = "", f
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _layer_shares(ax: Axes, rows: list[dict], steps: np.ndarray) -> None:
+    """Fig. 7b on the share panel: each layer's share of CMR-like heads (mean over seeds), one colour per layer."""
+    layers = sorted(int(key.removeprefix(LAYER_SHARE)) for key in rows[0] if key.startswith(LAYER_SHARE)
+                    and not key.endswith("_se"))
+    palette = sns.color_palette("viridis", len(layers))
+    for colour, layer in zip(palette, layers):
+        ax.plot(steps, [row[f"{LAYER_SHARE}{layer}"] for row in rows], "-", color=colour, lw=1.1,
+                label=f"layer {layer}")
+    if layers:
+        ax.plot([], [], "o-", ms=3, color="tab:red", label="all heads")
+        ax.legend(handles=ax.get_lines()[-len(layers) - 1:], fontsize=7, frameon=False)
 
 
 def head_history(steps: np.ndarray, induction: np.ndarray, cmr_distance: np.ndarray, lag_crp_peak: np.ndarray,

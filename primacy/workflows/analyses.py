@@ -16,7 +16,7 @@ import torch
 from primacy import figures, files
 from primacy.analysis.ablation import ablation_study, icl_scores, repeated_tokens
 from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import as_float, emergence_row, top_heads
+from primacy.analysis.emergence import as_float, closest_heads, emergence_row, top_heads
 from primacy.analysis.head_model import HeadModel, check_length
 from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
@@ -151,10 +151,12 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
         if content is None or not settings.matches(content):
             content = analyze_checkpoint(source, target, step_settings)
         analysed.append((source.step, read_heads(target / "heads.csv"), as_float(content["icl_score"])))
-    chosen = top_heads(analysed[-1][1], settings.top) if settings.top_heads_from == "final" else None
+    final = settings.top_heads_from == "final"
+    chosen = top_heads(analysed[-1][1], settings.top) if final else None
+    closest = closest_heads(analysed[-1][1], settings.top) if final else None
     rows = []
     for step, heads, icl in analysed:
-        row = emergence_row(step, heads, settings.top, icl, chosen)
+        row = emergence_row(step, heads, settings.top, icl, chosen, closest)
         report(f"  step {step}: best head {row['best_head']} induction {row['best_induction']:.3f}, "
                f"top-{row['top']} ({row['top_heads']}) CMR distance {row['top_cmr_distance']:.3f}, "
                f"ICL score {row['icl_score']:+.3f}")

@@ -17,7 +17,7 @@ import numpy as np
 from primacy import figures, files
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.comparison import mean_and_se
-from primacy.analysis.emergence import MEASURES, across_seeds, emergence_step
+from primacy.analysis.emergence import across_seeds, emergence_step, measures
 from primacy.analysis.probes import MEASURES as PROBE_MEASURES
 from primacy.analysis.probes import PROBES, measure_probes, strongest_head
 from primacy.analysis.serial_position import quarter
@@ -323,7 +323,7 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
     for the final one only), each panel's emergence over seeds (<panel>/mean/emergence.csv and figure), the page of
     every panel and the table of each run's final checkpoint and emergence step."""
     settings = emergence_settings()
-    page = plt.figure(figsize=(14.0, 5.8 * len(spec.panels)), layout="constrained")
+    page = plt.figure(figsize=(14.0, 8.6 * len(spec.panels)), layout="constrained")
     subfigures = page.subfigures(len(spec.panels), 1, squeeze=False)[:, 0]
     written, table = [], []
     for panel, subfigure in zip(spec.panels, subfigures):
@@ -364,7 +364,7 @@ def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, An
     last, summary = rows[-1], ablation["summary"]
     draws = ablation.get("random_draws", {})  # an ablation.json from before 2026-11-26 has none
     return {"final_step": last["step"], "emerged_at_step": emergence_step(rows), "best_head": last["best_head"],
-            "best_induction": _round(last["best_induction"]), **{key: _round(last[key]) for key in MEASURES},
+            "best_induction": _round(last["best_induction"]), **{key: _round(last[key]) for key in measures(last)},
             "ablated_heads": ablation["k"], **{f"icl_{name}": _round(summary[name]["mean"]) for name in summary},
             "icl_random_draws_se": _round(draws.get("se")),
             "p_top_vs_random": _round(ablation["comparisons"]["top_minus_random"]["p_value"], 6)}

@@ -14,7 +14,7 @@ import transformers
 
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.icl import analyze_heads
-from primacy.analysis.pretrained import checkpoint_name_step, load_pretrained
+from primacy.analysis.pretrained import checkpoint_name_step, family, load_pretrained
 from primacy.cli import main
 from primacy.tasks.prompts import repeated_prompt
 
@@ -253,6 +253,7 @@ def test_checkpoint_steps_come_from_names():
     ("layers", "layers=[2] is invalid: the model has 2 layers"),
     ("two-sources", "hf_model and config/ckpt_path are two sources"),
     ("series-grid", "give several revisions of one model, or several directories"),
+    ("qwen-v1", "is Qwen (v1, model_type qwen), whose architecture is remote code that primacy does not run"),
 ])
 def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, capsys):
     import huggingface_hub
@@ -265,7 +266,12 @@ def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, 
         torch.manual_seed(0)
         config = transformers.MambaConfig(vocab_size=V, hidden_size=16, state_size=4, num_hidden_layers=1)
         transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "mamba")
-    source = {"not-a-model": ["--hf_model", empty], "file": ["--hf_model", tmp_path / "weights.bin"],
+    if case == "qwen-v1":  # the config of Qwen-7B (v1): its model class is remote code
+        (tmp_path / "qwen").mkdir()
+        (tmp_path / "qwen" / "config.json").write_text(json.dumps(
+            {"model_type": "qwen", "architectures": ["QWenLMHeadModel"],
+             "auto_map": {"AutoModelForCausalLM": "modeling_qwen.QWenLMHeadModel"}}))
+    source = {"not-a-model": ["--hf_model", empty], "qwen-v1": ["--hf_model", tmp_path / "qwen"], "file": ["--hf_model", tmp_path / "weights.bin"],
               "missing": ["--hf_model", tmp_path / "nowhere"], "hub-offline": ["--hf_model", "nobody/no-such-model"],
               "no-attention": ["--hf_model", tmp_path / "mamba"],
               "layers": ["--hf_model", models["llama"], "--layers", 2],
@@ -274,6 +280,16 @@ def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, 
     _fails_in_one_line(["analyze", "icl", *source, "--out", tmp_path / "out", "--prompts", 2, "--n_items", 11],
                        expected, capsys)
     assert not (tmp_path / "out").exists(), "nothing written"
+
+
+def test_a_fused_linear_c_attn_is_not_read_as_gpt2():
+    """Qwen v1's attention has GPT-2's child names, but its c_attn is an nn.Linear (weight (3D, D), not Conv1D's
+    (D, 3D)): slicing it as GPT-2 would read the wrong weights, so it is no family primacy knows."""
+    gpt2 = transformers.AutoModelForCausalLM.from_config(_config("gpt2"))
+    assert family(gpt2.transformer.h[0].attn) == "gpt2"
+    qwen_like = torch.nn.Module()
+    qwen_like.c_attn, qwen_like.c_proj = torch.nn.Linear(D, 3 * D), torch.nn.Linear(D, D, bias=False)
+    assert family(qwen_like) is None
 
 
 def _fails_in_one_line(args: list, expected: str, capsys) -> None:

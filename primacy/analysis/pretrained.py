@@ -5,12 +5,13 @@ directory, with eager attention. Its attention is read where the model computes 
 module calls is intercepted (a ``TorchFunctionMode``), its input being the pre-softmax scores (scaled q·k plus the
 causal mask, after rotary embeddings and whatever else the architecture does) and its output the weights the model
 returns with ``output_attentions``. The OV circuit and head ablation need the layout of the attention weights; three
-families cover GPT-2, GPT-NeoX (Pythia) and every model with separate q/k/v/o projections (Llama, Mistral, Qwen,
-grouped-query attention included).
+families cover GPT-2, GPT-NeoX (Pythia) and every model with separate q/k/v/o projections (Llama, Mistral, Qwen2,
+grouped-query attention included). Architectures that exist only as remote code (Qwen-7B v1) are refused.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,10 @@ FAMILIES = {  # attention family: the child modules that identify it
     "qkvo": ("q_proj", "k_proj", "v_proj", "o_proj"),
 }
 OUTPUT = {"gpt2": "c_proj", "gpt_neox": "dense", "qkvo": "o_proj"}  # the projection the heads' outputs enter
+# Architectures only their authors' remote code implements (transformers needs trust_remote_code), which primacy
+# never runs: Qwen-7B (v1), one of the paper's models, fuses q, k, v into a `c_attn` that is an nn.Linear, not
+# GPT-2's Conv1D, so reading it as GPT-2 would slice the wrong weights.
+REMOTE_CODE = {"qwen": "Qwen (v1, model_type qwen)"}
 
 
 def transformers_module():
@@ -50,6 +55,8 @@ def family(module: nn.Module) -> str | None:
     """The attention family of ``module`` (a key of FAMILIES), or None if it is not an attention module."""
     for name, children in FAMILIES.items():
         if all(isinstance(getattr(module, child, None), nn.Module) for child in children):
+            if name == "gpt2" and type(module.c_attn).__name__ != "Conv1D":  # Qwen v1's fused nn.Linear: not GPT-2's
+                continue
             return name
     return None
 
@@ -123,7 +130,7 @@ class PretrainedHeads:
         n_layers = getattr(config, "num_hidden_layers", None)
         if not self.attention_modules or len(self.attention_modules) != n_layers:
             raise UsageError(f"hf_model={name} ({self.model_type}) has no attention heads primacy can read: it knows "
-                             f"GPT-2, GPT-NeoX and q/k/v/o-projection (Llama, Mistral, Qwen) attention")
+                             f"GPT-2, GPT-NeoX and q/k/v/o-projection (Llama, Mistral, Qwen2) attention")
         self.families = [family(m) for m in self.attention_modules]
         self.n_layers, self.n_heads = n_layers, config.num_attention_heads
         self.n_kv_heads = getattr(config, "num_key_value_heads", None) or self.n_heads
@@ -249,6 +256,15 @@ def check_source(name: str) -> None:
                          f"save_pretrained, or a hub id")
     if not path.exists() and name.startswith(("/", ".", "~")):
         raise UsageError(f"hf_model={name} does not exist: give a model directory or a hub id such as gpt2")
+    if path.is_dir():
+        try:
+            model_type = json.loads((path / "config.json").read_text()).get("model_type")
+        except (OSError, ValueError, AttributeError):
+            model_type = None  # transformers says what is wrong with it
+        if model_type in REMOTE_CODE:
+            raise UsageError(f"hf_model={name} is {REMOTE_CODE[model_type]}, whose architecture is remote code that "
+                             f"primacy does not run (trust_remote_code): use a model transformers implements, such "
+                             f"as Qwen2 or later for Qwen")
 
 
 def load_pretrained(name: str, revision: str | None = None, dtype: str = "float32",

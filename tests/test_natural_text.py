@@ -145,7 +145,7 @@ def test_prompts_from_a_token_file(gpt2, tmp_path):
     ("frequent-without-texts", "prompt_vocabulary=frequent needs natural text: give --texts"),
     ("texts-unused", "is unused: it is read for --prompt_vocabulary frequent or --icl_score paper"),
     ("missing-texts", "does not exist: give a text file"),
-    ("not-a-vocabulary", "prompt_vocabulary=most is neither all nor frequent nor a file of token ids"),
+    ("not-a-vocabulary", "prompt_vocabulary=most is neither all nor frequent nor unembedding_bias nor a file of token ids"),
     ("words-in-token-file", "holds 'w3': it must hold token ids (integers) only"),
     ("token-outside", "prompt_vocabulary holds token 500, outside the model's vocabulary [0, 95]"),
     ("special-token", "prompt_vocabulary holds token 1, which prompts may not use"),
@@ -179,6 +179,10 @@ def test_texts_are_refused_for_a_run_trained_here_and_for_ablation_settings_they
     _fails_in_one_line(["analyze", "icl", "--config", tmp_path / "config.yaml", "--ckpt_path", tmp_path / "last.ckpt",
                         "--out", tmp_path / "out", "--icl_score", "paper", "--texts", tmp_path / "t.txt"],
                        "icl_score=paper needs a tokenizer: it is for --hf_model, not a run trained here", capsys)
+    _fails_in_one_line(["analyze", "icl", "--config", tmp_path / "config.yaml", "--ckpt_path", tmp_path / "last.ckpt",
+                        "--out", tmp_path / "out", "--prompt_vocabulary", "unembedding_bias"],
+                       "prompt_vocabulary=unembedding_bias needs a tokenizer and an unembedding: it is for --hf_model",
+                       capsys)
     _fails_in_one_line(["analyze", "ablation", "--hf_model", tmp_path, "--heads", tmp_path / "heads.csv", "--out",
                         tmp_path / "out", "--icl_score", "paper", "--texts", tmp_path / "t.txt", "--repeats", 3],
                        "repeats=3 is unused with --icl_score paper: its sequences are text windows", capsys)

@@ -187,6 +187,56 @@ def test_prompts_use_the_tokenizer_vocabulary_or_the_config(models):
     assert _prompts(qwen, n=11).shape == (5, 22), "r r without BOS"
 
 
+def _space_word_model(path, kind: str = "gpt2"):
+    """A tiny model whose byte-level tokenizer has words with a leading space ('Ġw...' decodes to ' w...'), words
+    without one, digits and punctuation; its final norm's bias set so that the unembedding bias is known."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    words = [f"Ġ{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(40)]  # 'Ġaa', 'Ġba', ...: letters only
+    others = ["Ġ12", "Ġa1", "Ġ.", "plain", "Ġ"]
+    vocab = {token: i for i, token in enumerate([*SPECIAL, *words, *others])}
+    fast = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    fast.pre_tokenizer, fast.decoder = pre_tokenizers.WhitespaceSplit(), decoders.ByteLevel()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=fast, bos_token="<s>", eos_token="</s>",
+                                                     pad_token="<pad>")
+    torch.manual_seed(3)
+    model = transformers.AutoModelForCausalLM.from_config(_config(kind))
+    norm = model.base_model.ln_f if kind == "gpt2" else model.base_model.norm
+    if getattr(norm, "bias", None) is not None:
+        with torch.no_grad():
+            norm.bias.normal_()
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path, [vocab[w] for w in words], model
+
+
+def test_the_papers_prompt_tokens_are_the_space_words_of_largest_unembedding_bias(tmp_path):
+    """App. D: words with a leading space, chosen by the unembedding bias b_U = ln_f.bias · W_U (TransformerLens's
+    b_U after folding the final LayerNorm); never a special token, digits, punctuation or a word without a space."""
+    path, words, model = _space_word_model(tmp_path / "gpt2")
+    heads = load_pretrained(str(path))
+    expected_bias = model.lm_head.weight.detach() @ model.base_model.ln_f.bias.detach()  # V
+    torch.testing.assert_close(heads.unembedding_bias(), expected_bias)
+    assert heads.space_words().nonzero().flatten().tolist() == words
+    chosen = heads.paper_prompt_tokens(11)
+    assert chosen.tolist() == sorted(words, key=lambda i: -expected_bias[i].item())[:11]
+    out = tmp_path / "icl"
+    _run("analyze", "icl", "--hf_model", path, "--prompt_vocabulary", "unembedding_bias", "--out", out,
+         "--prompts", 2, "--n_items", 11, "--formats", "png")
+    summary = json.loads((out / "summary.json").read_text())
+    assert sorted(summary["prompt_token_ids"]) == sorted(chosen.tolist())
+
+
+def test_the_papers_prompt_tokens_need_an_unembedding_bias(tmp_path, capsys):
+    """Llama's RMSNorm has no bias and its output layer none: the criterion is undefined there, and says what stands
+    in; a run trained here has no tokenizer to say which tokens are words."""
+    path, _, _ = _space_word_model(tmp_path / "llama", kind="llama")
+    _fails_in_one_line(["analyze", "icl", "--hf_model", path, "--prompt_vocabulary", "unembedding_bias",
+                        "--out", tmp_path / "out", "--n_items", 11],
+                       "its final norm and output layer have no bias; use --prompt_vocabulary frequent", capsys)
+    assert not (tmp_path / "out").exists()
+
+
 def _run(*args) -> None:
     main([str(a) for a in args])
 
@@ -209,7 +259,8 @@ def test_analyze_icl_and_ablation_on_a_saved_model(models, tmp_path, capsys):
     _run("analyze", "ablation", "--hf_model", models["gpt2"], "--heads", out / "heads.csv", "--out", ablation,
          "--n_items", 8, "--sequences", 12, "--random", 3, "--formats", "png")
     result = json.loads((ablation / "ablation.json").read_text())
-    assert set(result["summary"]) == {"intact", "top", "random"} and len(result["scores"]["intact"]) == 12
+    assert set(result["summary"]) == {"intact", "top", "random", "random_single"}
+    assert len(result["scores"]["intact"]) == 12
     assert {"p_value", "ci_low", "ci_high"} <= set(result["comparisons"]["top_minus_random"])
     printed = capsys.readouterr().out
     assert "intact" in printed and "random ablated" in printed

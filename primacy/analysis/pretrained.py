@@ -40,6 +40,8 @@ OUTPUT = {"gpt2": "c_proj", "gpt_neox": "dense", "qkvo": "o_proj"}  # the projec
 # never runs: Qwen-7B (v1), one of the paper's models, fuses q, k, v into a `c_attn` that is an nn.Linear, not
 # GPT-2's Conv1D, so reading it as GPT-2 would slice the wrong weights.
 REMOTE_CODE = {"qwen": "Qwen (v1, model_type qwen)"}
+FINAL_NORMS = ("ln_f", "final_layer_norm", "norm")  # the base model's last norm: GPT-2, GPT-NeoX, Llama and kin
+SPACE_WORD = re.compile("[\u0120\u2581][A-Za-z]+")  # 'Ġ' (byte-level BPE) or '▁' (SentencePiece), then letters
 
 
 def transformers_module():
@@ -207,6 +209,51 @@ class PretrainedHeads:
             return None
         w_v, w_o = self._value_output(layer, head)
         return self.model.get_input_embeddings().weight, w_v, w_o, unembedding.weight.T
+
+    def unembedding_bias(self) -> torch.Tensor:
+        """b_U (V,) float32: the logit bias each token gets whatever the residual stream holds, as TransformerLens
+        defines it once the final LayerNorm is folded into the unembedding: the final norm's bias times W_U, plus
+        the output layer's own bias. Zero for models whose final norm has no bias (RMSNorm: Llama, Mistral, Qwen2)
+        and whose output layer has none."""
+        head = self.model.get_output_embeddings()
+        if head is None:
+            raise UsageError(f"{self.name} has no output embedding: its unembedding bias is undefined")
+        bias = torch.zeros(head.weight.shape[0], device=head.weight.device)  # V
+        norm = next((getattr(self.model.base_model, name) for name in FINAL_NORMS
+                     if isinstance(getattr(self.model.base_model, name, None), nn.Module)), None)
+        if norm is not None and getattr(norm, "bias", None) is not None:
+            bias += head.weight.float() @ norm.bias.float()  # V D · D
+        if getattr(head, "bias", None) is not None:
+            bias += head.bias.float()
+        return bias.cpu()
+
+    def space_words(self) -> torch.Tensor:
+        """(vocab_size,) bool: the tokens that are a leading space and then letters only (' the', ' cat'), spelled
+        as byte-level BPE (GPT-2, Pythia: 'Ġthe') or SentencePiece ('▁the') tokenizers spell them."""
+        if self.tokenizer is None or self.vocab.source != "tokenizer":
+            raise UsageError(f"prompt_vocabulary=unembedding_bias needs the model's tokenizer, and {self.name} has no "
+                             f"tokenizer files: save one beside the model (tokenizer.save_pretrained)")
+        words = torch.zeros(self.vocab_size, dtype=torch.bool)
+        for i, token in enumerate(self.tokenizer.convert_ids_to_tokens(list(range(min(len(self.tokenizer),
+                                                                                        self.vocab_size))))):
+            words[i] = bool(token) and SPACE_WORD.fullmatch(token) is not None
+        return words if self.allowed is None else words & self.allowed
+
+    def paper_prompt_tokens(self, n: int) -> torch.Tensor:
+        """The paper's prompt tokens (Ji-An et al., App. D): the ``n`` tokens of a leading space and letters with the
+        largest unembedding biases (``unembedding_bias``), largest first: (n,) int64. A model without such a bias
+        (every b_U 0) is refused: the most frequent tokens of a text (``frequent``) stand in for it."""
+        bias = self.unembedding_bias()
+        if not bool(bias.abs().max() > 0):
+            raise UsageError(f"prompt_vocabulary=unembedding_bias is undefined for {self.name} ({self.model_type}): "
+                             f"its final norm and output layer have no bias; use --prompt_vocabulary frequent "
+                             f"--texts FILE, the most frequent tokens of a text, instead")
+        words = self.space_words()
+        if int(words.sum()) < n:
+            raise UsageError(f"{self.name}'s tokenizer has {int(words.sum())} tokens of a leading space and letters: "
+                             f"prompts of n_items={n} need as many")
+        ranked = torch.where(words, bias, torch.tensor(float("-inf")))  # V
+        return torch.argsort(-ranked, stable=True)[:n]
 
     @contextmanager
     def ablate_heads(self, heads: Iterable[Head]) -> Iterator[None]:

@@ -28,7 +28,7 @@ from primacy.workflows.analyses import (
     write_probes,
 )
 from primacy.workflows.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
-from primacy.workflows.texts import ICL_SCORES, PROMPT_VOCABULARIES, TextSettings, check_text_options
+from primacy.workflows.texts import ICL_SCORES, TextSettings, check_text_options
 
 ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
 PROBE_FILES = ("probes.csv", "probes.npz", "summary.json")
@@ -86,9 +86,10 @@ def _text_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("the paper's prompts and ICL score (docs/icl.md); frequent, paper and --texts "
                                       "need --hf_model")
     group.add_argument("--prompt_vocabulary", default="all",
-                       help=f"the tokens r is drawn from: {' (default), '.join(PROMPT_VOCABULARIES)} (the n_items "
-                            f"most frequent tokens of --texts, so each prompt orders the same n tokens, as the paper's "
-                            f"100) or a file of token ids")
+                       help="the tokens r is drawn from: all (default); frequent (the n_items most frequent tokens "
+                            "of --texts, so each prompt orders the same n tokens); unembedding_bias (the paper's: the "
+                            "n_items words with a leading space of largest unembedding bias, for models whose final "
+                            "norm or output layer has a bias, e.g. GPT-2 and Pythia); or a file of token ids")
     group.add_argument("--icl_score", choices=ICL_SCORES, default="repeats",
                        help="repeats: loss at the last token of the second repeat minus the first's, on the prompts; "
                             "paper: loss at token 500 minus token 50 of 512-token windows of --texts (Olsson et al.)")

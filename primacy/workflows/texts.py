@@ -16,7 +16,7 @@ from primacy.analysis.natural_text import PAPER_EARLY, PAPER_LATE, WINDOW, frequ
 from primacy.analysis.pretrained import PretrainedHeads
 from primacy.errors import UsageError
 
-PROMPT_VOCABULARIES = ("all", "frequent")  # or a file of token ids
+PROMPT_VOCABULARIES = ("all", "frequent", "unembedding_bias")  # or a file of token ids
 ICL_SCORES = ("repeats", "paper")
 
 
@@ -79,14 +79,18 @@ def check_text_options(prompt_vocabulary: str, icl_score: str, texts: str | None
         raise UsageError(f"texts={texts} is unused: it is read for --prompt_vocabulary frequent or --icl_score paper")
     if needs_texts and not pretrained:
         raise UsageError(f"{needs_texts[0]} needs a tokenizer: it is for --hf_model, not a run trained here")
+    if prompt_vocabulary == "unembedding_bias" and not pretrained:
+        raise UsageError("prompt_vocabulary=unembedding_bias needs a tokenizer and an unembedding: it is for "
+                         "--hf_model, not a run trained here")
     if prompt_vocabulary not in PROMPT_VOCABULARIES:
         read_token_ids(prompt_vocabulary)  # a bad file is an error now, before any model is loaded
 
 
 @dataclass(frozen=True)
 class TextSettings:
-    """Which tokens prompts draw from (``prompt_vocabulary``: all, frequent or a token-id file), which ICL score is
-    computed (``icl_score``: repeats or paper), on which ``texts``, and how many paper windows at most."""
+    """Which tokens prompts draw from (``prompt_vocabulary``: all, frequent, unembedding_bias or a token-id file),
+    which ICL score is computed (``icl_score``: repeats or paper), on which ``texts``, and how many paper windows at
+    most."""
 
     prompt_vocabulary: str = "all"
     icl_score: str = "repeats"
@@ -103,6 +107,8 @@ class TextSettings:
             return None
         if self.prompt_vocabulary == "frequent":
             chosen = frequent_tokens(documents, model.vocab_size, n, model.allowed)
+        elif self.prompt_vocabulary == "unembedding_bias":
+            chosen = model.paper_prompt_tokens(n)
         else:
             chosen = read_token_ids(self.prompt_vocabulary)
         mask = token_mask(chosen, model.vocab_size, model.allowed, "prompt_vocabulary")

@@ -144,7 +144,7 @@ COMMANDS = [
      ("formats=['xyz'] are unknown: choose among ", "pdf", "png", "svg")),
     ("models-extra-argument", ["models", "--all"],
      "primacy models: unrecognized arguments: --all (see primacy models --help)"),
-    ("analyze-unknown", ["analyze", "heads"], "analyze heads is unknown: choose one of icl, ablation, probes"),
+    ("analyze-unknown", ["analyze", "heads"], "analyze heads is unknown: choose one of icl, ablation, probes, published"),
     ("analyze-icl-missing-config", ["analyze", "icl", "--config", "{tmp}/none.yaml", "--ckpt_path",
                                     "{run}/checkpoints/last.ckpt", "--out", "{tmp}/icl"],
      "config={tmp}/none.yaml does not exist: give a run's config.yaml"),

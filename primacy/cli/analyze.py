@@ -1,5 +1,5 @@
-"""``primacy analyze icl|ablation|probes``: post-hoc analyses of a trained run's attention heads (Ji-An et al. 2024;
-Morita 2025 for the verification probes)."""
+"""``primacy analyze icl|ablation|probes|published``: post-hoc analyses of a trained run's attention heads (Ji-An et al.
+2024; Morita 2025 for the verification probes), and the per-head results Ji-An et al. published, read the same way."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ from primacy.workflows.analyses import (
     analyze_checkpoints,
     ranked_heads,
     write_probes,
+)
+from primacy.workflows.published_heads import (
+    read_ablation,
+    read_scores,
+    read_series,
+    write_ablation,
+    write_scores,
+    write_series,
 )
 from primacy.workflows.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
 from primacy.workflows.texts import ICL_SCORES, TextSettings, check_text_options
@@ -263,11 +271,65 @@ def probes_command(args: list[str]) -> None:
           f"weight on the probed item {gap['old']['match_weight']:.3f}")
 
 
-SUBCOMMANDS = {"icl": icl_command, "ablation": ablation_command, "probes": probes_command}
+def published_command(args: list[str]) -> None:
+    """Ji-An et al.'s published per-head results (corxyz/icl-cmr saved_scores, saved_ablation) as analyze icl's and
+    analyze ablation's files: CMR and a Gaussian fitted here to their lag-CRPs; several checkpoints give emergence.csv."""
+    parser = ArgumentParser(prog="primacy analyze published", description=published_command.__doc__)
+    _common_arguments(parser, seed=False)
+    parser.add_argument("--scores", nargs="+", default=None,
+                        help="a saved_scores .pkl file (one model), or several checkpoints of one model (names ending "
+                             "in _cp<N>.pkl): each into OUT/step<N>, then OUT/emergence.csv")
+    parser.add_argument("--ablation", default=None, help="a saved_ablation .pkl file: OUT/ablation.json (Fig. 8)")
+    parser.add_argument("--grid", default=None, help="a CMR grid file (default: the paper grid shipped with primacy)")
+    parser.add_argument("--alignment", choices=ALIGNMENTS, default="peak",
+                        help="CMR CRP onto the lag-CRP: peak (the paper) or affine (least squares)")
+    parser.add_argument("--top", type=int, default=4,
+                        help="heads shown in the lag-CRP figure, and averaged (best by induction) over checkpoints")
+    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    options = parser.parse_args(args)
+    positive(top=options.top)
+    if options.scores is None and options.ablation is None:
+        raise UsageError("analyze published needs --scores FILE [FILE ...], --ablation FILE or both")
+    several = options.scores is not None and len(options.scores) > 1
+    outputs = (("emergence.csv",) if several else ICL_FILES) if options.scores else ()
+    out = _check_outputs(options.out, outputs + (("ablation.json",) if options.ablation else ()), options.overwrite,
+                         options.formats)
+    series = read_series(options.scores) if several else None  # every file read and checked before any work
+    for step, _ in series or ():
+        _check_outputs(str(out / f"step{step}"), ICL_FILES, options.overwrite, options.formats)
+    single = read_scores(options.scores[0]) if options.scores and not several else None
+    ablation = read_ablation(options.ablation) if options.ablation else None
+    grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
+    formats = tuple(options.formats)
+    if series is not None:
+        rows = write_series(series, out, grid, options.alignment, options.top, formats)
+        final = rows[-1]
+        print(f"{len(rows)} checkpoints -> {out}: at checkpoint {final['step']} best head {final['best_head']} "
+              f"induction {final['best_induction']:.3f}, CMR-like share {final['cmr_like_share']:.2f}")
+    if single is not None:
+        content = write_scores(single, out, grid, options.alignment, options.top, formats)
+        best = content["top_induction_heads"][0]
+        print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: top induction head "
+              f"L{best['layer']}H{best['head']} score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "
+              f"CMR distance {best['cmr_distance']:.3f} (beta_enc {best['beta_enc']:.2f}, beta_rec "
+              f"{best['beta_rec']:.2f}, gamma_ft {best['gamma_ft']:.2f}); {content['cmr_like_heads']} CMR-like heads"
+              + (f"; the file disagrees with itself: {'; '.join(content['published_notes'])}"
+                 if content["published_notes"] else ""))
+    if ablation is not None:
+        result = write_ablation(options.ablation, out, formats)
+        s, c = result["summary"], result["comparisons"]
+        print(f"ICL score of {result['sequences']} sequences (loss at token {result['late']} - token {result['early']}) "
+              f"-> {out}: intact {s['intact']['mean']:+.3f}, top 10 % CMR-like heads ablated {s['top']['mean']:+.3f} "
+              f"(p = {c['top_minus_intact']['p_value']:.3g}), one random draw {s['random_single']['mean']:+.3f}; "
+              f"top vs random p = {c['top_minus_random_single']['p_value']:.3g}")
+
+
+SUBCOMMANDS = {"icl": icl_command, "ablation": ablation_command, "probes": probes_command,
+               "published": published_command}
 
 
 def command(args: list[str]) -> None:
-    """``primacy analyze icl|ablation|probes ...``; ``--help`` after any of them says more."""
+    """``primacy analyze icl|ablation|probes|published ...``; ``--help`` after any of them says more."""
     if args[:1] in (["-h"], ["--help"]):
         print(f"usage: primacy analyze {{{','.join(SUBCOMMANDS)}}} [--help] ...\n")
         for name, command in SUBCOMMANDS.items():

@@ -117,7 +117,7 @@ def cmr_families(params: np.ndarray, crps: np.ndarray, lags: np.ndarray, base: t
     return fig
 
 
-def ablation_scores(summary: dict, k: int, rank_by: str) -> Figure:
+def ablation_scores(summary: dict, k: int | str, rank_by: str) -> Figure:
     """Mean ICL score (± SE over sequences) intact, with the top-k heads ablated, with k random heads ablated (the
     mean of the draws) and with the first draw's k heads alone (the authors' single draw, when ``summary`` has it)."""
     names = {"intact": "intact", "top": f"top {k} by {rank_by}", "random": f"{k} random,\nmean of draws",

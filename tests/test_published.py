@@ -16,6 +16,7 @@ from primacy.analysis.cmr.fits import FIT_LAGS, fit_cmr
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.cli import main
 from primacy.errors import UsageError
+from primacy.workflows.analyses import read_analysis
 from primacy.workflows.published import read_published
 from primacy.workflows.published_heads import PUBLISHED_LAGS, read_scores
 
@@ -181,3 +182,26 @@ def test_a_series_of_checkpoints_gives_one_emergence_row_per_checkpoint_in_order
         main(["analyze", "published", "--scores", paths[0], str(tmp_path / "no_number.pkl"), "--out",
               str(tmp_path / "x")])
     assert "has no checkpoint number" in capsys.readouterr().err
+
+
+def test_the_published_heads_beside_heads_analysed_here(tmp_path, capsys):
+    """--beside draws the published model and other analyze icl directories on one page; read_analysis gives back
+    the heads and curves the directory holds."""
+    other = tmp_path / "other"
+    main(["analyze", "published", "--scores", dumped(tmp_path, "all_scores_other.pkl", authors_scores(seed=3)),
+          "--out", str(other), "--formats", "png"])
+    analysis = read_analysis(other)
+    with (other / "heads.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [h.induction for h in analysis.heads] == pytest.approx([float(r["induction"]) for r in rows])
+    assert analysis.lag_crps.shape == (LAYERS, HEADS, len(FIT_LAGS)) and analysis.layers == tuple(range(LAYERS))
+    out = tmp_path / "out"
+    main(["analyze", "published", "--scores", dumped(tmp_path, "all_scores_tiny.pkl", authors_scores()),
+          "--out", str(out), "--formats", "png", "--beside", str(other)])
+    assert "2 models on one page" in capsys.readouterr().out and (out / "beside.png").stat().st_size > 0
+    with pytest.raises(SystemExit):
+        main(["analyze", "published", "--scores", dumped(tmp_path, "all_scores_x.pkl", authors_scores()), "--out",
+              str(tmp_path / "x"), "--beside", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert "beside=" in err and "has no heads.csv" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists(), "checked before anything is written"

@@ -25,6 +25,7 @@ from primacy.workflows.analyses import (
     analyze_checkpoint,
     analyze_checkpoints,
     ranked_heads,
+    read_analysis,
     write_probes,
 )
 from primacy.workflows.published_heads import (
@@ -32,6 +33,7 @@ from primacy.workflows.published_heads import (
     read_scores,
     read_series,
     write_ablation,
+    write_beside,
     write_scores,
     write_series,
 )
@@ -286,10 +288,17 @@ def published_command(args: list[str]) -> None:
     parser.add_argument("--top", type=int, default=4,
                         help="heads shown in the lag-CRP figure, and averaged (best by induction) over checkpoints")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    parser.add_argument("--beside", nargs="+", default=None, metavar="DIR",
+                        help="analyze icl output directories of other models (trained here, say): OUT/beside.png "
+                             "draws the published model's heads (its last checkpoint for a series) and theirs on one "
+                             "page")
     options = parser.parse_args(args)
     positive(top=options.top)
     if options.scores is None and options.ablation is None:
         raise UsageError("analyze published needs --scores FILE [FILE ...], --ablation FILE or both")
+    if options.beside and not options.scores:
+        raise UsageError("beside needs --scores: it draws the published model's heads beside the others'")
+    beside = [(str(d), read_analysis(d)) for d in options.beside or ()]
     several = options.scores is not None and len(options.scores) > 1
     outputs = (("emergence.csv",) if several else ICL_FILES) if options.scores else ()
     out = _check_outputs(options.out, outputs + (("ablation.json",) if options.ablation else ()), options.overwrite,
@@ -303,11 +312,14 @@ def published_command(args: list[str]) -> None:
     formats = tuple(options.formats)
     if series is not None:
         rows = write_series(series, out, grid, options.alignment, options.top, formats)
+        published = (f"{Path(options.scores[0]).parent.name or 'published'} cp{series[-1][0]}",
+                     read_analysis(out / f"step{series[-1][0]}"))
         final = rows[-1]
         print(f"{len(rows)} checkpoints -> {out}: at checkpoint {final['step']} best head {final['best_head']} "
               f"induction {final['best_induction']:.3f}, CMR-like share {final['cmr_like_share']:.2f}")
     if single is not None:
         content = write_scores(single, out, grid, options.alignment, options.top, formats)
+        published = (Path(options.scores[0]).stem, read_analysis(out))
         best = content["top_induction_heads"][0]
         print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: top induction head "
               f"L{best['layer']}H{best['head']} score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "
@@ -315,6 +327,9 @@ def published_command(args: list[str]) -> None:
               f"{best['beta_rec']:.2f}, gamma_ft {best['gamma_ft']:.2f}); {content['cmr_like_heads']} CMR-like heads"
               + (f"; the file disagrees with itself: {'; '.join(content['published_notes'])}"
                  if content["published_notes"] else ""))
+    if beside:
+        written = write_beside([published, *beside], out, grid.variant, formats)
+        print(f"{len(beside) + 1} models on one page -> {written[0] if written else out}")
     if ablation is not None:
         result = write_ablation(options.ablation, out, formats)
         s, c = result["summary"], result["comparisons"]

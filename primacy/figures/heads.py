@@ -49,24 +49,32 @@ def attention_pattern(analysis: HeadAnalysis, head: HeadResult) -> Figure:
 def lag_crp_fits(analysis: HeadAnalysis, heads: list[HeadResult], variant: str) -> Figure:
     """Fig. 5a-d: each head's attention lag-CRP with the best CMR CRP and Gaussian fits."""
     fig, axes = plt.subplots(1, len(heads), figsize=(3.2 * len(heads), 3.0), constrained_layout=True, squeeze=False)
-    lags = analysis.lags
     for ax, head in zip(axes[0], heads):
-        at = analysis.at(head)
-        ax.plot(lags, analysis.lag_crps[at], "o-", color="k", label="attention")
-        ax.plot(lags, analysis.cmr_fits[at], "-", color="tab:red", label=f"CMR ({variant})")
-        ax.plot(lags, analysis.gaussian_fits[at], "--", color="tab:blue", label="Gaussian")
-        ax.axvline(0, color="0.8", lw=0.8, zorder=0)
-        ax.set_xlabel("lag")
-        ax.set_title(f"{head_name(head)}: induction {head.induction:.2f}\n"
-                     f"CMR d = {head.cmr_distance:.2f}, Gaussian d = {head.gaussian_distance:.2f}", fontsize=9)
+        _lag_crp(ax, analysis, head, variant)
     axes[0, 0].set_ylabel("pre-softmax attention score")
     axes[0, 0].legend(fontsize=8, frameon=False)
     return fig
 
 
+def _lag_crp(ax: Axes, analysis: HeadAnalysis, head: HeadResult, variant: str) -> None:
+    at, lags = analysis.at(head), analysis.lags
+    ax.plot(lags, analysis.lag_crps[at], "o-", color="k", label="attention")
+    ax.plot(lags, analysis.cmr_fits[at], "-", color="tab:red", label=f"CMR ({variant})")
+    ax.plot(lags, analysis.gaussian_fits[at], "--", color="tab:blue", label="Gaussian")
+    ax.axvline(0, color="0.8", lw=0.8, zorder=0)
+    ax.set_xlabel("lag")
+    ax.set_title(f"{head_name(head)}: induction {head.induction:.2f}\n"
+                 f"CMR d = {head.cmr_distance:.2f}, Gaussian d = {head.gaussian_distance:.2f}", fontsize=9)
+
+
 def distance_vs_induction(heads: list[HeadResult]) -> Figure:
     """Fig. 5e: CMR distance against induction score, one point per head, coloured by layer."""
     fig, ax = plt.subplots(figsize=(4.4, 3.6), constrained_layout=True)
+    _distance_vs_induction(ax, heads)
+    return fig
+
+
+def _distance_vs_induction(ax: Axes, heads: list[HeadResult]) -> None:
     layers = sorted({h.layer for h in heads})
     palette = sns.color_palette("viridis", len(layers))
     for colour, layer in zip(palette, layers):
@@ -77,19 +85,39 @@ def distance_vs_induction(heads: list[HeadResult]) -> Figure:
     ax.set_xlabel("induction score")
     ax.set_ylabel("CMR distance")
     ax.set_yscale("log")
-    ax.legend(fontsize=8, frameon=False)
-    return fig
+    ax.legend(fontsize=8 if len(layers) <= 8 else 6, frameon=False, ncol=1 if len(layers) <= 8 else 2)
 
 
 def cmr_like_share(shares: list[float], layers: list[int] | None = None) -> Figure:
     """Fig. 6: the share of CMR-like heads (distance < 0.5) in each of ``layers`` (None: 0, 1, ...)."""
-    layers = list(range(len(shares))) if layers is None else layers
     fig, ax = plt.subplots(figsize=(max(3.0, 0.6 * len(shares) + 1.6), 3.0), constrained_layout=True)
+    _cmr_like_share(ax, shares, layers)
+    return fig
+
+
+def _cmr_like_share(ax: Axes, shares: list[float], layers: list[int] | None = None) -> None:
+    layers = list(range(len(shares))) if layers is None else layers
     ax.bar(np.arange(len(shares)), shares, color="tab:red")
     ax.set_xticks(np.arange(len(shares)), [str(layer) for layer in layers])
     ax.set_xlabel("layer")
     ax.set_ylabel(f"share of heads with CMR distance < {CMR_LIKE}")
     ax.set_ylim(0, 1)
+
+
+def heads_beside(models: list[tuple[str, HeadAnalysis]], variant: str) -> Figure:
+    """Several models' heads on one page, a row each: the best induction head's lag-CRP with its CMR and Gaussian
+    fits (Fig. 5a), CMR distance against induction score (Fig. 5e) and the share of CMR-like heads by layer
+    (Fig. 6). ``models`` are (name, analysis) pairs, e.g. a published model beside models trained here."""
+    fig, axes = plt.subplots(len(models), 3, figsize=(13.0, 3.4 * len(models)), constrained_layout=True,
+                             squeeze=False, gridspec_kw={"width_ratios": [1.0, 1.2, 1.3]})
+    for row, (name, analysis) in zip(axes, models):
+        _lag_crp(row[0], analysis, analysis.by_induction()[0], variant)
+        row[0].set_ylabel(f"{name}\npre-softmax attention score")
+        _distance_vs_induction(row[1], analysis.heads)
+        layers = sorted({h.layer for h in analysis.heads})
+        shares = [float(np.mean([h.cmr_like for h in analysis.heads if h.layer == layer])) for layer in layers]
+        _cmr_like_share(row[2], shares, layers)
+    axes[0, 0].legend(fontsize=8, frameon=False)
     return fig
 
 

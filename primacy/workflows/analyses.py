@@ -7,6 +7,7 @@ import csv
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Literal
 
@@ -18,7 +19,7 @@ from primacy.analysis.ablation import ablation_study, icl_scores, repeated_token
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.emergence import as_float, closest_heads, emergence_row, top_heads
 from primacy.analysis.head_model import HeadModel, check_length
-from primacy.analysis.icl import HeadAnalysis, analyze_heads, summary
+from primacy.analysis.icl import HeadAnalysis, HeadResult, analyze_heads, summary
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
 from primacy.checks import one_of, positive
 from primacy.errors import UsageError
@@ -130,6 +131,30 @@ def analyze_checkpoint(source: Checkpoint, out: Path, settings: ICLSettings) -> 
 def read_heads(path: Path) -> list[dict]:
     with path.open() as f:
         return list(csv.DictReader(f))
+
+
+def read_analysis(directory: str | Path) -> HeadAnalysis:
+    """An ``analyze icl`` (or ``analyze published``) output directory read back as a HeadAnalysis: heads.csv and
+    lag_crps.npz (no attention pattern: it is not kept). A directory without them is a one-line UsageError."""
+    directory = Path(directory)
+    missing = [name for name in ("heads.csv", "lag_crps.npz") if not (directory / name).is_file()]
+    if missing:
+        raise UsageError(f"beside={directory} has no {missing[0]}: give a directory that analyze icl or analyze "
+                         f"published wrote")
+    integers = {"layer", "head", "lag_crp_peak"}
+    names = [f.name for f in dataclass_fields(HeadResult)]
+    try:
+        heads = [HeadResult(**{name: int(row[name]) if name in integers else as_float(row[name]) for name in names})
+                 for row in read_heads(directory / "heads.csv")]
+        with np.load(directory / "lag_crps.npz", allow_pickle=False) as arrays:
+            lags, crps, cmr, gauss = (arrays[key] for key in ("lags", "lag_crps", "cmr_fits", "gaussian_fits"))
+    except (KeyError, ValueError, TypeError, OSError) as error:
+        raise UsageError(f"beside={directory} holds files analyze icl did not write ({error})") from None
+    layers = tuple(sorted({h.layer for h in heads}))
+    if not heads or crps.shape[:2] != (len(layers), max(h.head for h in heads) + 1):
+        raise UsageError(f"beside={directory}: heads.csv and lag_crps.npz disagree on the layers and heads")
+    return HeadAnalysis(heads, lags, crps, cmr, gauss, np.empty((*crps.shape[:2], 0, 0)), np.empty(0, dtype=np.int64),
+                        n_items=0, layers=layers)
 
 
 def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSettings, reuse: bool = False,

@@ -216,6 +216,14 @@ def write_series(series: list[tuple[int, PublishedScores]], out: Path, grid: CMR
     return rows
 
 
+def write_beside(models: list[tuple[str, HeadAnalysis]], out: Path, variant: str,
+                 formats: tuple[str, ...]) -> list[Path]:
+    """``out/beside``: the models' heads on one page, a row each (``figures.heads.heads_beside``); the files written."""
+    if not formats:
+        return []
+    return figures.save(figures.heads.heads_beside(models, variant), out / "beside", formats)
+
+
 def read_ablation(path: str | Path) -> dict[str, np.ndarray]:
     """The three per-sequence ICL-score arrays (S,) of a ``saved_ablation`` file; another kind of file, or arrays of
     different lengths, is a UsageError naming it."""

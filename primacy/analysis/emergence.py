@@ -80,7 +80,8 @@ def emergence_row(step: int, heads: Sequence[dict[str, Any]], top: int, icl_scor
         "top_cmr_distance": _mean([as_float(h["cmr_distance"]) for h in ranked]),
         **{key: _mean([as_float(h[key]) for h in ranked]) for key in FITTED},
         "cmr_like_share": float(np.mean(list(like.values()))),
-        **{f"{LAYER_SHARE}{layer}": float(np.mean([v for (l, _), v in like.items() if l == layer])) for layer in layers},
+        **{f"{LAYER_SHARE}{layer}": float(np.mean([v for (l, _), v in like.items() if l == layer]))
+           for layer in layers},
         "cmr_top_induction": _mean([as_float(h["induction"]) for h in similar]),
         "cmr_top_cmr_distance": _mean([as_float(h["cmr_distance"]) for h in similar]),
         **{f"cmr_top_{key}": _mean([as_float(h[key]) for h in similar]) for key in FITTED},

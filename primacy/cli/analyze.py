@@ -275,7 +275,8 @@ def probes_command(args: list[str]) -> None:
 
 def published_command(args: list[str]) -> None:
     """Ji-An et al.'s published per-head results (corxyz/icl-cmr saved_scores, saved_ablation) as analyze icl's and
-    analyze ablation's files: CMR and a Gaussian fitted here to their lag-CRPs; several checkpoints give emergence.csv."""
+    analyze ablation's files: CMR and a Gaussian fitted here to their lag-CRPs; several checkpoints give
+    emergence.csv."""
     parser = ArgumentParser(prog="primacy analyze published", description=published_command.__doc__)
     _common_arguments(parser, seed=False)
     parser.add_argument("--scores", nargs="+", default=None,
@@ -333,8 +334,8 @@ def published_command(args: list[str]) -> None:
     if ablation is not None:
         result = write_ablation(options.ablation, out, formats)
         s, c = result["summary"], result["comparisons"]
-        print(f"ICL score of {result['sequences']} sequences (loss at token {result['late']} - token {result['early']}) "
-              f"-> {out}: intact {s['intact']['mean']:+.3f}, top 10 % CMR-like heads ablated {s['top']['mean']:+.3f} "
+        print(f"ICL score of {result['sequences']} sequences (loss at token {result['late']} - token "
+              f"{result['early']}) -> {out}: intact {s['intact']['mean']:+.3f}, top 10 % CMR-like heads ablated {s['top']['mean']:+.3f} "
               f"(p = {c['top_minus_intact']['p_value']:.3g}), one random draw {s['random_single']['mean']:+.3f}; "
               f"top vs random p = {c['top_minus_random_single']['p_value']:.3g}")
 

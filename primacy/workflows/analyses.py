@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -71,10 +71,19 @@ def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: d
     files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
                    gaussian_fits=analysis.gaussian_fits)
     formats = list(settings.formats)
-    if not formats:
-        return content
+    if formats:
+        figures.save(figures.heads.attention_pattern(analysis, analysis.by_induction()[0]), out / "attention_pattern",
+                     formats)
+        draw_heads(analysis, content, grid, top, out, formats)
+    return content
+
+
+def draw_heads(analysis: HeadAnalysis, content: dict, grid: CMRGrid, top: int, out: Path,
+               formats: Sequence[str]) -> None:
+    """The figures of an analysis that need no attention pattern, into ``out``: the top heads' lag-CRP fits and
+    CMR distance against induction score (Fig. 5), the CMR-like share by layer (``content``, summary.json's; Fig. 6)
+    and CMR's families around the best head's fit (Fig. 4)."""
     ranked = analysis.by_induction()
-    figures.save(figures.heads.attention_pattern(analysis, ranked[0]), out / "attention_pattern", formats)
     figures.save(figures.heads.lag_crp_fits(analysis, ranked[:top], grid.variant), out / "lag_crp_fits", formats)
     figures.save(figures.heads.distance_vs_induction(analysis.heads), out / "cmr_distance_vs_induction", formats)
     figures.save(figures.heads.cmr_like_share(content["cmr_like_share_by_layer"], content["layers"]),
@@ -83,7 +92,6 @@ def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: d
     base = (0.5, 0.5, 0.3) if np.isnan(best.cmr_distance) else (best.beta_enc, best.beta_rec, best.gamma_ft)
     figures.save(figures.heads.cmr_families(grid.params, grid.crps, grid.lags, base, grid.variant),
                  out / "cmr_families", formats)
-    return content
 
 
 def _prompt_items(default: int | None, n_items: int | None) -> int:

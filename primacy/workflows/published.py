@@ -55,7 +55,8 @@ def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, requires_
     integers = shapes and all(isinstance(v, int) for v in (offset, *size, *stride))
     if not isinstance(storage, (torch.TypedStorage, torch.UntypedStorage)) or not integers or hooks or metadata:
         raise _Refused("a torch tensor with unexpected arguments (storage, offset, size, stride, hooks)")
-    return torch._utils._rebuild_tensor_v2(storage, offset, size, stride, bool(requires_grad), collections.OrderedDict())
+    return torch._utils._rebuild_tensor_v2(storage, offset, size, stride, bool(requires_grad),
+                                           collections.OrderedDict())
 
 
 def _numpy_globals() -> dict[tuple[str, str], Any]:

@@ -22,7 +22,7 @@ from primacy.analysis.emergence import closest_heads, emergence_row, top_heads
 from primacy.analysis.icl import HeadAnalysis, HeadResult, fit_head, summary
 from primacy.analysis.natural_text import PAPER_EARLY, PAPER_LATE
 from primacy.errors import UsageError
-from primacy.workflows.analyses import read_heads, write_emergence
+from primacy.workflows.analyses import draw_heads, read_heads, write_emergence
 from primacy.workflows.published import read_published
 
 PUBLISHED_LAGS = np.arange(-8, 8)  # lags of the authors' CRP_scores: 16 values, -8..7 (their util.load_scores_in_range)
@@ -60,7 +60,8 @@ def _kind(content: Any) -> str:
         return "scores"
     if isinstance(content, dict) and set(ABLATION_KEYS) <= set(content):
         return "ablation"
-    if isinstance(content, dict) and content and all(isinstance(v, dict) and "selection" in v for v in content.values()):
+    if isinstance(content, dict) and content and all(isinstance(v, dict) and "selection" in v
+                                                     for v in content.values()):
         return "top heads"
     return "unknown"
 
@@ -155,15 +156,7 @@ def write_scores(scores: PublishedScores, out: Path, grid: CMRGrid, alignment: s
                    published_lags=PUBLISHED_LAGS, published_lag_crps=scores.lag_crps,
                    published_lag_crp_sems=scores.lag_crp_sems)
     if formats:
-        ranked = analysis.by_induction()
-        figures.save(figures.heads.lag_crp_fits(analysis, ranked[:top], grid.variant), out / "lag_crp_fits", formats)
-        figures.save(figures.heads.distance_vs_induction(analysis.heads), out / "cmr_distance_vs_induction", formats)
-        figures.save(figures.heads.cmr_like_share(content["cmr_like_share_by_layer"], content["layers"]),
-                     out / "cmr_like_share", formats)
-        best = ranked[0]
-        base = (0.5, 0.5, 0.3) if np.isnan(best.cmr_distance) else (best.beta_enc, best.beta_rec, best.gamma_ft)
-        figures.save(figures.heads.cmr_families(grid.params, grid.crps, grid.lags, base, grid.variant),
-                     out / "cmr_families", formats)
+        draw_heads(analysis, content, grid, top, out, formats)
     return content
 
 

@@ -332,11 +332,12 @@ def published_command(args: list[str]) -> None:
         written = write_beside([published, *beside], out, grid.variant, formats)
         print(f"{len(beside) + 1} models on one page -> {written[0] if written else out}")
     if ablation is not None:
-        result = write_ablation(options.ablation, out, formats)
+        result = write_ablation(ablation, options.ablation, out, formats)
         s, c = result["summary"], result["comparisons"]
         print(f"ICL score of {result['sequences']} sequences (loss at token {result['late']} - token "
-              f"{result['early']}) -> {out}: intact {s['intact']['mean']:+.3f}, top 10 % CMR-like heads ablated {s['top']['mean']:+.3f} "
-              f"(p = {c['top_minus_intact']['p_value']:.3g}), one random draw {s['random_single']['mean']:+.3f}; "
+              f"{result['early']}) -> {out}: intact {s['intact']['mean']:+.3f}, top 10 % CMR-like heads ablated "
+              f"{s['top']['mean']:+.3f} (p = {c['top_minus_intact']['p_value']:.3g}), one random draw "
+              f"{s['random_single']['mean']:+.3f}; "
               f"top vs random p = {c['top_minus_random_single']['p_value']:.3g}")
 
 

@@ -260,9 +260,10 @@ def ablation_result(arrays: dict[str, np.ndarray], path: Path, seed: int = 0) ->
     }
 
 
-def write_ablation(path: str | Path, out: Path, formats: tuple[str, ...]) -> dict:
-    """ablation.json and the ablation figure (Fig. 8) of a saved_ablation file in ``out``; returns the content."""
-    result = ablation_result(read_ablation(path), Path(path))
+def write_ablation(arrays: dict[str, np.ndarray], path: str | Path, out: Path, formats: tuple[str, ...]) -> dict:
+    """ablation.json and the ablation figure (Fig. 8) in ``out`` of the ``read_ablation`` arrays of the file at
+    ``path``; returns the content."""
+    result = ablation_result(arrays, Path(path))
     out.mkdir(parents=True, exist_ok=True)
     files.write_json(out / "ablation.json", result)
     if formats:  # k is not in the file: the authors ablated the top 10 % of the heads

@@ -80,7 +80,7 @@ def emergence_row(step: int, heads: Sequence[dict[str, Any]], top: int, icl_scor
         "top_cmr_distance": _mean([as_float(h["cmr_distance"]) for h in ranked]),
         **{key: _mean([as_float(h[key]) for h in ranked]) for key in FITTED},
         "cmr_like_share": float(np.mean(list(like.values()))),
-        **{f"{LAYER_SHARE}{layer}": float(np.mean([v for (l, _), v in like.items() if l == layer]))
+        **{f"{LAYER_SHARE}{layer}": float(np.mean([v for (at, _), v in like.items() if at == layer]))
            for layer in layers},
         "cmr_top_induction": _mean([as_float(h["induction"]) for h in similar]),
         "cmr_top_cmr_distance": _mean([as_float(h["cmr_distance"]) for h in similar]),
@@ -96,7 +96,9 @@ def emergence_row(step: int, heads: Sequence[dict[str, Any]], top: int, icl_scor
 def measures(row: dict[str, Any]) -> list[str]:
     """The numeric columns of an emergence row that average over seeds: ``MEASURES`` and the per-layer shares
     (a row from before 2026-11-26 has neither the per-layer shares nor the ``cmr_top_`` columns)."""
-    return [key for key in (*MEASURES, *sorted(k for k in row if k.startswith(LAYER_SHARE))) if key in row]
+    shares = sorted((k for k in row if k.startswith(LAYER_SHARE) and k.removeprefix(LAYER_SHARE).isdigit()),
+                    key=lambda k: int(k.removeprefix(LAYER_SHARE)))  # a mean row's _se columns are not measures
+    return [key for key in (*MEASURES, *shares) if key in row]
 
 
 def emergence_step(rows: Sequence[dict[str, Any]], threshold: float = EMERGED) -> int | None:

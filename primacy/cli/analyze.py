@@ -312,15 +312,14 @@ def published_command(args: list[str]) -> None:
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     formats = tuple(options.formats)
     if series is not None:
-        rows = write_series(series, out, grid, options.alignment, options.top, formats)
-        published = (f"{Path(options.scores[0]).parent.name or 'published'} cp{series[-1][0]}",
-                     read_analysis(out / f"step{series[-1][0]}"))
+        rows, last = write_series(series, out, grid, options.alignment, options.top, formats)
+        published = (f"{Path(options.scores[0]).parent.name or 'published'} cp{series[-1][0]}", last)
         final = rows[-1]
         print(f"{len(rows)} checkpoints -> {out}: at checkpoint {final['step']} best head {final['best_head']} "
               f"induction {final['best_induction']:.3f}, CMR-like share {final['cmr_like_share']:.2f}")
     if single is not None:
-        content = write_scores(single, out, grid, options.alignment, options.top, formats)
-        published = (Path(options.scores[0]).stem, read_analysis(out))
+        content, analysis = write_scores(single, out, grid, options.alignment, options.top, formats)
+        published = (Path(options.scores[0]).stem, analysis)
         best = content["top_induction_heads"][0]
         print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: top induction head "
               f"L{best['layer']}H{best['head']} score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "

@@ -22,10 +22,11 @@ from primacy.analysis.emergence import closest_heads, emergence_row, top_heads
 from primacy.analysis.icl import HeadAnalysis, HeadResult, fit_head, summary
 from primacy.analysis.natural_text import PAPER_EARLY, PAPER_LATE
 from primacy.errors import UsageError
-from primacy.workflows.analyses import draw_heads, read_heads, write_emergence
+from primacy.workflows.analyses import draw_heads, write_emergence
 from primacy.workflows.published import read_published
 
 PUBLISHED_LAGS = np.arange(-8, 8)  # lags of the authors' CRP_scores: 16 values, -8..7 (their util.load_scores_in_range)
+_FIT_AT = np.searchsorted(PUBLISHED_LAGS, FIT_LAGS)  # where the fit lags -5..5 sit among them
 SCORE_KEYS = ("head_scores", "copying_score", "CRP_scores", "CRP_scores_sem", "labels")  # a saved_scores file
 SORTED_KEYS = ("head_scores", "copying_score", "CRP_scores", "CRP_scores_sem", "labels")  # each has a sorted_ copy
 ABLATION_KEYS = ("original_icl_score", "ablated_icl_score", "ablated_rand_icl_score")  # a saved_ablation file
@@ -112,8 +113,7 @@ def analyse(scores: PublishedScores, grid: CMRGrid, alignment: str = "peak") -> 
     """The heads of ``scores`` as ``analyze icl``'s HeadAnalysis: lag-CRPs on -5..+5 (the lags analyze icl keeps),
     CMR (on ``grid``, ``alignment``) and the Gaussian fitted as ``fit_head`` fits them, the peak lag; the scores the
     file does not have (duplicate-token, previous-token) and the attention of a prompt (none) are NaN or empty."""
-    at = np.searchsorted(PUBLISHED_LAGS, FIT_LAGS)
-    crps = scores.lag_crps[..., at]  # layers heads K (K = 11 lags, -5..5)
+    crps = scores.lag_crps[..., _FIT_AT]  # layers heads K (K = 11 lags, -5..5)
     layers, heads, _ = crps.shape
     cmr_fits, gauss_fits = np.full_like(crps, np.nan), np.full_like(crps, np.nan)
     results = []
@@ -137,10 +137,10 @@ def head_rows(analysis: HeadAnalysis, scores: PublishedScores) -> list[dict]:
 
 
 def write_scores(scores: PublishedScores, out: Path, grid: CMRGrid, alignment: str, top: int,
-                 formats: tuple[str, ...]) -> dict:
+                 formats: tuple[str, ...]) -> tuple[dict, HeadAnalysis]:
     """heads.csv, lag_crps.npz, summary.json and the figures of one published file in ``out``, as ``analyze icl``
-    writes them (without the attention-pattern figure: the file holds no attention); returns summary.json's content.
-    Unknown settings (n_items, BOS, prompts) are null."""
+    writes them (without the attention-pattern figure: the file holds no attention); returns summary.json's content
+    and the analysis. Unknown settings (n_items, BOS, prompts) are null."""
     analysis = analyse(scores, grid, alignment)
     out.mkdir(parents=True, exist_ok=True)
     files.write_csv(out / "heads.csv", head_rows(analysis, scores))
@@ -150,14 +150,13 @@ def write_scores(scores: PublishedScores, out: Path, grid: CMRGrid, alignment: s
                "cmr_variant": grid.variant, "cmr_alignment": alignment, "top": top, "icl_score": float("nan"),
                "cmr_like_heads": sum(h.cmr_like for h in analysis.heads)}
     files.write_json(out / "summary.json", content)
-    at = np.searchsorted(PUBLISHED_LAGS, FIT_LAGS)
     files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
-                   gaussian_fits=analysis.gaussian_fits, lag_crp_sems=scores.lag_crp_sems[..., at],
+                   gaussian_fits=analysis.gaussian_fits, lag_crp_sems=scores.lag_crp_sems[..., _FIT_AT],
                    published_lags=PUBLISHED_LAGS, published_lag_crps=scores.lag_crps,
                    published_lag_crp_sems=scores.lag_crp_sems)
     if formats:
         draw_heads(analysis, content, grid, top, out, formats)
-    return content
+    return content, analysis
 
 
 _CHECKPOINT = re.compile(r"cp(\d+)$")
@@ -189,14 +188,15 @@ def read_series(paths: list[str | Path]) -> list[tuple[int, PublishedScores]]:
 
 
 def write_series(series: list[tuple[int, PublishedScores]], out: Path, grid: CMRGrid, alignment: str, top: int,
-                 formats: tuple[str, ...], report: Any = print) -> list[dict]:
+                 formats: tuple[str, ...], report: Any = print) -> tuple[list[dict], HeadAnalysis]:
     """Each checkpoint into ``out/step<N>`` (figures for the last only), then emergence.csv and the emergence figure
     in ``out``, the top heads fixed at the last checkpoint as ``analyze_checkpoints`` fixes them; returns the rows
-    (icl_score NaN: the files hold none)."""
-    tables = []
+    (icl_score NaN: the files hold none) and the last checkpoint's analysis."""
+    tables, analysis = [], None
     for step, scores in series:
-        write_scores(scores, out / f"step{step}", grid, alignment, top, formats if step == series[-1][0] else ())
-        tables.append((step, read_heads(out / f"step{step}" / "heads.csv")))
+        _, analysis = write_scores(scores, out / f"step{step}", grid, alignment, top,
+                                   formats if step == series[-1][0] else ())
+        tables.append((step, [h.row() for h in analysis.heads]))
     chosen, closest = top_heads(tables[-1][1], top), closest_heads(tables[-1][1], top)
     rows = []
     for step, heads in tables:
@@ -206,7 +206,7 @@ def write_series(series: list[tuple[int, PublishedScores]], out: Path, grid: CMR
                f"CMR-like share {row['cmr_like_share']:.2f}")
         rows.append(row)
     write_emergence(rows, out, formats)
-    return rows
+    return rows, analysis
 
 
 def write_beside(models: list[tuple[str, HeadAnalysis]], out: Path, variant: str,

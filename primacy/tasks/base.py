@@ -121,7 +121,8 @@ class Task(L.LightningDataModule):
 class HeldOutTask(Task):
     """A task tested on held-out study sets through a design: test takes the first ``num_test_sets`` held-out sets
     with design stream 0, validation the last ``num_val_sets`` with stream 1, each set with one random query order. A
-    subclass sets ``_held_out`` (a ``primacy.tasks.sampling.HeldOut``) and the counts, and defines ``design``."""
+    subclass sets ``_held_out`` (a ``primacy.tasks.sampling.HeldOut``) and the counts, and defines ``design`` (or
+    ``draw_design``)."""
 
     n_items: int
     num_held_out: int
@@ -139,10 +140,15 @@ class HeldOutTask(Task):
         """The evaluation trials (with ``batch(indices)`` and ``len``) over held-out ``rows`` (S, M), set s asking its
         study positions in the order ``orders[s]`` (S, L)."""
 
-    def _design(self, rows: torch.Tensor, stream: int) -> Any:
-        generator = stream_generator(self.seed, TEST_DESIGN, stream)
+    def draw_design(self, rows: torch.Tensor, generator: torch.Generator) -> Any:
+        """The evaluation trials over held-out ``rows`` (S, M), drawn from ``generator`` (a design stream): one random
+        order of the study positions per set, then ``design``. A task whose design draws more from the stream after
+        the orders (verification's distractors) overrides this instead of ``design``."""
         orders = torch.rand(rows.shape[0], self.n_items, generator=generator).argsort(dim=1)  # S L
         return self.design(rows, orders)
+
+    def _design(self, rows: torch.Tensor, stream: int) -> Any:
+        return self.draw_design(rows, stream_generator(self.seed, TEST_DESIGN, stream))
 
     def test_design(self) -> Any:
         """The test trials, over the first ``num_test_sets`` held-out sets."""

@@ -12,27 +12,24 @@ Example (L = 3, K = 8; tokens are item ids)::
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import torch
-from torch.utils.data import DataLoader
 
 from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Task
+from primacy.tasks.base import HeldOutTask
 from primacy.tasks.sampling import (
-    HELD_OUT,
     TEST_DESIGN,
     TRAIN,
+    HeldOut,
     avoiding,
+    check_held_out,
     distinct_sets,
     draw_distinct,
-    set_hash,
     stream_generator,
-    token_hashes,
-    unique_sets,
 )
 
 Condition = Literal["half", "uniform"]
@@ -86,12 +83,21 @@ def training_batch(
     }
 
 
+def draw_study(rows: int, n_items: int, vocab_size: int, generator: torch.Generator) -> torch.Tensor:
+    """(rows, L): study lists drawn as a training trial draws its items (2L distinct items, of which the first L are
+    studied), so the held-out stream advances as it always has."""
+    return draw_distinct(rows, 2 * n_items, vocab_size, generator)[:, :n_items]
+
+
+def held_out(n_sets: int, n_items: int, vocab_size: int, seed: int) -> HeldOut:
+    """The held-out study sets of a verification task (not drawn until used): rows (S, L), distinct sets."""
+    draw = partial(draw_study, n_items=n_items, vocab_size=vocab_size)
+    return HeldOut(draw, n_sets, n_items, vocab_size, seed, f"n_items={n_items} and vocab_size={vocab_size}")
+
+
 def held_out_sets(n_sets: int, n_items: int, vocab_size: int, seed: int) -> torch.Tensor:
     """``n_sets`` distinct study sets (S, L), each in its own random presentation order."""
-    generator = stream_generator(seed, HELD_OUT)
-    rows = unique_sets(lambda n: draw_distinct(n, 2 * n_items, vocab_size, generator), n_sets, n_items,
-                       token_hashes(vocab_size, seed), f"n_items={n_items} and vocab_size={vocab_size}")
-    return rows[:, :n_items]
+    return held_out(n_sets, n_items, vocab_size, seed).rows
 
 
 @dataclass(frozen=True)
@@ -111,10 +117,15 @@ class CyclicDesign:
     @classmethod
     def build(cls, study: torch.Tensor, vocab_size: int, seed: int, condition: Condition, index: int = 0) -> CyclicDesign:
         """Draw the query orders and distractors for ``study`` from design stream ``index`` of ``seed``."""
+        return cls.draw(study, vocab_size, condition, stream_generator(seed, TEST_DESIGN, index))
+
+    @classmethod
+    def draw(cls, study: torch.Tensor, vocab_size: int, condition: Condition,
+             generator: torch.Generator) -> CyclicDesign:
+        """Draw the query orders, then the distractors, for ``study`` (S, L) from ``generator``."""
         one_of("condition", condition, CONDITIONS)
         n_sets, n_items = study.shape
-        generator = stream_generator(seed, TEST_DESIGN, index)
-        perm = torch.rand(n_sets, n_items, generator=generator).argsort(dim=1)
+        perm = torch.rand(n_sets, n_items, generator=generator).argsort(dim=1)  # as HeldOutTask.draw_design's orders
         keys = torch.rand(n_sets, vocab_size, generator=generator)  # S K
         keys.scatter_(1, study, -1.0)  # studied items are never drawn as distractors
         pool = keys.topk(n_items, dim=1).indices
@@ -146,7 +157,7 @@ class CyclicDesign:
         }
 
 
-class VerificationTask(Task):
+class VerificationTask(HeldOutTask):
     """Serial probe recognition: L study items, then L old/new queries (Morita 2025).
 
     Args:
@@ -185,16 +196,8 @@ class VerificationTask(Task):
         # the largest tensors: one random key per vocabulary item for every row drawn at once
         fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out),
                        vocab_size=vocab_size, batch_size=batch_size, num_held_out=num_held_out)
-        if num_held_out >= distinct_sets(vocab_size, n_items):
-            raise UsageError(
-                f"num_held_out={num_held_out} is too large: vocab_size={vocab_size} and n_items={n_items} give only "
-                f"{math.comb(vocab_size, n_items)} distinct sets, and training needs some that are not held out"
-            )
-        if num_test_sets + num_val_sets > num_held_out:
-            raise UsageError(
-                f"num_held_out={num_held_out} is too small: it must hold num_test_sets + num_val_sets = "
-                f"{num_test_sets + num_val_sets} sets"
-            )
+        check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(vocab_size, n_items),
+                       f"vocab_size={vocab_size} and n_items={n_items}")
         one_of("condition", condition, CONDITIONS)
         if num_workers < 0:
             raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
@@ -203,41 +206,19 @@ class VerificationTask(Task):
         self.batch_size, self.num_held_out = batch_size, num_held_out
         self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets
         self.condition, self.seed, self.num_workers = condition, seed, num_workers
-        self._held_out: torch.Tensor | None = None
-        self._excluded: torch.Tensor | None = None  # hashes of the held-out sets, sorted
-        self._token_hash: torch.Tensor | None = None
+        self._held_out = held_out(num_held_out, n_items, vocab_size, seed)
 
     @classmethod
     def sequence_length(cls, settings: dict[str, Any]) -> int:
         return 2 * settings["n_items"]  # study, then queries
 
-    @property
-    def held_out(self) -> torch.Tensor:
-        """The held-out study sets (num_held_out, L): test uses the first ones, validation the last ones."""
-        if self._held_out is None:
-            self._held_out = held_out_sets(self.num_held_out, self.n_items, self.vocab_size, self.seed)
-        return self._held_out
-
     def stream_batch(self, index: int, size: int) -> dict[str, torch.Tensor]:
         """Training batch ``index`` from generator (seed, train, index); held-out sets are never drawn."""
-        if self._excluded is None:
-            self._token_hash = token_hashes(self.vocab_size, self.seed)
-            self._excluded = set_hash(self.held_out, self._token_hash).sort().values
         return training_batch(size, self.n_items, self.vocab_size, self.p_distractor,
-                              stream_generator(self.seed, TRAIN, index), self._excluded, self._token_hash)
+                              stream_generator(self.seed, TRAIN, index), self._held_out.hashes,
+                              self._held_out.token_hash)
 
-    def _design_loader(self, study: torch.Tensor, index: int) -> DataLoader:
-        design = CyclicDesign.build(study, self.vocab_size, self.seed, self.condition, index)
-        return self.eval_loader(design.batch, len(design))
-
-    def val_dataloader(self) -> DataLoader:
-        return self._design_loader(self.held_out[self.num_held_out - self.num_val_sets :], index=1)
-
-    def test_design(self) -> CyclicDesign:
-        """The test trials: the design over the first ``num_test_sets`` held-out sets; trials 0 .. 2L·s - 1 are those
-        of the first s sets."""
-        return CyclicDesign.build(self.held_out[: self.num_test_sets], self.vocab_size, self.seed, self.condition, 0)
-
-    def test_dataloader(self) -> DataLoader:
-        design = self.test_design()
-        return self.eval_loader(design.batch, len(design))
+    def draw_design(self, rows: torch.Tensor, generator: torch.Generator) -> CyclicDesign:
+        """The cyclic design over held-out study sets ``rows`` (S, L): query orders, then distractors, from
+        ``generator``; the test's trials 0 .. 2L·s - 1 are those of its first s sets."""
+        return CyclicDesign.draw(rows, self.vocab_size, self.condition, generator)

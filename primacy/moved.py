@@ -1,10 +1,13 @@
-"""Module paths from before the package layout (issue 26), resolved to the modules that hold their classes now.
+"""Module paths from before the package layout (issue 26), resolved to the modules that hold their names now.
 
 Configs, config.yaml files and checkpoints written before the move name classes by their old paths
-(``primacy.model.SequenceModel``, ``primacy.free_recall_model.FreeRecallModel``, ...). Importing an old path returns
-the new module itself, so ``primacy.model.SequenceModel is primacy.models.lists.SequenceModel``: a checkpoint matched
-against a config, ``isinstance`` and ``load_from_checkpoint`` see one class whichever path named it. The first import
-of an old path warns once (FutureWarning, shown to users by default) with the path to write instead.
+(``primacy.model.SequenceModel``, ``primacy.console.LineProgress``, ...). An old module that moved whole imports as
+its new module itself (``MOVED``); one whose names went to several modules imports as a small module whose attributes
+are looked up where each name is now (``SPLIT``). Either way an old path gives the object of now, not a copy:
+``primacy.model.SequenceModel is primacy.models.lists.SequenceModel``, so a checkpoint matched against a config,
+``isinstance`` and ``load_from_checkpoint`` see one class whichever path named it. An old module warns once on its
+first import, an old name of a split module on its first use (FutureWarning, shown to users by default), with the
+path to write instead.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import importlib.util
 import sys
 import warnings
 from types import ModuleType
+from typing import Any
 
 MOVED = {  # old module -> the module that holds its public names now
     "primacy.model": "primacy.models.lists",
@@ -43,21 +47,74 @@ MOVED = {  # old module -> the module that holds its public names now
     "primacy.console": "primacy.cli.console",
 }
 
+_FIGURES = {  # primacy.plots, split by kind of figure
+    "primacy.figures.style": ["describe", "fixed", "recall_line", "distractor_label"],
+    "primacy.figures.accuracy": ["heatmap", "fig3_page", "delay_heatmap", "contiguity"],
+    "primacy.figures.free_recall": ["free_recall", "cmr_overlays"],
+    "primacy.figures.dt": ["dt_trajectory", "dt_histogram", "dt_histograms", "fig4_page"],
+    "primacy.figures.kernels": ["kernel_discrepancy"],
+}
+
+SPLIT = {  # old module -> {public name that its MOVED module does not hold: the name's path now}
+    "primacy.model": {"logs_this_step": "primacy.models.base.logs_this_step"},
+    "primacy.analysis.cmr_grid": {"main": "primacy.workflows.cmr_grid.main"},
+    "primacy.reproduce": {"config_dir": "primacy.workflows.reproduce.config_dir",
+                          "reproduce_command": "primacy.cli.reproduce.command"},
+    "primacy.analyze": {"write_icl": "primacy.workflows.analyses.write_icl",
+                        "read_heads": "primacy.workflows.analyses.read_heads",
+                        "write_emergence": "primacy.workflows.analyses.write_emergence",
+                        "analyze_command": "primacy.cli.analyze.command"},
+    "primacy.usage": {"load_models_and_tasks": "primacy.registry.load_all"},
+    "primacy.console": {"LineProgress": "primacy.cli.progress.LineProgress",
+                        "wants_line_progress": "primacy.cli.progress.wants_line_progress"},
+    "primacy.plots": {name: f"{module}.{name}" for module, names in _FIGURES.items() for name in names},
+}
+
 
 def current_path(class_path: str) -> str:
-    """``class_path`` with a moved module replaced by its new one (``primacy.model.SequenceModel`` ->
-    ``primacy.models.lists.SequenceModel``); any other path unchanged."""
+    """``class_path`` with an old module replaced by the one that holds the name now: ``primacy.model.SequenceModel``
+    -> ``primacy.models.lists.SequenceModel``, ``primacy.console.LineProgress`` ->
+    ``primacy.cli.progress.LineProgress``; any other path unchanged."""
     module, _, name = class_path.rpartition(".")
+    if name in SPLIT.get(module, {}):
+        return SPLIT[module][name]
     return f"{MOVED[module]}.{name}" if module in MOVED else class_path
 
 
+def _resolve(path: str) -> Any:
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+class _SplitModule(ModuleType):
+    """An old module of ``SPLIT``: each name resolves to the object where it is now (kept after its first use)."""
+
+    def __getattr__(self, name: str) -> Any:
+        old = f"{self.__name__}.{name}"
+        new = current_path(old)
+        if new == old or name.startswith("__"):  # not an old name; dunders: the import system probes for them
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        value = _resolve(new)
+        warnings.warn(f"{old} is now {new}: name it by its new path (in a config's class_path too)", FutureWarning,
+                      stacklevel=2)
+        setattr(self, name, value)  # later uses find it here, without a second warning
+        return value
+
+    def __dir__(self) -> list[str]:
+        moved_names = dir(importlib.import_module(MOVED[self.__name__])) if self.__name__ in MOVED else []
+        return sorted({*super().__dir__(), *SPLIT[self.__name__], *moved_names})
+
+
 class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds the modules of ``MOVED`` and loads each as its new module (the same object, not a copy)."""
+    """Finds the old modules: one of ``SPLIT`` loads as a ``_SplitModule``, one of ``MOVED`` as its new module (the
+    same object, not a copy)."""
 
     def find_spec(self, fullname: str, path=None, target=None) -> importlib.machinery.ModuleSpec | None:
-        return importlib.util.spec_from_loader(fullname, self) if fullname in MOVED else None
+        return importlib.util.spec_from_loader(fullname, self) if fullname in MOVED or fullname in SPLIT else None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        if spec.name in SPLIT:
+            return _SplitModule(spec.name, f"{spec.name} from before issue 26: its names are elsewhere now")
         new = MOVED[spec.name]
         warnings.warn(f"{spec.name} is now {new}: update the class_path of configs that name it", FutureWarning,
                       stacklevel=2)
@@ -66,7 +123,8 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        module.__spec__ = module.__spec__.loader_state
+        if not isinstance(module, _SplitModule):
+            module.__spec__ = module.__spec__.loader_state
 
 
 def install() -> None:

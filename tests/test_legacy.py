@@ -2,9 +2,12 @@
 with the code before the move: tests/legacy/make.py). Their class paths (primacy.model.SequenceModel, ...) resolve
 to the classes that live elsewhere now, the run tests, resumes bitwise and aggregates, and new runs name new paths."""
 
+import ast
 import importlib
 import json
 import shutil
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -37,7 +40,7 @@ def with_run_dir(run) -> list[str]:
     return ["--config", str(run / "config.yaml"), "--trainer.default_root_dir", str(run)]
 
 
-@pytest.mark.parametrize("old", sorted(moved.MOVED))
+@pytest.mark.parametrize("old", sorted(set(moved.MOVED) - set(moved.SPLIT)))
 def test_an_old_module_path_is_the_new_module_and_says_where_it_went(old):
     new = importlib.import_module(moved.MOVED[old])
     with warnings.catch_warnings(record=True) as caught:
@@ -47,6 +50,80 @@ def test_an_old_module_path_is_the_new_module_and_says_where_it_went(old):
     if caught:  # the first import in this process warns; later ones find the module in sys.modules
         assert f"{old} is now {moved.MOVED[old]}" in str(caught[0].message)
         assert caught[0].category is FutureWarning
+
+
+def resolve(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("old", sorted(moved.SPLIT))
+def test_an_old_name_of_a_split_module_is_the_object_of_now_and_says_where_it_went(old, monkeypatch):
+    parent, _, child = old.rpartition(".")
+    monkeypatch.delitem(sys.modules, old, raising=False)  # a fresh import, so each name's first use is this test's
+    monkeypatch.setattr(importlib.import_module(parent), child, None, raising=False)  # put back after, as sys.modules
+    module = importlib.import_module(old)
+    for name, new in moved.SPLIT[old].items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = getattr(module, name)
+        assert value is resolve(new) and moved.current_path(f"{old}.{name}") == new
+        said = [(w.category, str(w.message).split(":")[0]) for w in caught]
+        assert said == [(FutureWarning, f"{old}.{name} is now {new}")]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert getattr(module, name) is value and not caught  # later uses: the same object, no second warning
+        assert name in dir(module)
+    with pytest.raises(AttributeError):
+        module.not_a_name_it_ever_had  # noqa: B018
+
+
+# Public names of the old modules that have no successor: known_classes(base) listed primacy's subclasses of a base
+# class; the registry (registry.names, registry.load_all) replaced it.
+NO_SUCCESSOR = {"primacy.usage.known_classes"}
+
+
+def old_public_names() -> dict[str, list[str]]:
+    """Each old module (MOVED, SPLIT) -> its classes and functions not starting with _, as the code before the package
+    layout defined them: read from git history, at the parent of the commit that added primacy/moved.py."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+
+    try:
+        layout = git("log", "--diff-filter=A", "--format=%H", "--", "primacy/moved.py").split()[-1]
+        sources = {old: git("show", f"{layout}^:{old.replace('.', '/')}.py") for old in {*moved.MOVED, *moved.SPLIT}}
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        pytest.skip("needs the git history of primacy from before the package layout (issue 26)")
+    return {old: [node.name for node in ast.parse(source).body
+                  if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and not node.name.startswith("_")]
+            for old, source in sources.items()}
+
+
+def test_every_public_name_of_an_old_module_resolves_to_the_object_of_now():
+    unresolved = []
+    for old, names in old_public_names().items():
+        for name in names:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                value = getattr(importlib.import_module(old), name, None)
+            if f"{old}.{name}" in NO_SUCCESSOR:
+                assert value is None, f"{old}.{name} resolves now: take it out of NO_SUCCESSOR"
+            elif value is None or value is not resolve(moved.current_path(f"{old}.{name}")):
+                unresolved.append(f"{old}.{name}")
+    assert not unresolved, f"old public names that do not resolve to where they are now: {unresolved}"
+
+
+def test_a_config_naming_line_progress_by_its_old_path_runs(tmp_path, capfd):
+    """primacy.console.LineProgress, a public callback before its module was split, named as a trainer callback."""
+    config = tmp_path / "line-progress.yaml"
+    callback = {"class_path": "primacy.console.LineProgress", "init_args": {"every_seconds": 0.0}}
+    config.write_text(yaml.safe_dump({"trainer": {"callbacks": [callback], "enable_progress_bar": True}}))
+    run = tmp_path / "run"
+    main(["fit", *TINY_RUNS["verification"], "--config", str(config), "--trainer.default_root_dir", str(run),
+          "--trainer.max_steps", "1", "--test_after_fit", "false"])
+    assert "step 1/1" in capfd.readouterr().err  # its line after the one training step
+    written = yaml.safe_load((run / "config.yaml").read_text())
+    assert [c["class_path"] for c in written["trainer"]["callbacks"]] == ["primacy.cli.progress.LineProgress"]
 
 
 def test_the_old_class_paths_of_the_configs_name_the_classes_of_now():

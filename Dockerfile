@@ -10,9 +10,11 @@ COPY pyproject.toml README.md ./
 COPY primacy ./primacy
 COPY configs ./configs
 COPY plugins ./plugins
-# primacy and the Mamba plugin (its pure-PyTorch scan; the fused mamba_ssm kernel needs a -devel base image
-# to compile: add ./plugins/primacy-mamba[cuda] there)
-RUN pip install --no-cache-dir . ./plugins/primacy-mamba
+# primacy with the extras of its GPU commands (hf: analyze --hf_model, slurm: reproduce --launcher slurm) and every
+# bundled plugin. This runtime base has no CUDA compiler, so Mamba runs its pure-PyTorch scan and xLSTM its PyTorch
+# sLSTM cell (backend auto warns and falls back to it); their fused kernels compile on a -devel base image (there,
+# add ./plugins/primacy-mamba[cuda]).
+RUN pip install --no-cache-dir "./[hf,slurm]" ./plugins/primacy-mamba ./plugins/primacy-xlstm
 
 ENTRYPOINT ["primacy"]
 CMD ["--help"]

@@ -46,60 +46,9 @@ def quiet(tmp_path):
 
 
 # Tiny runs of each task (a few seconds), with a logger, progress bar and summary off: a seed, a run directory
-# and trainer flags are added by each test.
-QUIET = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
-# No figures (results, validation heatmaps, the config's DtTracker): they took 0.8 s of a 1.4 s tiny verification run.
-# Tests of figures ask for them.
-NO_FIGURES = ["--results.formats", "[]", "--results.val_heatmap", "false", "--trainer.callbacks.formats", "[]"]
-TINY_RUNS = {
-    "verification": [
-        "--config", str(ROOT / "configs" / "quickstart.yaml"), *QUIET,
-        "--data.init_args.n_items", "4", "--data.init_args.vocab_size", "32", "--data.init_args.batch_size", "4",
-        "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "5",
-        "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
-        "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
-        *NO_FIGURES,
-    ],
-    "induction": [
-        "--config", str(ROOT / "configs" / "induction-quickstart.yaml"), *QUIET,
-        "--data.init_args.vocab_size", "32", "--data.init_args.length", "16", "--data.init_args.min_period", "2",
-        "--data.init_args.prompt_items", "5", "--data.init_args.batch_size", "4",
-        "--data.init_args.num_val_prompts", "6", "--data.init_args.num_test_prompts", "11",
-        "--model.init_args.warmup_steps", "2", "--model.init_args.backbone.init_args.d_model", "16",
-        "--model.init_args.backbone.init_args.n_layers", "1", "--model.init_args.backbone.init_args.n_heads", "2",
-        "--model.init_args.backbone.init_args.dropout", "0.1",  # dropout draws from the global generator
-        "--trainer.val_check_interval", "4",
-        # the config's HeadScoreTracker: prompt_items=5 is too short for its lag-CRP on lags -5..+5 (the paper's query
-        # window needs 11)
-        "--trainer.callbacks.n_items", "11", "--trainer.callbacks.formats", "[png]",
-    ],
-    "reconstruction": [
-        "--config", str(ROOT / "configs" / "quickstart-reconstruction.yaml"), *QUIET,
-        "--data.init_args.n_items", "4", "--data.init_args.vocab_size", "16", "--data.init_args.delay", "[0, 2]",
-        "--data.init_args.condition", "cued", "--data.init_args.batch_size", "4",
-        "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "3",
-        "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
-        "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
-        *NO_FIGURES,
-    ],
-    "recall": [
-        "--config", str(ROOT / "configs" / "quickstart-recall.yaml"), *QUIET,
-        "--data.init_args.n_items", "4", "--data.init_args.n_keys", "16", "--data.init_args.n_values", "8",
-        "--data.init_args.p_unseen", "0.25", "--data.init_args.condition", "half", "--data.init_args.batch_size", "4",
-        "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "3",
-        "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
-        "--model.init_args.backbone.init_args.d_model", "8", "--trainer.val_check_interval", "4",
-        *NO_FIGURES,
-    ],
-    "free_recall": [
-        "--config", str(ROOT / "configs" / "quickstart-free-recall.yaml"), *QUIET,
-        "--data.init_args.n_items", "4", "--data.init_args.vocab_size", "16", "--data.init_args.batch_size", "4",
-        "--data.init_args.num_held_out", "12", "--data.init_args.num_test_sets", "5",
-        "--data.init_args.num_val_sets", "2", "--model.init_args.warmup_steps", "2",
-        "--model.init_args.backbone.init_args.d_model", "8", "--model.init_args.decoding", "sampled",
-        "--trainer.val_check_interval", "4", *NO_FIGURES,
-    ],
-}
+# and trainer flags are added by each test. They live in primacy's conformance kit, which plugins use too; imported
+# here, after the thread settings above, as torch is with it.
+from primacy.testing import QUIET, TINY_RUNS  # noqa: E402, F401 (imported by the tests from here)
 
 # Tasks whose runs exercise nothing of the checkpointing machinery that the first two do not: their resume tests of
 # signal handling, kills and checkpoint bookkeeping (the same RunCheckpoint code whatever the task) run with

@@ -1,18 +1,14 @@
 """check_backbone(): the contract every backbone, built-in or plugin, must pass. Call it from your tests.
 WithoutStep: a backbone with its step() hidden, the reference for stepped decoding.
-fixed_batch_losses(): a backbone trained on one verification batch, to test that it learns.
-SignalAt: a callback that interrupts a run at a step, as a user (Ctrl-C) or SLURM (SIGTERM) would, to test resuming."""
+fixed_batch_losses(): a backbone trained on one verification batch, to test that it learns."""
 
 from __future__ import annotations
 
-import inspect
-import os
-
 import torch
-from lightning.pytorch.callbacks import Callback
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.testing.signature import check_signature
 
 
 def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3, **kwargs: object) -> None:
@@ -24,12 +20,7 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
     and ``step``, stepping through the inputs gives the outputs of ``forward``.
     """
     assert issubclass(cls, Backbone), f"{cls.__name__} must subclass primacy.backbones.Backbone"
-    for name, param in inspect.signature(cls.__init__).parameters.items():
-        if name == "self":
-            continue
-        assert param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD), f"{cls.__name__}: no *args/**kwargs"
-        assert param.annotation is not param.empty, f"{cls.__name__}.__init__: argument {name!r} needs a type"
-        assert param.default is not param.empty, f"{cls.__name__}.__init__: argument {name!r} needs a default"
+    check_signature(cls)
 
     torch.manual_seed(0)
     model = cls(d_model=d_model, **kwargs)
@@ -87,23 +78,6 @@ class WithoutStep(Backbone):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.inner(x)
-
-
-class SignalAt(Callback):
-    """Sends ``signum`` to this process when training reaches optimiser step ``step``, or (``during_validation``)
-    in the middle of the validation that follows that step."""
-
-    def __init__(self, step: int, signum: int, during_validation: bool = False) -> None:
-        self.step, self.signum, self.during_validation = step, signum, during_validation
-
-    def on_train_batch_end(self, trainer, *args) -> None:
-        if trainer.global_step == self.step and not self.during_validation:
-            os.kill(os.getpid(), self.signum)
-
-    def on_validation_batch_end(self, trainer, *args) -> None:
-        if trainer.global_step == self.step and self.during_validation and not trainer.sanity_checking:
-            self.during_validation = None  # once
-            os.kill(os.getpid(), self.signum)
 
 
 def fixed_batch_losses(backbone: Backbone, steps: int = 30, lr: float = 1e-2) -> list[float]:

@@ -9,17 +9,23 @@ import importlib
 import os
 from functools import cache
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from primacy.errors import UsageError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: a plugin that is not installed is then only "not registered"
+    tomllib = None
 
 GROUPS = {"backbone": "primacy.backbones", "model": "primacy.models", "task": "primacy.tasks"}
 GROUP = GROUPS["backbone"]
 BASES = {"backbone": "primacy.backbones.Backbone", "model": "lightning.LightningModule",
          "task": "lightning.LightningDataModule"}
 BUILTINS_ONLY = "PRIMACY_BUILTINS_ONLY"  # set to 1 to ignore backbones from other distributions
-# Backbones that live in separate distributions: asking for one that is not installed says what to install.
-KNOWN_PLUGINS = {"MambaBackbone": "primacy-mamba (pip install -e plugins/primacy-mamba from a primacy checkout)",
-                 "XLSTMBackbone": "primacy-xlstm (pip install -e plugins/primacy-xlstm from a primacy checkout)"}
+# The plugins bundled with a primacy checkout, each a distribution of its own: asking for a class that one of them
+# declares, when it is not installed, says what to install. Absent when primacy is installed from a wheel.
+CHECKOUT_PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
 
 
 def _dist(ep) -> str:
@@ -35,6 +41,25 @@ def _base(kind: str) -> type:
     import lightning as L
 
     return L.LightningModule if kind == "model" else L.LightningDataModule
+
+
+@cache
+def checkout_plugins() -> dict[tuple[str, str], str]:
+    """{(kind, name): the distribution that declares it, with how to install it} for every entry point that the
+    checkout's ``plugins/*/pyproject.toml`` declare in primacy's groups; empty outside a checkout. An unreadable file
+    gives no hints rather than an error: it only serves to word one."""
+    kinds = {group: kind for kind, group in GROUPS.items()}
+    hints: dict[tuple[str, str], str] = {}
+    for path in sorted(CHECKOUT_PLUGINS.glob("*/pyproject.toml")) if tomllib is not None else ():
+        try:
+            project = tomllib.loads(path.read_text()).get("project", {})
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        where = f"pip install -e plugins/{path.parent.name} from a primacy checkout"
+        for group, declared in project.get("entry-points", {}).items():
+            for name in declared if group in kinds else ():
+                hints[kinds[group], name] = f"{project.get('name', path.parent.name)} ({where})"
+    return hints
 
 
 @cache
@@ -62,8 +87,9 @@ def get(name: str, kind: str = "backbone") -> type:
     """The class of ``kind`` registered as ``name``; an unknown name is rejected with close matches."""
     base = _base(kind)
     eps = _entry_points(kind)
-    if name not in eps and name in KNOWN_PLUGINS:
-        raise UsageError(f"backbone {name!r} is provided by the plugin {KNOWN_PLUGINS[name]}, which is not installed")
+    plugin = checkout_plugins().get((kind, name))
+    if name not in eps and plugin is not None:
+        raise UsageError(f"{kind} {name!r} is provided by the plugin {plugin}, which is not installed")
     if name not in eps:
         close = difflib.get_close_matches(name, eps, n=3, cutoff=0.4)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
@@ -106,7 +132,9 @@ def import_class(class_path: str) -> type:
     or task registered under a short name; UsageError otherwise."""
     module, _, name = class_path.rpartition(".")
     if not module:
-        kind = next((kind for kind in GROUPS if name in _entry_points(kind)), "backbone")
+        known = [kind for kind in GROUPS if name in _entry_points(kind)]
+        known += [kind for kind, plugin_name in checkout_plugins() if plugin_name == name]  # not installed
+        kind = known[0] if known else "backbone"
         return get(name, kind)
     try:
         return getattr(importlib.import_module(module), name)

@@ -2,6 +2,7 @@
 command line (``primacy fit --model FreeRecallModel``), and every class the docs and configs name is registered."""
 
 import re
+import tomllib
 
 import pytest
 import yaml
@@ -61,3 +62,53 @@ def test_an_unknown_model_is_refused_with_the_close_names():
     with pytest.raises(UsageError) as refused:
         registry.get("FreeRecalModel", "model")
     assert str(refused.value) == message
+
+
+def test_primacy_models_lists_backbones_models_and_tasks_with_the_distribution_of_each(capsys):
+    main(["models"])
+    out = capsys.readouterr().out
+    sections = dict(re.findall(r"^(\w+):\n((?:  .*\n)+)", out, flags=re.M))
+    assert list(sections) == ["backbones", "models", "tasks"]
+    for kind, heading in (("backbone", "backbones"), ("model", "models"), ("task", "tasks")):
+        for row in registry.describe(kind):
+            assert re.search(rf"^  {row['name']}\s+{re.escape(row['distribution'])}\s", sections[heading], flags=re.M)
+    assert re.search(r"^  VerificationTask\s+primacy\s", sections["tasks"], flags=re.M)
+
+
+@pytest.fixture
+def checkout_plugins(tmp_path, monkeypatch):
+    """The registry reading its plugin hints from ``tmp_path`` (a checkout's plugins/ folder) for one test."""
+    monkeypatch.setattr(registry, "CHECKOUT_PLUGINS", tmp_path)
+    registry.checkout_plugins.cache_clear()
+    yield tmp_path
+    registry.checkout_plugins.cache_clear()
+
+
+def test_a_checkout_plugin_that_is_not_installed_is_named_from_its_pyproject(checkout_plugins):
+    (checkout_plugins / "primacy-count").mkdir()
+    (checkout_plugins / "primacy-count" / "pyproject.toml").write_text(
+        '[project]\nname = "primacy-count"\n\n[project.entry-points."primacy.tasks"]\n'
+        'CountTask = "primacy_count:CountTask"\n')
+    (checkout_plugins / "broken").mkdir()
+    (checkout_plugins / "broken" / "pyproject.toml").write_text("[project\n")  # gives no hint, and no error
+    message = ("task 'CountTask' is provided by the plugin primacy-count (pip install -e plugins/primacy-count from a "
+               "primacy checkout), which is not installed")
+    for ask in (lambda: registry.get("CountTask", "task"), lambda: registry.import_class("CountTask")):
+        with pytest.raises(UsageError) as refused:
+            ask()
+        assert str(refused.value) == message
+    with pytest.raises(UsageError, match="^model 'CountTask' is not registered"):  # declared as a task, not a model
+        registry.get("CountTask", "model")
+
+
+def test_the_bundled_plugins_are_read_from_their_pyprojects_not_named_in_the_code():
+    source = (ROOT / "primacy" / "registry.py").read_text()
+    pyprojects = sorted(ROOT.glob("plugins/*/pyproject.toml"))
+    assert len(pyprojects) >= 2
+    kinds = {group: kind for kind, group in registry.GROUPS.items()}
+    for path in pyprojects:
+        project = tomllib.loads(path.read_text())["project"]
+        for group, declared in project["entry-points"].items():
+            for name in declared:
+                assert registry.checkout_plugins()[kinds[group], name].startswith(f"{project['name']} (pip install")
+                assert name not in source and project["name"] not in source

@@ -13,7 +13,8 @@ from lightning.pytorch.callbacks import Callback
 
 # a primacy checkout's configs (TINY_RUNS start from its quickstarts); absent when primacy is installed from a wheel
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-QUIET = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+QUIET = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+         "--trainer.enable_model_summary", "false"]
 # No figures (results, validation heatmaps): they took 0.8 s of a 1.4 s tiny verification run. Tests of figures ask
 # for them.
 NO_FIGURES = ["--results.formats", "[]", "--results.val_heatmap", "false"]
@@ -76,7 +77,7 @@ def tiny_fit(run_dir: str | Path, model: str | None = "SequenceModel", data: str
              backbone: str | None = "S4DBackbone", **options: object) -> Path:
     """Runs ``primacy fit`` with ``tiny_args(model, data, backbone, **options)`` in this process, writing into
     ``run_dir``, and returns ``run_dir``: trained, tested, its results written. Options: ``config``, ``steps``,
-    ``data_settings``, ``model_settings``, ``backbone_settings``, ``seed``, ``figures``, ``args`` (see ``tiny_args``)."""
+    ``data_settings``, ``model_settings``, ``backbone_settings``, ``seed``, ``figures``, ``args`` (``tiny_args``)."""
     from primacy.cli.main import main  # the command line, as a user runs it (imported late: Lightning is heavy)
 
     run_dir = Path(run_dir)
@@ -100,7 +101,8 @@ TINY_RUNS: dict[str, list[str]] = {
     "verification": _tiny_run("quickstart.yaml", "VerificationTask", extra=_NO_FIGURES_AT_ALL),
     "induction": _tiny_run(
         "induction-quickstart.yaml", "InductionTask",
-        backbone={"d_model": 16, "n_layers": 1, "n_heads": 2, "dropout": 0.1},  # dropout draws from the global generator
+        # dropout draws from the global generator
+        backbone={"d_model": 16, "n_layers": 1, "n_heads": 2, "dropout": 0.1},
         # the config's HeadScoreTracker: prompt_items=5 is too short for its lag-CRP on lags -5..+5 (the paper's query
         # window needs 11)
         extra=["--trainer.callbacks.n_items", "11", "--trainer.callbacks.formats", "[png]"]),

@@ -86,7 +86,8 @@ def check_task(cls: type, *, study_items: Callable[[Batch], torch.Tensor] | None
         _check_rows(name, trials, _rows(trials), f"the {stage} trials")
         evaluation[stage] = trials
         for world in WORLDS:
-            split = _cat([batch for rank in range(world) for batch in _eval(task, stage, SimulatedProcess(rank, world))])
+            shards = [_eval(task, stage, SimulatedProcess(rank, world)) for rank in range(world)]
+            split = _cat([batch for shard in shards for batch in shard])
             assert _equal(split, trials), \
                 f"{name}: the {stage} trials of {world} processes are not the single process's, each once"
 

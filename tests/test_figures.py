@@ -87,3 +87,36 @@ def test_a_ceiling_panels_marginal_axes_stay_on_the_accuracy_scale():
         assert 1 <= len(ticks) <= 3 and len(labels) >= len(ticks)
     finally:
         plt.close(fig)
+
+
+def marginal_axes(fig) -> list:
+    """The row-mean (x) and column-mean (y) accuracy axes of every heatmap panel in ``fig``."""
+    return ([ax.xaxis for ax in fig.axes if ax.get_xlabel() == "row mean"]
+            + [ax.yaxis for ax in fig.axes if ax.get_ylabel() == "col. mean"])
+
+
+@pytest.mark.parametrize("value", [1.0, 0.5])
+@pytest.mark.parametrize("page", [False, True], ids=["heatmap", "fig3_page"])
+def test_the_marginal_axes_label_accuracies_in_0_1_without_overlap(value, page):
+    """A flat panel (at the ceiling, or at chance) labels its row- and column-mean axes with at most three accuracies,
+    each within [0, 1] and inside the axis's limits, whose drawn labels do not touch (they printed 0.9 1.0 1.1 on top
+    of each other); on the Fig. 3 page too, whose panels are narrower and label in a smaller font."""
+    matrix = np.full((8, 8), value)
+    fig = (figures.accuracy.fig3_page([("A", "flat", matrix, np.full(8, value))]) if page  # panels 3.6 in wide
+           else figures.accuracy.heatmap(matrix, np.full(8, value), "flat"))
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        axes = marginal_axes(fig)
+        assert len(axes) == 2
+        for axis in axes:
+            low, high = sorted(axis.get_view_interval())
+            ticks = axis.get_majorticklocs()
+            assert 1 <= len(ticks) <= 3
+            assert all(max(low, 0.0) <= t <= min(high, 1.0) for t in ticks), (ticks, low, high)
+            labels = [t.label1 for t in axis.get_major_ticks() if t.label1.get_visible()]
+            assert [float(label.get_text()) for label in labels] == pytest.approx(list(ticks))
+            boxes = [label.get_window_extent(renderer) for label in labels]
+            assert not any(a.overlaps(b) for k, a in enumerate(boxes) for b in boxes[k + 1:])
+    finally:
+        plt.close(fig)

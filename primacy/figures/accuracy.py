@@ -6,7 +6,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from primacy.figures.style import CMAP, span, tick_positions
 
@@ -90,7 +89,6 @@ def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray
         ax_col.fill_between(positions, col - col_se, col + col_se, color="k", alpha=0.2, lw=0)
     ax_row.set_ylim(n, 0)
     ax_row.set_xlim(*span(row))
-    ax_row.xaxis.set_major_locator(MaxNLocator(nbins=2))  # a narrow axis: more labels overlap
     ax_row.set_yticks([])
     ax_row.set_xlabel("row mean")
     ax_col.plot(positions, col, color="k")
@@ -99,6 +97,8 @@ def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray
     ax_col.set_xticks(ticks + 0.5, ticks)
     ax_col.set_xlabel("query position")
     ax_col.set_ylabel("col. mean")
+    _accuracy_ticks(ax_row.xaxis)
+    _accuracy_ticks(ax_col.yaxis)
     for ax in (ax_row, ax_col):
         ax.grid(alpha=0.3)
     if small:
@@ -107,6 +107,17 @@ def _heatmap_panel(fig: Figure, spec, matrix: np.ndarray, distractor: np.ndarray
             ax.xaxis.label.set_size(8)
             ax.yaxis.label.set_size(8)
     return ax_new, ax_mat, ax_row, ax_col
+
+
+def _accuracy_ticks(axis) -> None:
+    """Ticks for a marginal accuracy axis, whose labels share a tenth of the panel: multiples of the smallest step of
+    0.1, 0.2, 0.5 and 1 that is at least 0.4 of the axis's span (so at most three ticks, never crowded), only within
+    both its limits and [0, 1] (a ceiling panel read "0.9 1.0 1.1"), each labelled with one decimal."""
+    low, high = sorted(axis.get_view_interval())
+    step = next((s for s in (0.1, 0.2, 0.5) if s >= 0.4 * (high - low)), 1.0)
+    first, last = np.ceil(max(low, 0.0) / step - 1e-9), np.floor(min(high, 1.0) / step + 1e-9)
+    ticks = np.arange(first, last + 1) * step + 0.0  # + 0.0: no "-0.0"
+    axis.set_ticks(ticks, [f"{t:.1f}" for t in ticks])
 
 
 def delay_heatmap(delays: np.ndarray, curves: np.ndarray, title: str = "", se: np.ndarray | None = None) -> Figure:

@@ -10,9 +10,10 @@ import torch
 import torch.nn.functional as F
 from mambapy.mamba import MambaConfig, ResidualBlock
 from primacy import registry
-from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.testing import check_backbone, fixed_batch_losses
+from primacy.models.lists import SequenceModel
+from primacy.tasks.verification import VerificationTask
+from primacy.testing import check_backbone, check_model, fixed_batch_losses, tiny_fit, tiny_settings
 
 import primacy_mamba.backbone
 import primacy_mamba.block
@@ -180,17 +181,17 @@ def test_sequence_model_fits_a_fixed_batch():
     assert losses[-1] < 0.5 * losses[0]
 
 
+def test_a_sequence_model_over_mamba_keeps_the_model_contract():
+    task = VerificationTask(**tiny_settings(VerificationTask))
+    check_model(SequenceModel, task, backbone=MambaBackbone(d_model=8))
+
+
 @pytest.mark.skipif(not QUICKSTART.is_file(), reason="needs a primacy checkout's configs/")
 def test_quickstart_config_trains_and_records_dt(tmp_path):
-    run = tmp_path / "run"
-    main(["fit", "--config", str(QUICKSTART), "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
-          "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(run),
-          "--trainer.accelerator", "cpu", "--trainer.max_steps", "6", "--trainer.val_check_interval", "3",
-          "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2", "--trainer.num_sanity_val_steps", "0",
-          "--data.init_args.n_items", "8", "--data.init_args.vocab_size", "64", "--data.init_args.batch_size", "8",
-          "--data.init_args.num_held_out", "16", "--data.init_args.num_test_sets", "2", "--data.init_args.num_val_sets", "2",
-          "--model.init_args.backbone.init_args.d_model", "16", "--model.init_args.warmup_steps", "2",
-          "--results.formats", "[png]"])
+    run = tiny_fit(tmp_path / "run", None, None, None, config=QUICKSTART, steps=6,
+                   data_settings={"n_items": 8, "vocab_size": 64, "batch_size": 8, "num_held_out": 16,
+                                  "num_test_sets": 2, "num_val_sets": 2},
+                   backbone_settings={"d_model": 16}, args=["--trainer.val_check_interval", "3"])
     summary = json.loads((run / "results" / "summary.json").read_text())
     assert summary["backbone"] == "MambaBackbone" and summary["n_items"] == 8
     history = np.load(run / "results" / "dt_history.npz")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 from primacy import registry
-from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.models.free_recall import FreeRecallModel
 from primacy.rundir.runs import load_run
-from primacy.testing import WithoutStep, check_backbone, fixed_batch_losses
+from primacy.tasks.free_recall import FreeRecallTask
+from primacy.testing import WithoutStep, check_backbone, check_model, fixed_batch_losses, tiny_fit, tiny_settings
 from xlstm.blocks.mlstm.backends import parallel_stabilized_simple, recurrent_step_stabilized_simple
 from xlstm.blocks.mlstm.cell import mLSTMCell
 
@@ -24,13 +24,11 @@ import primacy_xlstm.backbone
 from primacy_xlstm import XLSTMBackbone
 
 QUICKSTART = Path(__file__).resolve().parents[3] / "configs" / "quickstart-xlstm.yaml"
-TINY = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-        "--trainer.accelerator", "cpu", "--trainer.val_check_interval", "3", "--trainer.limit_val_batches", "2",
-        "--trainer.limit_test_batches", "2", "--trainer.num_sanity_val_steps", "0",
-        "--data.init_args.n_items", "8", "--data.init_args.vocab_size", "64", "--data.init_args.batch_size", "8",
-        "--data.init_args.num_held_out", "16", "--data.init_args.num_test_sets", "2", "--data.init_args.num_val_sets",
-        "2", "--model.init_args.backbone.init_args.d_model", "16", "--model.init_args.warmup_steps", "2",
-        "--results.formats", "[]", "--results.val_heatmap", "false"]
+# the quickstart's task at n_items 8, a validation every 3 steps: a tiny run of its config (primacy.testing.tiny_fit)
+TINY = {"config": QUICKSTART, "steps": 6, "backbone_settings": {"d_model": 16},
+        "data_settings": {"n_items": 8, "vocab_size": 64, "batch_size": 8, "num_held_out": 16, "num_test_sets": 2,
+                          "num_val_sets": 2}}
+VALIDATE_EVERY_3 = ["--trainer.val_check_interval", "3"]
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"blocks": ["slstm"], "slstm_heads": 2},
@@ -186,6 +184,12 @@ def test_the_entry_point_resolves():
     assert row["distribution"] == "primacy-xlstm" and row["entry_point"] == "primacy_xlstm.backbone:XLSTMBackbone"
 
 
+def test_a_free_recall_model_over_xlstm_keeps_the_model_contract():
+    """Free recall steps the backbone through its outputs (xlstm's recurrent step) in validation and test."""
+    task = FreeRecallTask(**tiny_settings(FreeRecallTask))
+    check_model(FreeRecallModel, task, backbone=XLSTMBackbone(d_model=16))
+
+
 def test_sequence_model_fits_a_fixed_batch():
     torch.manual_seed(0)
     losses = fixed_batch_losses(XLSTMBackbone(d_model=16))
@@ -197,14 +201,13 @@ def test_the_quickstart_trains_resumes_bitwise_and_reloads(tmp_path):
     """The quickstart, tiny: a run stopped by Ctrl-C at step 3 and resumed by the same command ends with the weights
     and optimiser state of an uninterrupted run, bit for bit; the run's config sets context_length from the task
     (2L = 16) and the checkpoint reloads with it; mlstm_kernels is never imported."""
-    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    fit = ["fit", "--config", str(QUICKSTART), *TINY, "--trainer.max_steps", "6"]
-    main([*fit, "--trainer.default_root_dir", str(straight)])
+    straight = tiny_fit(tmp_path / "straight", None, None, None, **TINY, args=VALIDATE_EVERY_3)
     stop = {"class_path": "primacy.testing.SignalAt", "init_args": {"step": 3, "signum": int(signal.SIGINT)}}
     with pytest.raises(SystemExit) as interrupted:
-        main([*fit, "--trainer.default_root_dir", str(stopped), f"--trainer.callbacks+={json.dumps(stop)}"])
+        tiny_fit(tmp_path / "stopped", None, None, None, **TINY,
+                 args=[*VALIDATE_EVERY_3, f"--trainer.callbacks+={json.dumps(stop)}"])
     assert interrupted.value.code == 130
-    main([*fit, "--trainer.default_root_dir", str(stopped)])
+    stopped = tiny_fit(tmp_path / "stopped", None, None, None, **TINY, args=VALIDATE_EVERY_3)
     summary = json.loads((straight / "results" / "summary.json").read_text())
     assert summary["backbone"] == "XLSTMBackbone" and summary["n_items"] == 8
     a, b = (torch.load(run / "checkpoints" / "last.ckpt", weights_only=True) for run in (straight, stopped))

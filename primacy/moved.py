@@ -58,6 +58,7 @@ _FIGURES = {  # primacy.plots, split by kind of figure
 SPLIT = {  # old module -> {public name that its MOVED module does not hold: the name's path now}
     "primacy.model": {"logs_this_step": "primacy.models.base.logs_this_step"},
     "primacy.analysis.cmr_grid": {"main": "primacy.workflows.cmr_grid.main"},
+    "primacy.resume": {"last_checkpoint": "primacy.rundir.layout.last_checkpoint"},
     "primacy.reproduce": {"config_dir": "primacy.workflows.reproduce.config_dir",
                           "reproduce_command": "primacy.cli.reproduce.command"},
     "primacy.analyze": {"write_icl": "primacy.workflows.analyses.write_icl",

@@ -26,7 +26,7 @@ from primacy.errors import UsageError, find_usage_error
 from primacy.rundir.checkpoints import check_checkpoint
 from primacy.rundir.layout import run_dir
 from primacy.rundir.resume import last_checkpoint, resume_point, wandb_run_id
-from primacy.rundir.runs import link_task_to_model
+from primacy.rundir.runs import check_parsed_pairing, link_task_to_model
 
 TRAINER_DEFAULTS = {
     "logger": {
@@ -96,7 +96,14 @@ class PrimacyCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """``--help`` shows the config's task, model and backbone options (``--help-all``: Lightning's full help);
-        a bad config file, option or value is one line (a UsageError), not a usage block."""
+        a bad config file, option or value is one line (a UsageError), not a usage block; so is a model and task
+        that do not fit (``check_parsed_pairing``), before any checkpoint is read or anything built or written."""
+        self._parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        config = self.config[subcommand] if subcommand else self.config
+        check_parsed_pairing(config.get("model"), config.get("data"))
+
+    def _parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         argv = sys.argv[1:] if args is None else args
         if not isinstance(argv, list):  # a dict or Namespace from Python: nothing typed to explain
             return super().parse_arguments(parser, args)

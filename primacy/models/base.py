@@ -4,6 +4,7 @@ the optimiser) and ``logs_this_step``, the test of whether a training step's val
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import lightning as L
 import torch
@@ -33,10 +34,18 @@ class TaskModel(L.LightningModule, ABC):
     a validation and a test metric (attributes ``val_<METRIC>`` and ``test_<METRIC>``, built by the subclass) with
     their loss means, logging, and the optimiser. A subclass defines ``training_answers`` (the training loss and which
     answers were right), ``_update`` (one evaluation batch into a stage's metric and loss) and ``_summary`` (the
-    logged values of a computed metric)."""
+    logged values of a computed metric).
+
+    ``requires`` and ``task_sizes`` are the model's side of the model-task contract: the batch fields it reads in
+    training or evaluation (a key, or ``key:what it holds``; see ``primacy.tasks.base.batch_keys``), which the task's
+    ``provides`` must cover, and the task settings its own arguments of the same name are linked from, which the task
+    must have. A config pairing it with a task that does not fit is refused when it is parsed
+    (``primacy.rundir.runs.check_pairing``); a model that leaves ``requires`` unset is not checked."""
 
     METRIC: str  # the stage metrics' attribute suffix: val_accuracy and test_accuracy for METRIC = "accuracy"
     HEADLINE: tuple[str, ...]  # the test results `primacy fit` prints when it ends
+    requires: ClassVar[frozenset[str]]  # the batch fields read in training or evaluation
+    task_sizes: ClassVar[frozenset[str]] = frozenset()  # task settings linked to arguments of the same name
 
     def __init__(self, backbone: Backbone, vocab_size: int, lr: float, betas: tuple[float, float], eps: float,
                  weight_decay: float, warmup_steps: int) -> None:

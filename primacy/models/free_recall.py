@@ -69,6 +69,8 @@ class FreeRecallModel(TaskModel):
 
     METRIC = "recall"  # val_recall and test_recall: FreeRecallStats
     HEADLINE = ("mean_recalled", "early_minus_late")
+    requires = frozenset({"tokens", "study", "index"})  # training reads tokens; recall decodes from study and index
+    task_sizes = frozenset({"n_items"})
 
     def __init__(
         self,

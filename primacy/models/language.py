@@ -30,6 +30,7 @@ class LanguageModel(TaskModel):
 
     METRIC = "metrics"  # val_metrics and test_metrics: TokenGroupMetrics over GROUPS
     HEADLINE = ("repeat_accuracy", "other_accuracy")  # the test results `primacy fit` prints when it ends
+    requires = frozenset({"tokens", "repeat"})  # repeat: where a token is predictable only by copying from context
 
     def __init__(
         self,

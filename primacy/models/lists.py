@@ -28,6 +28,7 @@ class ListModel(TaskModel):
 
     METRIC = "accuracy"
     HEADLINE = ("overall_accuracy", "early_minus_late")
+    task_sizes = frozenset({"n_items"})  # sizes the accuracy matrices
 
     def __init__(self, backbone: Backbone, vocab_size: int, n_items: int, lr: float, betas: tuple[float, float],
                  eps: float, weight_decay: float, warmup_steps: int, delays: list[int] | None = None) -> None:
@@ -66,6 +67,8 @@ class SequenceModel(ListModel):
         betas, eps, weight_decay: Adam(W) settings (the paper's text: betas 0.9, 0.99).
         warmup_steps: linear warm-up from 0 to ``lr``; then cosine decay to 0 at the trainer's last step.
     """
+
+    requires = frozenset({"tokens", "targets:old_new", "study_pos"})  # tokens: L study items, then L queries
 
     def __init__(
         self,
@@ -108,6 +111,8 @@ class RecallModel(ListModel):
             matrices then also count the serial-position curve by delay.
         lr, betas, eps, weight_decay, warmup_steps: as for SequenceModel.
     """
+
+    requires = frozenset({"tokens", "query_index", "targets:token", "study_pos"})  # delay, when given, is counted too
 
     def __init__(
         self,

@@ -136,6 +136,7 @@ class AssociativeRecallTask(HeldOutTask):
     """
 
     name = "recall"  # the results' task name (summary.json "task", results/<name>.csv)
+    provides = frozenset({"tokens", "query_index", "targets:token", "study_pos"})  # targets: the tokens to emit
 
     def __init__(
         self,

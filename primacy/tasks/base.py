@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -14,6 +14,12 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from primacy.tasks.sampling import TEST_DESIGN, stream_generator
 
 Batch = dict[str, torch.Tensor]
+
+
+def batch_keys(fields: frozenset[str]) -> frozenset[str]:
+    """The batch keys of contract fields (``Task.provides``, ``TaskModel.requires``): a field is a key, followed after
+    a colon by what the key holds where that differs between tasks (``targets:old_new``, ``targets:token``)."""
+    return frozenset(field.partition(":")[0] for field in fields)
 
 
 def process_rank(trainer: L.Trainer | None) -> tuple[int, int]:
@@ -75,9 +81,14 @@ class Task(L.LightningDataModule):
     """Base class of every task. A subclass sets ``batch_size``, ``seed`` and ``num_workers``, defines
     ``stream_batch`` and builds its evaluation loaders with ``eval_loader``; it then resumes bitwise and splits its
     data across processes: tests/test_resume.py and tests/test_distributed.py check both for every task in
-    ``TINY_RUNS`` (tests/conftest.py), where a new task gets a tiny run."""
+    ``TINY_RUNS`` (tests/conftest.py), where a new task gets a tiny run.
+
+    ``provides`` is the task's side of the model-task contract: the fields of its batches, the same in training,
+    validation and test (``batch_keys`` gives the keys). A model whose ``requires`` it does not cover is refused when
+    the config is parsed (``primacy.rundir.runs.check_pairing``); a task that leaves it unset is not checked."""
 
     name: str  # a short name, recorded with the results
+    provides: ClassVar[frozenset[str]]  # the fields of every batch, training and evaluation (see batch_keys)
     batch_size: int
     seed: int
     num_workers: int = 0

@@ -86,6 +86,7 @@ class FreeRecallTask(HeldOutTask):
     """
 
     name = "free_recall"  # the results' task name (summary.json "task", results/<name>.csv)
+    provides = frozenset({"tokens", "study", "order", "index"})
 
     def __init__(
         self,

@@ -81,6 +81,7 @@ class InductionTask(Task):
     """
 
     name = "induction"  # the results' task name (summary.json "task", results/<name>.csv)
+    provides = frozenset({"tokens", "repeat"})
 
     def __init__(
         self,

@@ -147,6 +147,7 @@ class ReconstructionTask(HeldOutTask):
     """
 
     name = "reconstruction"  # the results' task name (summary.json "task", results/<name>.csv)
+    provides = frozenset({"tokens", "query_index", "targets:token", "study_pos", "delay"})  # targets: tokens to emit
 
     def __init__(
         self,

@@ -174,6 +174,7 @@ class VerificationTask(HeldOutTask):
     """
 
     name = "verification"  # the results' task name (summary.json "task", results/<name>.csv)
+    provides = frozenset({"tokens", "targets:old_new", "study_pos"})  # targets: 1.0 old, 0.0 new
 
     def __init__(
         self,

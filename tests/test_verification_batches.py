@@ -9,8 +9,8 @@ import torch
 from primacy.tasks.sampling import TRAIN, set_hash, stream_generator, token_hashes
 from primacy.tasks.verification import CyclicDesign, VerificationTask, held_out_sets, training_batch
 
-QUICKSTART = dict(n_items=32, vocab_size=512, batch_size=64, num_held_out=1024, num_test_sets=256, num_val_sets=16,
-                  seed=0)  # configs/quickstart.yaml's data
+QUICKSTART = {"n_items": 32, "vocab_size": 512, "batch_size": 64, "num_held_out": 1024, "num_test_sets": 256,
+              "num_val_sets": 16, "seed": 0}  # configs/quickstart.yaml's data
 
 # SHA-256 (first 16 hex digits) of the batches, computed with the code of commit b758e20, before VerificationTask was
 # built on HeldOutTask: the held-out sets, training batches 0-2, every validation and every test batch.
@@ -49,8 +49,8 @@ def test_the_quickstart_batches_are_bitwise_those_of_before_heldouttask(conditio
 def test_the_task_serves_the_pure_generators_batches(condition):
     """The DataModule is a thin wrapper: held-out sets, training batches that avoid them, and the test and validation
     designs (streams 0 and 1) are those of the module's pure functions."""
-    settings = dict(n_items=4, vocab_size=12, batch_size=8, num_held_out=20, num_test_sets=3, num_val_sets=2, seed=5)
-    task = VerificationTask(**settings, condition=condition)
+    task = VerificationTask(n_items=4, vocab_size=12, batch_size=8, num_held_out=20, num_test_sets=3, num_val_sets=2,
+                            seed=5, condition=condition)
     held = held_out_sets(20, 4, 12, seed=5)
     assert torch.equal(task.held_out, held)
 

@@ -70,6 +70,7 @@ class StudyQueryAccuracy(Metric):
     -0.012 elsewhere).
     """
 
+    result_kind = "StudyQueryResults"  # what a test writes of it: primacy.rundir.kinds.StudyQueryResults
     full_state_update = False
     is_differentiable = False
     higher_is_better = True
@@ -163,6 +164,7 @@ class TokenGroupMetrics(Metric):
     without tokens) and ``{group}_tokens`` for every group.
     """
 
+    result_kind = "LoggedResults"  # what a test writes of it: primacy.rundir.kinds.LoggedResults
     full_state_update = False
     is_differentiable = False
 
@@ -205,6 +207,7 @@ class FreeRecallStats(Metric):
     index: the same whatever the number of processes.
     """
 
+    result_kind = "FreeRecallResults"  # what a test writes of it: primacy.rundir.kinds.FreeRecallResults
     full_state_update = False
     is_differentiable = False
 

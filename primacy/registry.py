@@ -18,10 +18,11 @@ try:
 except ModuleNotFoundError:  # Python 3.10: a plugin that is not installed is then only "not registered"
     tomllib = None
 
-GROUPS = {"backbone": "primacy.backbones", "model": "primacy.models", "task": "primacy.tasks"}
+GROUPS = {"backbone": "primacy.backbones", "model": "primacy.models", "task": "primacy.tasks",
+          "result": "primacy.results"}  # kinds of result: primacy.rundir.kinds
 GROUP = GROUPS["backbone"]
 BASES = {"backbone": "primacy.backbones.Backbone", "model": "lightning.LightningModule",
-         "task": "lightning.LightningDataModule"}
+         "task": "lightning.LightningDataModule", "result": "primacy.rundir.kinds.ResultKind"}
 BUILTINS_ONLY = "PRIMACY_BUILTINS_ONLY"  # set to 1 to ignore backbones from other distributions
 # The plugins bundled with a primacy checkout, each a distribution of its own: asking for a class that one of them
 # declares, when it is not installed, says what to install. Absent when primacy is installed from a wheel.
@@ -38,6 +39,8 @@ def _base(kind: str) -> type:
         from primacy.backbones.base import Backbone
 
         return Backbone
+    if kind == "result":
+        return object  # primacy.rundir.kinds.get checks ResultKind: the registry sits below rundir
     import lightning as L
 
     return L.LightningModule if kind == "model" else L.LightningDataModule

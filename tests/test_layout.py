@@ -111,3 +111,35 @@ def test_the_circle_check_finds_a_circle(monkeypatch):
     monkeypatch.setattr(__import__(__name__), "imports", lambda module: fake[module])
     with pytest.raises(pytest.fail.Exception, match="import circle: primacy.a -> primacy.b -> primacy.a"):
         test_no_module_imports_itself_through_a_circle()
+
+
+# The run directory's names (primacy.rundir.layout.RunDir and the kinds of result in primacy.rundir.kinds).
+RUN_DIRECTORY_FILES = {"config.yaml", "last.ckpt", "summary.json", "accuracy.npz", "free_recall.npz", "free_recall.csv",
+                       "dt_history.npz"}
+RUN_DIRECTORY_FOLDERS = {"results", "checkpoints", "logs"}  # spelled only in a path: "results" is also an option
+
+
+def run_directory_literals(module: str) -> list[str]:
+    """Where ``module`` spells a file name of the run directory, or a folder of it in a path (``x / "results"``)."""
+    tree = ast.parse(MODULES[module].read_text())
+    found = [node for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and node.value in RUN_DIRECTORY_FILES]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            found += [side for side in (node.left, node.right)
+                      if isinstance(side, ast.Constant) and side.value in RUN_DIRECTORY_FOLDERS]
+    return [f"{module}:{node.lineno} {node.value!r}" for node in found]
+
+
+def test_only_the_run_directory_package_spells_its_file_names():
+    outside = [hit for module in MODULES if not module.startswith("primacy.rundir")
+               for hit in run_directory_literals(module)]
+    assert not outside, "name these through primacy.rundir.layout.RunDir (or the kind of result):\n" + "\n".join(outside)
+
+
+def test_the_file_name_check_finds_a_literal(monkeypatch, tmp_path):
+    """The check above can fail: a path built from a literal folder and file name is reported."""
+    source = tmp_path / "fake.py"
+    source.write_text('from pathlib import Path\nPath("run") / "results" / "summary.json"\n')
+    monkeypatch.setitem(MODULES, "primacy.fake", source)
+    assert run_directory_literals("primacy.fake") == ["primacy.fake:2 'summary.json'", "primacy.fake:2 'results'"]

@@ -17,7 +17,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_info
 
 from primacy.errors import UsageError
-from primacy.rundir.layout import run_dir
+from primacy.rundir.layout import RunDir
 
 
 class RunCheckpoint(ModelCheckpoint):
@@ -61,7 +61,7 @@ class RunCheckpoint(ModelCheckpoint):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.dirpath is None:
-            self.dirpath = str(run_dir(trainer) / "checkpoints")
+            self.dirpath = str(RunDir.of(trainer).checkpoints)
         super().setup(trainer, pl_module, stage)
 
     @property

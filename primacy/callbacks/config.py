@@ -10,7 +10,7 @@ from jsonargparse import Namespace
 from lightning.pytorch.cli import SaveConfigCallback
 
 from primacy import files, moved
-from primacy.rundir.layout import run_dir
+from primacy.rundir.layout import RunDir
 
 
 class RunConfig(SaveConfigCallback):
@@ -36,7 +36,7 @@ class RunConfig(SaveConfigCallback):
             for logger in trainer.loggers:
                 logger.log_hyperparams(logged)
         if stage == "fit":
-            with files.atomic_path(run_dir(trainer) / "config.yaml") as temp:  # overwrite: the temporary file exists
+            with files.atomic_path(RunDir.of(trainer).config) as temp:  # overwrite: the temporary file exists
                 self.parser.save(config, temp, skip_none=False, overwrite=True, skip_validation=True)
 
 

@@ -25,7 +25,7 @@ from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.checks import figure_formats, fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 from primacy.rundir import results
-from primacy.rundir.layout import run_dir
+from primacy.rundir.layout import DT_HISTORY, RunDir
 from primacy.tasks.prompts import BOS, repeated_prompt
 
 
@@ -63,7 +63,7 @@ class TrainingRecorder(Callback, ABC):
         if not interrupted:
             self._record(trainer, pl_module)
         if self.steps and trainer.is_global_zero:
-            self._write(trainer, pl_module, run_dir(trainer) / "results")
+            self._write(trainer, pl_module, RunDir.of(trainer).results)
 
 
 class DtTracker(TrainingRecorder):
@@ -113,7 +113,7 @@ class DtTracker(TrainingRecorder):
 
     def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
         steps, dt = np.asarray(self.steps), np.stack(self.values)  # S, S C
-        results.write_dt_history(out / "dt_history.npz", steps, dt, self.layers, self.channels)
+        results.write_dt_history(out / DT_HISTORY, steps, dt, self.layers, self.channels)
         if not self.formats:
             return
         name = type(pl_module.backbone).__name__

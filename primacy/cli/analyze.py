@@ -16,6 +16,7 @@ from primacy.analysis.probes import capture_bytes, measure_probes
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import figure_formats, fits_in_memory, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
+from primacy.rundir.layout import SUMMARY
 from primacy.rundir.runs import load_run, require_backbone, require_task
 from primacy.tasks.verification import VerificationTask
 from primacy.workflows.analyses import (
@@ -40,8 +41,8 @@ from primacy.workflows.published_heads import (
 from primacy.workflows.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
 from primacy.workflows.texts import ICL_SCORES, TextSettings, check_text_options
 
-ICL_FILES = ("heads.csv", "summary.json", "lag_crps.npz")
-PROBE_FILES = ("probes.csv", "probes.npz", "summary.json")
+ICL_FILES = ("heads.csv", SUMMARY, "lag_crps.npz")
+PROBE_FILES = ("probes.csv", "probes.npz", SUMMARY)
 
 
 def _run_arguments(parser: argparse.ArgumentParser, seed: bool = True) -> None:

@@ -24,8 +24,8 @@ from primacy.cli.help import HELP_ALL, backbone_help, subcommand_help, wants_hel
 from primacy.cli.parse_errors import ParseError, check_config_files, explain
 from primacy.errors import UsageError, find_usage_error
 from primacy.rundir.checkpoints import check_checkpoint
-from primacy.rundir.layout import run_dir
-from primacy.rundir.resume import last_checkpoint, resume_point, wandb_run_id
+from primacy.rundir.layout import RunDir
+from primacy.rundir.resume import resume_point, wandb_run_id
 from primacy.rundir.runs import check_parsed_pairing, link_task_to_model
 
 TRAINER_DEFAULTS = {
@@ -177,12 +177,12 @@ class PrimacyCLI(LightningCLI):
             signum = next((cb.stop_signal for cb in trainer.callbacks if isinstance(cb, RunCheckpoint)), None)
             raise SystemExit(128 + (signum or signal.SIGINT))  # 130 after Ctrl-C, 143 after SIGTERM
         if not self.config.fit.test_after_fit:
-            rank_zero_info(f"Trained to step {trainer.global_step}: {last_checkpoint(run_dir(trainer))}")
+            rank_zero_info(f"Trained to step {trainer.global_step}: {RunDir.of(trainer).last_checkpoint}")
             return
         trainer.test(self.model, datamodule=self.datamodule)
         headline = ", ".join(f"{key} {float(trainer.callback_metrics[f'test/{key}']):.3f}"
                              for key in getattr(self.model, "HEADLINE", ()) if f"test/{key}" in trainer.callback_metrics)
-        rank_zero_info(f"Results in {run_dir(trainer) / 'results'}" + (f": {headline}" if headline else ""))
+        rank_zero_info(f"Results in {RunDir.of(trainer).results}" + (f": {headline}" if headline else ""))
 
 
 def _refuse_forking_threads(strategy: Any, name: Any) -> None:

@@ -13,6 +13,7 @@ from primacy.analysis.free_recall import FreeRecallCounts, summarize
 from primacy.analysis.serial_position import position_indices
 from primacy.errors import UsageError
 from primacy.rundir import results
+from primacy.rundir.layout import FREE_RECALL_ARRAYS, FREE_RECALL_TABLE, SUMMARY
 from primacy.tasks.free_recall import FreeRecallTask
 
 
@@ -21,8 +22,8 @@ def read_free_recall(out: Path) -> dict[str, Any]:
     free_recall.npz (under their summary.json names, as numpy arrays), and free_recall.csv's ``header``, ``rows``
     (text, to be written again unchanged) and one ``subject``. A damaged or incomplete file is a UsageError that
     names it and says how to write it again."""
-    remedy = results._retest(out)
-    path = out / "free_recall.npz"
+    remedy = results.retest_hint(out)
+    path = out / FREE_RECALL_ARRAYS
     arrays = results._load_npz(path, FreeRecallCounts._fields, (), remedy)
     n = arrays["spc"].shape[0] if arrays["spc"].ndim == 1 else 0
     shapes = {"spc": (n,), "first_recall": (n,), "lag_actual": (2 * n - 1,), "lag_possible": (2 * n - 1,)}
@@ -34,12 +35,12 @@ def read_free_recall(out: Path) -> dict[str, Any]:
                              f"{remedy}")
     if n == 0 or int(arrays["lists"]) <= 0:
         raise UsageError(f"{path} holds no lists: {remedy}")
-    summary = results._load_summary(out / "summary.json", remedy)
+    summary = results._load_summary(out / SUMMARY, remedy)
     if summary.get("task") != FreeRecallTask.name:
-        raise UsageError(f"{out / 'summary.json'} has task {summary.get('task')!r}, but only a {FreeRecallTask.name} "
+        raise UsageError(f"{out / SUMMARY} has task {summary.get('task')!r}, but only a {FreeRecallTask.name} "
                          f"test writes the free_recall.npz beside it: {remedy}")
     curves = summarize(FreeRecallCounts(*(torch.from_numpy(arrays[k]) for k in FreeRecallCounts._fields)))
-    header, rows, subject = read_long_format(out / "free_recall.csv", remedy)
+    header, rows, subject = read_long_format(out / FREE_RECALL_TABLE, remedy)
     return {"summary": summary, "header": header, "rows": rows, "subject": subject,
             "mean_recalled": curves.mean_recalled, "intrusion_rate": curves.intrusion_rate,
             "repetition_rate": curves.repetition_rate, **position_indices(curves.spc),

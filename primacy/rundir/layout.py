@@ -1,16 +1,98 @@
-"""Where a run's files live: everything under one directory, the trainer's default_root_dir."""
+"""Where a run's files live: everything under one directory, the trainer's default_root_dir. ``RunDir`` names every
+file and folder of it; no other module spells their names (tests/test_layout.py checks)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
 
+SUMMARY = "summary.json"  # the summary of a run's results, of an aggregate and of an analysis directory
+DT_HISTORY = "dt_history.npz"
+ACCURACY_ARRAYS = "accuracy.npz"  # the kinds of result's own files: primacy.rundir.kinds
+FREE_RECALL_ARRAYS, FREE_RECALL_TABLE = "free_recall.npz", "free_recall.csv"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run directory:
+
+    ``config.yaml``            the full resolved config (``config``)
+    ``checkpoints/last.ckpt``  the latest checkpoint (``last_checkpoint``), numbered ones beside it (``checkpoints``)
+    ``results/``               what the test wrote (``results``): ``summary.json`` (``summary``) and the files of the
+                               model's kind of result (``primacy.rundir.kinds``), ``dt_history.npz`` (``dt_history``)
+    ``icl/``, ``ablation/``    the analyses ``primacy reproduce induction`` makes of the run's checkpoints
+    """
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @classmethod
+    def of(cls, trainer: L.Trainer) -> RunDir:
+        """A trainer's run directory: its default_root_dir."""
+        return cls(Path(trainer.default_root_dir))
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.checkpoints / "last.ckpt"
+
+    def numbered_checkpoints(self) -> list[Path]:
+        """Every checkpoint file of the run (last.ckpt included), sorted by name."""
+        return sorted(self.checkpoints.glob("*.ckpt"))
+
+    @property
+    def results(self) -> Path:
+        return self.path / "results"
+
+    @property
+    def summary(self) -> Path:
+        return self.results / SUMMARY
+
+    @property
+    def dt_history(self) -> Path:
+        return self.results / DT_HISTORY
+
+    @property
+    def logs(self) -> Path:
+        """What ``primacy reproduce`` launched: the run's output and its launcher's state."""
+        return self.path / "logs"
+
+    @property
+    def icl(self) -> Path:
+        return self.path / "icl"
+
+    @property
+    def ablation(self) -> Path:
+        return self.path / "ablation"
+
+    def is_tested(self) -> bool:
+        """Whether a test has written the run's results (its summary.json exists)."""
+        return self.summary.is_file()
+
+    def test_args(self) -> tuple[str, ...]:
+        """The ``primacy`` arguments that test the run's latest checkpoint again (rewriting its results)."""
+        return ("test", "--config", str(self.config), "--ckpt_path", str(self.last_checkpoint))
+
 
 def run_dir(trainer: L.Trainer) -> Path:
     """A run's directory is the trainer's default_root_dir."""
-    return Path(trainer.default_root_dir)
+    return RunDir.of(trainer).path
 
 
 def last_checkpoint(root: Path) -> Path:
-    return root / "checkpoints" / "last.ckpt"
+    return RunDir(root).last_checkpoint

@@ -19,6 +19,7 @@ from primacy.analysis.free_recall import FreeRecallCounts, long_format_rows
 from primacy.analysis.free_recall import summarize as free_recall_curves
 from primacy.analysis.serial_position import position_indices, summarize
 from primacy.errors import UsageError
+from primacy.rundir.layout import ACCURACY_ARRAYS, FREE_RECALL_ARRAYS, FREE_RECALL_TABLE, SUMMARY, RunDir
 
 COUNT_KEYS = ("hits", "counts", "distractor_hits", "distractor_counts")
 # Recognition contiguity (StudyQueryAccuracy): always written now, absent from runs written before it existed.
@@ -87,7 +88,7 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
     keys += (EXPECTED_KEY,) if EXPECTED_KEY in result else ()
     keys += DELAY_KEYS if "delay_counts" in result else ()
     arrays = {k: np.asarray(torch.as_tensor(result[k]).cpu()) for k in keys}
-    files.save_npz(out / "accuracy.npz", **arrays)
+    files.save_npz(out / ACCURACY_ARRAYS, **arrays)
     content = write_summary(out, summary(result, settings))
     write_csv(out / f"{settings.get('task') or 'verification'}.csv", arrays, settings["condition"])
     if "contiguity_counts" in arrays:
@@ -144,16 +145,16 @@ def write_free_recall(out_dir: str | Path, counts: FreeRecallCounts, study: torc
     and summary.json; returns the summary."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files.save_npz(out / "free_recall.npz", **{k: v.cpu().numpy() for k, v in counts._asdict().items()},
+    files.save_npz(out / FREE_RECALL_ARRAYS, **{k: v.cpu().numpy() for k, v in counts._asdict().items()},
                    study=study.cpu().numpy(), recalls=recalls.cpu().numpy())
-    files.write_csv(out / "free_recall.csv", long_format_rows(study.cpu(), recalls.cpu(), subject))
+    files.write_csv(out / FREE_RECALL_TABLE, long_format_rows(study.cpu(), recalls.cpu(), subject))
     return write_summary(out, free_recall_summary(counts, settings, loss))
 
 
 def replacing_notice(out_dir: str | Path) -> str | None:
     """The line to show before a test writes into ``out_dir`` when it already holds results (a summary.json), so
     that replacing an earlier test's results is never silent; None when there is nothing to replace."""
-    path = Path(out_dir) / "summary.json"
+    path = Path(out_dir) / SUMMARY
     try:
         written = datetime.fromtimestamp(path.stat().st_mtime)
     except FileNotFoundError:
@@ -165,7 +166,7 @@ def write_summary(out_dir: str | Path, content: dict[str, Any]) -> dict[str, Any
     """Write ``content`` to <out_dir>/summary.json; returns it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files.write_json(out / "summary.json", content)
+    files.write_json(out / SUMMARY, content)
     return content
 
 
@@ -218,8 +219,8 @@ def read(out_dir: str | Path) -> dict[str, Any]:
     says how to make it again.
     """
     out = Path(out_dir)
-    remedy = _retest(out)
-    path = out / "accuracy.npz"
+    remedy = retest_hint(out)
+    path = out / ACCURACY_ARRAYS
     arrays = _load_npz(path, COUNT_KEYS, CONTIGUITY_KEYS + (EXPECTED_KEY,) + DELAY_KEYS, remedy)
     present_delays = [k for k in DELAY_KEYS if k in arrays]
     if present_delays and len(present_delays) < len(DELAY_KEYS):
@@ -234,14 +235,12 @@ def read(out_dir: str | Path) -> dict[str, Any]:
                          f"written with it; {remedy}")
     _check_counts(path, arrays, remedy)
     states = {k: torch.from_numpy(v) for k, v in arrays.items()}
-    return {"summary": _load_summary(out / "summary.json", remedy), **summarize(**states), **states}
+    return {"summary": _load_summary(out / SUMMARY, remedy), **summarize(**states), **states}
 
 
-def _retest(out: Path) -> str:
+def retest_hint(out: Path) -> str:
     """What to do about a run's damaged result file: test the run again, which rewrites every one of them."""
-    run = out.parent
-    return (f"re-test the run with `primacy test --config {run / 'config.yaml'} "
-            f"--ckpt_path {run / 'checkpoints' / 'last.ckpt'}`")
+    return f"re-test the run with `primacy {' '.join(RunDir(out.parent).test_args())}`"
 
 
 def _reason(error: BaseException) -> str:

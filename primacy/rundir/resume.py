@@ -9,13 +9,13 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import check_checkpoint
-from primacy.rundir.layout import last_checkpoint
+from primacy.rundir.layout import RunDir
 
 
 def resume_point(root: Path, max_steps: int, model_config: Any) -> Path | None:
     """The checkpoint to resume from when ``root`` holds an unfinished run of the same model, None when it holds no
     run; a finished run (at ``max_steps``), a damaged checkpoint or another model's run is refused in one line."""
-    last = last_checkpoint(root)
+    last = RunDir(root).last_checkpoint
     if not last.exists():
         return None
     try:
@@ -25,7 +25,7 @@ def resume_point(root: Path, max_steps: int, model_config: Any) -> Path | None:
     if step >= max_steps:
         raise UsageError(
             f"trainer.default_root_dir={root} already holds a finished run (step {step} of max_steps={max_steps}): "
-            f"choose another directory, or test it with primacy test --config {root / 'config.yaml'} --ckpt_path {last}"
+            f"choose another directory, or test it with primacy {' '.join(RunDir(root).test_args())}"
         )
     rank_zero_info(f"Resuming the unfinished run in {root} from step {step} of {max_steps} ({last})")
     return last

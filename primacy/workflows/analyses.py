@@ -23,6 +23,7 @@ from primacy.analysis.icl import HeadAnalysis, HeadResult, analyze_heads, summar
 from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
 from primacy.checks import one_of, positive
 from primacy.errors import UsageError
+from primacy.rundir.layout import SUMMARY
 from primacy.tasks.prompts import repeated_prompt
 from primacy.workflows.sources import Checkpoint
 from primacy.workflows.texts import TextSettings
@@ -67,7 +68,7 @@ def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: d
     files.write_csv(out / "heads.csv", rows)
     top, grid = min(settings.top, len(analysis.heads)), settings.grid
     content = {**(extra or {}), **summary(analysis, top), **settings.recorded()}
-    files.write_json(out / "summary.json", content)
+    files.write_json(out / SUMMARY, content)
     files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
                    gaussian_fits=analysis.gaussian_fits)
     formats = list(settings.formats)
@@ -178,7 +179,7 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
     for source in sources:
         step_settings = settings if draw == "every" or source is sources[-1] else tables_only
         target = out / f"step{source.step}"
-        summary_file = target / "summary.json"
+        summary_file = target / SUMMARY
         done = reuse and summary_file.is_file() and not source.written_after(summary_file)
         content = json.loads(summary_file.read_text()) if done else None
         if content is None or not settings.matches(content):
@@ -280,6 +281,6 @@ def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str
     content = {**settings, "n_layers": layers, "n_heads": heads, "n_items": n_items,
                **{f"{probe}_probes": int(trials[0, 0, k].sum()) for k, probe in enumerate(PROBES)},
                "heads": head_summary(means)}
-    files.write_json(out / "summary.json", content)
+    files.write_json(out / SUMMARY, content)
     figures.save(figures.heads.probe_attention(means), out / "probes", formats)
     return content

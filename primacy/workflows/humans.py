@@ -22,8 +22,9 @@ from primacy.analysis.comparison import COMPARED_LAGS, GroupCurves, distances, g
 from primacy.analysis.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
 from primacy.checks import writable_directory
 from primacy.errors import UsageError
-from primacy.rundir import results
-from primacy.rundir.free_recall import read_free_recall
+from primacy.rundir import kinds, results
+from primacy.rundir.kinds import FreeRecallResults
+from primacy.rundir.layout import SUMMARY, RunDir
 from primacy.workflows import people as human_data
 
 PEOPLE = "people"
@@ -60,15 +61,15 @@ def person_curves(dataset: str) -> GroupCurves:
 def run_curves(run_dirs: list[Path], dataset: human_data.Dataset) -> GroupCurves:
     """One member per free-recall run (its test lists), after checking each is one and has the dataset's lists."""
     members = []
-    for run in run_dirs:
-        out = run / "results"
-        if not (out / "free_recall.npz").is_file():
-            task = _task(out / "summary.json")
-            raise UsageError(f"run {run} is {task}: primacy humans compares free-recall runs (FreeRecallTask)")
-        loaded = read_free_recall(out)
+    for run in map(RunDir, run_dirs):
+        kind = kinds.for_run(run)
+        if not isinstance(kind, FreeRecallResults):
+            raise UsageError(f"run {run.path} is {_task(run)}: primacy humans compares free-recall runs "
+                             "(FreeRecallTask)")
+        loaded = kind.read(run)
         n_items = len(loaded["serial_position_curve"])
         if n_items != dataset.list_length:
-            raise UsageError(f"run {run} recalled lists of {n_items} items and {dataset.name}'s people lists of "
+            raise UsageError(f"run {run.path} recalled lists of {n_items} items and {dataset.name}'s people lists of "
                              f"{dataset.list_length}: train at L = {dataset.list_length} (configs/cpu/"
                              f"free-recall-*-L{dataset.list_length}.yaml)")
         members.append(FreeRecallCurves(
@@ -78,12 +79,12 @@ def run_curves(run_dirs: list[Path], dataset: human_data.Dataset) -> GroupCurves
     return group_curves(members)
 
 
-def _task(summary: Path) -> str:
+def _task(run: RunDir) -> str:
     """How a run that is not a free-recall one is named in an error: by its task, if its summary says."""
     try:
-        task = json.loads(summary.read_text()).get("task") or "verification"
+        task = json.loads(run.summary.read_text()).get("task") or "verification"
     except (OSError, ValueError, AttributeError):
-        return "not a tested free-recall run (no results/free_recall.npz)"
+        return "not a tested free-recall run"
     return f"a {task} run"
 
 
@@ -103,7 +104,7 @@ def write(comparisons: list[Comparison], out: Path, title: str = "") -> list[Pat
     written = figures.save(figures.humans.beside_people(
         [(c.dataset.name, c.people, c.models) for c in comparisons], title), out / "humans")
     written.append(files.write_csv(out / "curves.csv", rows))
-    written.append(files.write_json(out / "summary.json", {c.dataset.name: c.summary() for c in comparisons}))
+    written.append(files.write_json(out / SUMMARY, {c.dataset.name: c.summary() for c in comparisons}))
     return written
 
 
@@ -129,7 +130,7 @@ def run_groups(paths: list[Path], labels: list[str] | None = None) -> dict[str, 
     for i, path in enumerate(paths):
         if not path.is_dir():
             raise UsageError(f"run {path} does not exist: give free-recall run directories")
-        seeds = [path] if (path / "results").is_dir() else sorted(p for p in path.iterdir() if (p / "results").is_dir())
+        seeds = [path] if _tested(path) else sorted(p for p in path.iterdir() if _tested(p))
         if not seeds:
             raise UsageError(f"run {path} has no results/ and no run directories with results/ inside: give runs that "
                              "`primacy fit` tested")
@@ -138,6 +139,11 @@ def run_groups(paths: list[Path], labels: list[str] | None = None) -> dict[str, 
             raise UsageError(f"label {label!r} is used twice (or is {PEOPLE!r}): give --labels")
         groups[label] = seeds
     return groups
+
+
+def _tested(path: Path) -> bool:
+    """Whether ``path`` is a run directory with results (rather than a directory of runs)."""
+    return RunDir(path).results.is_dir()
 
 
 def humans(paths: list[Path], dataset: str, out: Path, labels: list[str] | None = None) -> list[Path]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from primacy.checks import positive
 from primacy.errors import UsageError
+from primacy.rundir.layout import RunDir
 
 HEARTBEAT_SECONDS = 30  # a running job rewrites its state file this often
 STALE_SECONDS = 4 * HEARTBEAT_SECONDS  # a state older than this on another host means the job died
@@ -30,7 +31,7 @@ PARENT_ENV = "PRIMACY_LAUNCHER_PID"  # set in a run's environment: the launcher 
 
 
 def state_file(run_dir: str | Path) -> Path:
-    return Path(run_dir) / "logs" / "state.json"
+    return RunDir(run_dir).logs / "state.json"
 
 
 def read_state(run_dir: str | Path) -> dict[str, Any]:
@@ -94,7 +95,7 @@ class RunJob:
 
     def __call__(self) -> int:
         run_dir, (job, rank) = Path(self.run_dir), _task()
-        logs = run_dir / "logs"
+        logs = RunDir(run_dir).logs
         logs.mkdir(parents=True, exist_ok=True)
         name = time.strftime("%Y%m%d-%H%M%S") + (f"-{job}" if job else "") + (f"-rank{rank}" if rank else "")
         log = logs / f"{name}.log"

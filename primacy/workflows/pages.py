@@ -23,7 +23,8 @@ from primacy.analysis.probes import PROBES, measure_probes, strongest_head
 from primacy.analysis.serial_position import quarter
 from primacy.errors import UsageError
 from primacy.rundir import results
-from primacy.rundir.resume import last_checkpoint
+from primacy.rundir.kinds import StudyQueryResults
+from primacy.rundir.layout import SUMMARY, RunDir
 from primacy.rundir.runs import load_run
 from primacy.workflows import aggregate, humans, people
 from primacy.workflows.analyses import (
@@ -133,10 +134,8 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
         name = panel.config(scale)
         dirs = [run.dir for run in runs if run.panel == name]
         summary = aggregate.aggregate(dirs, out / name / "mean")
-        with np.load(out / name / "mean" / "accuracy.npz") as arrays:  # written just now by aggregate
-            matrix, distractor = arrays["matrix_mean"], arrays["distractor_mean"]
-        histories = [results.read_dt_history(d / "results" / "dt_history.npz") for d in dirs
-                     if (d / "results" / "dt_history.npz").is_file()]
+        matrix, distractor = StudyQueryResults().mean_matrix(out / name / "mean")  # written just now by aggregate
+        histories = [results.read_dt_history(RunDir(d).dt_history) for d in dirs if RunDir(d).dt_history.is_file()]
         panels.append(PanelResult(panel, name, dirs, summary, matrix, distractor, histories))
     title = f"{spec.title} · {scale} scale · {len(panels[0].dirs)} seed{'s' * (len(panels[0].dirs) > 1)}"
     written = []
@@ -268,7 +267,7 @@ def _probes(panel: PanelResult, out: Path) -> list[Path]:
     standard error over seeds (``strongest_heads``): where its queries look."""
     total, strongest = None, []
     for run in panel.dirs:  # the seeds of one config: the same task settings
-        model, task = load_run(run / "config.yaml", last_checkpoint(run))
+        model, task = load_run(RunDir(run).config, RunDir(run).last_checkpoint)
         n_sets = min(PROBE_SETS, task.num_test_sets)
         stats = measure_probes(model, task.test_design(), n_sets, batch_size=32)
         strongest.append({"run": run.name, **strongest_head(stats.means())})
@@ -276,7 +275,7 @@ def _probes(panel: PanelResult, out: Path) -> list[Path]:
     settings = {"n_sets": n_sets, "seeds": len(panel.dirs), "condition": task.condition, "vocab_size": task.vocab_size,
                 "strongest_heads": strongest, "strongest_head_mean": _strongest_mean(strongest)}
     write_probes(total, settings, out, ["png", "pdf"])
-    return [out / name for name in ("probes.csv", "probes.npz", "summary.json", "probes.png", "probes.pdf")]
+    return [out / name for name in ("probes.csv", "probes.npz", SUMMARY, "probes.png", "probes.pdf")]
 
 
 def _strongest_mean(strongest: list[dict]) -> dict:
@@ -309,7 +308,7 @@ def _draw_humans(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> li
     models: dict[str, dict[str, list[Path]]] = {}  # dataset -> model label -> its seeds' run directories
     for panel in spec.panels:
         dirs = [run.dir for run in runs if run.panel == panel.config(scale)]
-        n_items = json.loads((dirs[0] / "results" / "summary.json").read_text())["n_items"]
+        n_items = json.loads(RunDir(dirs[0]).summary.read_text())["n_items"]
         dataset = people.dataset_for_length(n_items).name
         models.setdefault(dataset, {})[panel.label.split()[0]] = dirs  # "S4D L24" -> "S4D" within its row
     comparisons = [humans.compare(groups, dataset) for dataset, groups in models.items()]
@@ -330,9 +329,10 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         name = panel.config(scale)
         seeds = {}
         for run in (run for run in runs if run.panel == name):
-            ckpts = trained_checkpoints(run.dir / "config.yaml", sorted((run.dir / "checkpoints").glob("*.ckpt")))
+            files_of = RunDir(run.dir)
+            ckpts = trained_checkpoints(files_of.config, files_of.numbered_checkpoints())
             print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
-            seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, run.dir / "icl", settings, reuse=True,
+            seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, files_of.icl, settings, reuse=True,
                                                              report=lambda line: None, draw="final")
             ablation = _ablation(run.dir, rows[-1]["step"])
             table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows, ablation)})
@@ -349,11 +349,11 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
 def _ablation(run: Path, step: int) -> dict[str, Any]:
     """`analyze ablation` of a run's final checkpoint, its most CMR-like heads by the final analysis (Ji-An et al.
     Fig. 8), into <run>/ablation; an ablation newer than that analysis is read back."""
-    heads, out = run / "icl" / f"step{step}" / "heads.csv", run / "ablation"
+    heads, out = RunDir(run).icl / f"step{step}" / "heads.csv", RunDir(run).ablation
     done = out / "ablation.json"
     if done.is_file() and done.stat().st_mtime >= heads.stat().st_mtime:
         return json.loads(done.read_text())
-    source = TrainedCheckpoint(run / "config.yaml", last_checkpoint(run), step)
+    source = TrainedCheckpoint(RunDir(run).config, RunDir(run).last_checkpoint, step)
     return ablate_checkpoint(source, ranked_heads(heads, "cmr_distance"), out, AblationSettings(formats=("png",)))
 
 

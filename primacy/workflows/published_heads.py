@@ -22,6 +22,7 @@ from primacy.analysis.emergence import closest_heads, emergence_row, top_heads
 from primacy.analysis.icl import HeadAnalysis, HeadResult, fit_head, summary
 from primacy.analysis.natural_text import PAPER_EARLY, PAPER_LATE
 from primacy.errors import UsageError
+from primacy.rundir.layout import SUMMARY
 from primacy.workflows.analyses import draw_heads, write_emergence
 from primacy.workflows.published import read_published
 
@@ -149,7 +150,7 @@ def write_scores(scores: PublishedScores, out: Path, grid: CMRGrid, alignment: s
                **summary(analysis, top), "bos": None, "n_prompts": None, "prompt_seed": None,
                "cmr_variant": grid.variant, "cmr_alignment": alignment, "top": top, "icl_score": float("nan"),
                "cmr_like_heads": sum(h.cmr_like for h in analysis.heads)}
-    files.write_json(out / "summary.json", content)
+    files.write_json(out / SUMMARY, content)
     files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
                    gaussian_fits=analysis.gaussian_fits, lag_crp_sems=scores.lag_crp_sems[..., _FIT_AT],
                    published_lags=PUBLISHED_LAGS, published_lag_crps=scores.lag_crps,

@@ -10,7 +10,7 @@ from typing import Any
 
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import check_checkpoint
-from primacy.rundir.resume import last_checkpoint
+from primacy.rundir.layout import RunDir
 from primacy.workflows import launchers
 from primacy.workflows.launchers import state_file
 from primacy.workflows.pages import FigureSpec
@@ -32,7 +32,7 @@ class Run:
                 "--data.init_args.seed", str(self.seed), "--trainer.default_root_dir", str(self.dir))
 
     def test_args(self) -> tuple[str, ...]:
-        return ("test", "--config", str(self.dir / "config.yaml"), "--ckpt_path", str(last_checkpoint(self.dir)))
+        return RunDir(self.dir).test_args()
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def status(run: Run, config: Any) -> Status:
             return Status("queued", f"job {state.get('job')} {where}")
         ended, state = f"job {state.get('job')} ended {slurm} before the run started", {}
     max_steps = config.trainer.max_steps
-    ckpt = last_checkpoint(run.dir)
+    ckpt = RunDir(run.dir).last_checkpoint
     exit_code = state.get("exit_code")
     failed = state.get("state") == "exited" and exit_code not in (0, *launchers.STOPPED)
     if not ckpt.is_file():
@@ -99,7 +99,7 @@ def status(run: Run, config: Any) -> Status:
             return Status("failed", f"at step {step} of {max_steps}, exit code {exit_code}, {log}", run.fit_args())
         return Status("stopped", f"at step {step} of {max_steps}: resumes" + (f" ({ended})" if ended else ""),
                       run.fit_args())
-    summary = run.dir / "results" / "summary.json"
+    summary = RunDir(run.dir).summary
     if summary.is_file() and summary.stat().st_mtime >= ckpt.stat().st_mtime:
         return Status("done", f"step {step}")
     return Status("stopped", f"trained ({step} steps), not tested", run.test_args())

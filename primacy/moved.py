@@ -72,6 +72,29 @@ SPLIT = {  # old module -> {public name that its MOVED module does not hold: the
 }
 
 
+# Packages that kept an old module's path (``primacy.callbacks`` and ``primacy.cli`` were modules): the old names
+# their modules no longer hold, resolved by each package's ``__getattr__`` through ``old_name``.
+PACKAGES = {
+    "primacy.callbacks": {"run_dir": "primacy.rundir.layout.run_dir",
+                          "rng_states": "primacy.callbacks.checkpointing.rng_states",
+                          "set_rng_states": "primacy.callbacks.checkpointing.set_rng_states",
+                          "run_settings": "primacy.rundir.settings.run_settings"},
+    "primacy.cli": {"aggregate_command": "primacy.cli.aggregate.command",
+                    "kernels_command": "primacy.cli.kernels.command",
+                    "models_command": "primacy.cli.models.command"},
+}
+
+
+def old_name(package: str, name: str) -> Any:
+    """An old name of ``package`` (``PACKAGES``): the object where it is now, with a FutureWarning naming its path;
+    AttributeError for any other name, as a module's ``__getattr__`` must raise."""
+    new = PACKAGES.get(package, {}).get(name)
+    if new is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    warnings.warn(f"{package}.{name} is now {new}: name it by its new path", FutureWarning, stacklevel=3)
+    return _resolve(new)
+
+
 def current_path(class_path: str) -> str:
     """``class_path`` with an old module replaced by the one that holds the name now: ``primacy.model.SequenceModel``
     -> ``primacy.models.lists.SequenceModel``, ``primacy.console.LineProgress`` ->
@@ -79,6 +102,8 @@ def current_path(class_path: str) -> str:
     module, _, name = class_path.rpartition(".")
     if name in SPLIT.get(module, {}):
         return SPLIT[module][name]
+    if name in PACKAGES.get(module, {}):
+        return PACKAGES[module][name]
     return f"{MOVED[module]}.{name}" if module in MOVED else class_path
 
 

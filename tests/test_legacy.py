@@ -78,20 +78,34 @@ def test_an_old_name_of_a_split_module_is_the_object_of_now_and_says_where_it_we
         module.not_a_name_it_ever_had  # noqa: B018
 
 
+@pytest.mark.parametrize("old", sorted(moved.PACKAGES))
+def test_an_old_name_of_a_module_that_became_a_package_is_the_object_of_now(old):
+    package = importlib.import_module(old)
+    for name, new in moved.PACKAGES[old].items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert getattr(package, name) is resolve(new) and moved.current_path(f"{old}.{name}") == new
+        assert [(w.category, str(w.message).split(":")[0]) for w in caught] == [(FutureWarning,
+                                                                                 f"{old}.{name} is now {new}")]
+    with pytest.raises(AttributeError):
+        package.not_a_name_it_ever_had  # noqa: B018
+
+
 # Public names of the old modules that have no successor: known_classes(base) listed primacy's subclasses of a base
 # class; the registry (registry.names, registry.load_all) replaced it.
 NO_SUCCESSOR = {"primacy.usage.known_classes"}
 
 
 def old_public_names() -> dict[str, list[str]]:
-    """Each old module (MOVED, SPLIT) -> its classes and functions not starting with _, as the code before the package
+    """Each old module (MOVED, SPLIT, PACKAGES) -> its classes and functions not starting with _, as the code before the package
     layout defined them: read from git history, at the parent of the commit that added primacy/moved.py."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
 
     try:
         layout = git("log", "--diff-filter=A", "--format=%H", "--", "primacy/moved.py").split()[-1]
-        sources = {old: git("show", f"{layout}^:{old.replace('.', '/')}.py") for old in {*moved.MOVED, *moved.SPLIT}}
+        old_modules = {*moved.MOVED, *moved.SPLIT, *moved.PACKAGES}
+        sources = {old: git("show", f"{layout}^:{old.replace('.', '/')}.py") for old in old_modules}
     except (OSError, subprocess.CalledProcessError, IndexError):
         pytest.skip("needs the git history of primacy from before the package layout (issue 26)")
     return {old: [node.name for node in ast.parse(source).body

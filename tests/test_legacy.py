@@ -97,20 +97,31 @@ NO_SUCCESSOR = {"primacy.usage.known_classes"}
 
 
 def old_public_names() -> dict[str, list[str]]:
-    """Each old module (MOVED, SPLIT, PACKAGES) -> its classes and functions not starting with _, as the code before the package
-    layout defined them: read from git history, at the parent of the commit that added primacy/moved.py."""
+    """Each old module (MOVED, SPLIT, PACKAGES) -> its classes and functions not starting with _, as the code defined
+    them before it moved: read from git history, at the parent of the last commit that deleted its file, or at HEAD
+    for a file whose move is not committed yet. A module that was a file and later a package (``primacy.analysis.cmr``,
+    ``primacy.callbacks``) counts the names of both."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
 
+    def source(path: str) -> str:
+        deleted = git("log", "--no-renames", "--diff-filter=D", "-1", "--format=%H", "--", path).strip()
+        try:
+            return git("show", f"{deleted}^:{path}" if deleted else f"HEAD:{path}")
+        except subprocess.CalledProcessError:
+            return ""  # never this file: the module was only ever a file, or only a package
+
     try:
-        layout = git("log", "--diff-filter=A", "--format=%H", "--", "primacy/moved.py").split()[-1]
-        old_modules = {*moved.MOVED, *moved.SPLIT, *moved.PACKAGES}
-        sources = {old: git("show", f"{layout}^:{old.replace('.', '/')}.py") for old in old_modules}
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        pytest.skip("needs the git history of primacy from before the package layout (issue 26)")
-    return {old: [node.name for node in ast.parse(source).body
+        git("rev-parse", "--verify", "HEAD")
+        sources = {old: [source(old.replace(".", "/") + suffix) for suffix in (".py", "/__init__.py")]
+                   for old in {*moved.MOVED, *moved.SPLIT, *moved.PACKAGES}}
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("needs the git history of primacy")
+    missing = sorted(old for old, texts in sources.items() if not any(texts))
+    assert not missing, f"old modules with no file in git history: {missing}"
+    return {old: [node.name for text in texts for node in ast.parse(text).body
                   if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and not node.name.startswith("_")]
-            for old, source in sources.items()}
+            for old, texts in sources.items()}
 
 
 def test_every_public_name_of_an_old_module_resolves_to_the_object_of_now():

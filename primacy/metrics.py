@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
-from primacy.analysis.free_recall import FreeRecallCounts, free_recall_counts, recall_positions
-from primacy.analysis.serial_position import expected_contiguity_hits, summarize
+from primacy.analysis.behaviour.free_recall import FreeRecallCounts, free_recall_counts, recall_positions
+from primacy.analysis.behaviour.serial_position import expected_contiguity_hits, summarize
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
 
@@ -197,9 +197,9 @@ class TokenGroupMetrics(Metric):
 
 
 class FreeRecallStats(Metric):
-    """The free-recall counts of recall sequences (``primacy.analysis.free_recall.FreeRecallCounts``: lists, spc, first
-    recall, lag-CRP actual and possible, outputs, correct, intrusions, repetitions), summed, so the curves equal the
-    single-process ones on any number of processes. It also keeps the sequences themselves (study items, outputs and
+    """The free-recall counts of recall sequences (``primacy.analysis.behaviour.free_recall.FreeRecallCounts``: lists,
+    spc, first recall, lag-CRP actual and possible, outputs, correct, intrusions, repetitions), summed, so the curves
+    equal the single-process ones on any number of processes. It also keeps the sequences themselves (study items, outputs and
     each list's index in the evaluation design), gathered from every process, for the long-format export.
 
     update(study (B, L) item ids, recalls (B, R) output ids padded with -1 after the model stopped, index (B,) the

@@ -27,9 +27,17 @@ MOVED = {  # old module -> the module that holds its public names now
     "primacy.language_model": "primacy.models.language",
     "primacy.optim": "primacy.models.optim",
     "primacy.tasks.recall": "primacy.tasks.associative_recall",
-    "primacy.analysis.cmr_grid": "primacy.analysis.cmr.grid",
-    "primacy.analysis.fits": "primacy.analysis.cmr.fits",
-    "primacy.pretrained": "primacy.analysis.pretrained",
+    "primacy.analysis.cmr_grid": "primacy.analysis.behaviour.cmr.grid",
+    "primacy.analysis.fits": "primacy.analysis.behaviour.cmr.fits",
+    "primacy.pretrained": "primacy.analysis.heads.pretrained",
+    # issue 39: analysis/ split into behaviour/ and heads/ (primacy.analysis.heads, the module, in PACKAGES)
+    **{f"primacy.analysis.{name}": f"primacy.analysis.behaviour.{name}"
+       for name in ("serial_position", "free_recall", "comparison", "cmr", "cmr.simulate", "cmr.reference",
+                    "cmr.closed_form", "cmr.grid", "cmr.fits")},
+    "primacy.analysis.head_model": "primacy.analysis.heads.model",
+    "primacy.analysis.icl": "primacy.analysis.heads.analysis",
+    **{f"primacy.analysis.{name}": f"primacy.analysis.heads.{name}"
+       for name in ("ablation", "probes", "emergence", "pretrained", "natural_text")},
     "primacy.icl_plots": "primacy.figures.heads",
     "primacy.paper_figures": "primacy.workflows.pages",
     "primacy.results": "primacy.rundir.results",
@@ -82,6 +90,10 @@ PACKAGES = {
     "primacy.cli": {"aggregate_command": "primacy.cli.aggregate.command",
                     "kernels_command": "primacy.cli.kernels.command",
                     "models_command": "primacy.cli.models.command"},
+    "primacy.analysis.heads": {name: f"primacy.analysis.heads.scores.{name}" for name in (
+        "QUERY_WINDOWS", "shortest_prompt", "second_repeat", "induction_score", "duplicate_token_score",
+        "previous_token_score", "lag_profile", "attention_lag_crp", "copying_score", "unembed_embed",
+        "ov_copying_score")},
 }
 
 
@@ -156,4 +168,4 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install() -> None:
     """Make the old paths importable (called by ``primacy/__init__.py``; installing twice adds one finder)."""
     if not any(isinstance(finder, _OldPaths) for finder in sys.meta_path):
-        sys.meta_path.append(_OldPaths())
+        sys.meta_path.insert(0, _OldPaths())  # before the path finder: a moved package's submodules are old paths too

@@ -1,2 +1,3 @@
-"""Post-hoc analyses of a model's memory: serial-position summaries (serial_position), attention-head scores
-(heads, icl), the CMR model of free recall and its fits (cmr, fits), and head ablation (ablation)."""
+"""Post-hoc analyses of a model's memory, pure functions of tensors and arrays in two packages: ``behaviour`` (what a
+model or a person recalls: serial position, free recall, a group's curves, the CMR model) and ``heads`` (what a
+model's attention heads do: scores, their lag-CRPs and CMR fits, probes, ablation, over training)."""

@@ -15,11 +15,11 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
 from primacy import figures, files
-from primacy.analysis.cmr.fits import FIT_LAGS, fit_cmr, is_flat
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import EMERGED
-from primacy.analysis.head_model import RunHeads
-from primacy.analysis.heads import QUERY_WINDOWS, attention_lag_crp, induction_score, shortest_prompt
+from primacy.analysis.behaviour.cmr.fits import FIT_LAGS, fit_cmr, is_flat
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.emergence import EMERGED
+from primacy.analysis.heads.model import RunHeads
+from primacy.analysis.heads.scores import QUERY_WINDOWS, attention_lag_crp, induction_score, shortest_prompt
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.checks import figure_formats, fits_in_memory, one_of, positive
@@ -145,7 +145,7 @@ class HeadScoreTracker(TrainingRecorder):
     Args:
         every_n_steps: scoring interval in optimiser steps.
         n_items: n, the length of r (prompts have length 2n + 1); null: the task's ``prompt_items``, else 25.
-        query_window: the queries each lag of the attention lag-CRP averages (``primacy.analysis.heads``):
+        query_window: the queries each lag of the attention lag-CRP averages (``primacy.analysis.heads.scores``):
             ``paper`` (needs n_items >= 11) or ``common``.
         prompts: prompts the scores average over.
         seed: seed of the prompts' generator.

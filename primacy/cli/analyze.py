@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from primacy.analysis.cmr.fits import ALIGNMENTS
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import HEAD_CHOICES, emergence_step
-from primacy.analysis.heads import QUERY_WINDOWS
-from primacy.analysis.icl import check_prompt_items
-from primacy.analysis.pretrained import DEVICES, DTYPES, transformers_module
-from primacy.analysis.probes import capture_bytes, measure_probes
+from primacy.analysis.behaviour.cmr.fits import ALIGNMENTS
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.analysis import check_prompt_items
+from primacy.analysis.heads.emergence import HEAD_CHOICES, emergence_step
+from primacy.analysis.heads.pretrained import DEVICES, DTYPES, transformers_module
+from primacy.analysis.heads.probes import capture_bytes, measure_probes
+from primacy.analysis.heads.scores import QUERY_WINDOWS
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import figure_formats, fits_in_memory, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError

@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from primacy.analysis.emergence import EMERGED, LAYER_SHARE
-from primacy.analysis.icl import CMR_LIKE, HeadAnalysis, HeadResult
+from primacy.analysis.heads.analysis import CMR_LIKE, HeadAnalysis, HeadResult
+from primacy.analysis.heads.emergence import EMERGED, LAYER_SHARE
 
 
 def head_name(head: HeadResult) -> str:

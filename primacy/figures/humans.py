@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from primacy.analysis.comparison import COMPARED_LAGS, GroupCurves
+from primacy.analysis.behaviour.comparison import COMPARED_LAGS, GroupCurves
 
 PEOPLE_COLOR = "k"
 MODEL_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from primacy.analysis.comparison import mean_and_se
+from primacy.analysis.behaviour.comparison import mean_and_se
 
 COLUMNS = 4
 

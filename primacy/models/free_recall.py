@@ -34,8 +34,8 @@ import torch
 from torch import nn
 from torchmetrics import MeanMetric
 
-from primacy.analysis.free_recall import PADDING, summarize
-from primacy.analysis.serial_position import position_indices
+from primacy.analysis.behaviour.free_recall import PADDING, summarize
+from primacy.analysis.behaviour.serial_position import position_indices
 from primacy.backbones.base import Backbone
 from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError

@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from primacy.analysis.free_recall import FreeRecallCounts, summarize
-from primacy.analysis.serial_position import position_indices
+from primacy.analysis.behaviour.free_recall import FreeRecallCounts, summarize
+from primacy.analysis.behaviour.serial_position import position_indices
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.layout import FREE_RECALL_ARRAYS, FREE_RECALL_TABLE, SUMMARY

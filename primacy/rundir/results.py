@@ -14,10 +14,10 @@ import numpy as np
 import torch
 
 from primacy import files
-from primacy.analysis.cmr.fits import FREE_RECALL_FIT_LAGS, fit_free_recall
-from primacy.analysis.free_recall import FreeRecallCounts, long_format_rows
-from primacy.analysis.free_recall import summarize as free_recall_curves
-from primacy.analysis.serial_position import position_indices, summarize
+from primacy.analysis.behaviour.cmr.fits import FREE_RECALL_FIT_LAGS, fit_free_recall
+from primacy.analysis.behaviour.free_recall import FreeRecallCounts, long_format_rows
+from primacy.analysis.behaviour.free_recall import summarize as free_recall_curves
+from primacy.analysis.behaviour.serial_position import position_indices, summarize
 from primacy.errors import UsageError
 from primacy.rundir.layout import ACCURACY_ARRAYS, FREE_RECALL_ARRAYS, FREE_RECALL_TABLE, SUMMARY, RunDir
 

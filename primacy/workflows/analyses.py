@@ -15,12 +15,12 @@ import numpy as np
 import torch
 
 from primacy import figures, files
-from primacy.analysis.ablation import ablation_study, icl_scores, repeated_tokens
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import as_float, closest_heads, emergence_row, top_heads
-from primacy.analysis.head_model import HeadModel, check_length
-from primacy.analysis.icl import HeadAnalysis, HeadResult, analyze_heads, summary
-from primacy.analysis.probes import MEASURES, PROBES, ProbeStats, head_summary
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.ablation import ablation_study, icl_scores, repeated_tokens
+from primacy.analysis.heads.analysis import HeadAnalysis, HeadResult, analyze_heads, summary
+from primacy.analysis.heads.emergence import as_float, closest_heads, emergence_row, top_heads
+from primacy.analysis.heads.model import HeadModel, check_length
+from primacy.analysis.heads.probes import MEASURES, PROBES, ProbeStats, head_summary
 from primacy.checks import one_of, positive
 from primacy.errors import UsageError
 from primacy.rundir.layout import SUMMARY

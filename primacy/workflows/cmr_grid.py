@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from primacy import files
-from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid, compare_grids
-from primacy.analysis.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS
+from primacy.analysis.behaviour.cmr.grid import PAPER_VALUES, CMRGrid, compare_grids
+from primacy.analysis.behaviour.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS
 from primacy.errors import ArgumentParser, UsageError
 
 

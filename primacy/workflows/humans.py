@@ -2,9 +2,9 @@
 ``primacy reproduce humans``, which trains the models first).
 
 Each person's curves come from their own lists, each seed's from its test lists, through the same counting code
-(``primacy.analysis.free_recall``); a group's curves are the mean and standard error over its members
-(``primacy.analysis.comparison``). Written to OUT: humans.png/.pdf (recall probability, first recall and lag-CRP,
-people in black), curves.csv (every curve of every group: mean, se, n by position or lag) and summary.json (each
+(``primacy.analysis.behaviour.free_recall``); a group's curves are the mean and standard error over its members
+(``primacy.analysis.behaviour.comparison``). Written to OUT: humans.png/.pdf (recall probability, first recall and
+lag-CRP, people in black), curves.csv (every curve of every group: mean, se, n by position or lag) and summary.json (each
 group's indices and CMR fit of its mean lag-CRP, each model's distances to the people).
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from primacy import figures, files
-from primacy.analysis.comparison import COMPARED_LAGS, GroupCurves, distances, group_curves, indices
-from primacy.analysis.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
+from primacy.analysis.behaviour.comparison import COMPARED_LAGS, GroupCurves, distances, group_curves, indices
+from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
 from primacy.checks import writable_directory
 from primacy.errors import UsageError
 from primacy.rundir import kinds, results

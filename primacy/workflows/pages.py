@@ -15,12 +15,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from primacy import figures, files
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.comparison import mean_and_se
-from primacy.analysis.emergence import across_seeds, emergence_step, measures
-from primacy.analysis.probes import MEASURES as PROBE_MEASURES
-from primacy.analysis.probes import PROBES, measure_probes, strongest_head
-from primacy.analysis.serial_position import quarter
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.behaviour.comparison import mean_and_se
+from primacy.analysis.behaviour.serial_position import quarter
+from primacy.analysis.heads.emergence import across_seeds, emergence_step, measures
+from primacy.analysis.heads.probes import MEASURES as PROBE_MEASURES
+from primacy.analysis.heads.probes import PROBES, measure_probes, strongest_head
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.kinds import StudyQueryResults

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from primacy.analysis.free_recall import PADDING
+from primacy.analysis.behaviour.free_recall import PADDING
 from primacy.checks import one_of
 from primacy.errors import UsageError
 

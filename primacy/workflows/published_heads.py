@@ -15,12 +15,12 @@ import numpy as np
 import torch
 
 from primacy import figures, files
-from primacy.analysis.ablation import paired_stats
-from primacy.analysis.cmr.fits import FIT_LAGS
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import closest_heads, emergence_row, top_heads
-from primacy.analysis.icl import HeadAnalysis, HeadResult, fit_head, summary
-from primacy.analysis.natural_text import PAPER_EARLY, PAPER_LATE
+from primacy.analysis.behaviour.cmr.fits import FIT_LAGS
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.ablation import paired_stats
+from primacy.analysis.heads.analysis import HeadAnalysis, HeadResult, fit_head, summary
+from primacy.analysis.heads.emergence import closest_heads, emergence_row, top_heads
+from primacy.analysis.heads.natural_text import PAPER_EARLY, PAPER_LATE
 from primacy.errors import UsageError
 from primacy.rundir.layout import SUMMARY
 from primacy.workflows.analyses import draw_heads, write_emergence

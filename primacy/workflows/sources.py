@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from primacy.analysis.head_model import HeadModel, RunHeads
-from primacy.analysis.pretrained import PretrainedHeads, check_source, checkpoint_name_step, load_pretrained
+from primacy.analysis.heads.model import HeadModel, RunHeads
+from primacy.analysis.heads.pretrained import PretrainedHeads, check_source, checkpoint_name_step, load_pretrained
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import checkpoint_step
 from primacy.rundir.runs import load_run

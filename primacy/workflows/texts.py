@@ -11,9 +11,16 @@ from pathlib import Path
 
 import torch
 
-from primacy.analysis.head_model import HeadModel, check_length
-from primacy.analysis.natural_text import PAPER_EARLY, PAPER_LATE, WINDOW, frequent_tokens, text_windows, token_mask
-from primacy.analysis.pretrained import PretrainedHeads
+from primacy.analysis.heads.model import HeadModel, check_length
+from primacy.analysis.heads.natural_text import (
+    PAPER_EARLY,
+    PAPER_LATE,
+    WINDOW,
+    frequent_tokens,
+    text_windows,
+    token_mask,
+)
+from primacy.analysis.heads.pretrained import PretrainedHeads
 from primacy.errors import UsageError
 
 PROMPT_VOCABULARIES = ("all", "frequent", "unembedding_bias")  # or a file of token ids

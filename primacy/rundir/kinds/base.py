@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from primacy import files
-from primacy.analysis.comparison import mean_and_se
+from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.layout import SUMMARY, RunDir

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from primacy import figures, files
-from primacy.analysis.comparison import mean_and_se
+from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.free_recall import read_free_recall

@@ -20,8 +20,8 @@ use as an oracle:
   (the next one starts after it), but items output before still leave the pool of possible ones (psifr's
   ``lag_crp`` defaults).
 
-``primacy.analysis.cmr.fits.fit_free_recall`` fits the lag-CRP with CMR, as a head's is fitted; it lives there so
-that training, which counts, never imports the fitter.
+``primacy.analysis.behaviour.cmr.fits.fit_free_recall`` fits the lag-CRP with CMR, as a head's is fitted; it lives
+there so that training, which counts, never imports the fitter.
 
 Shapes: B lists, L study positions, R output steps. Positions are 0-based here; ``long_format_rows`` exports 1-based
 positions, as psifr and the free-recall literature use.

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from primacy.analysis.head_model import Head, OVCircuit
+from primacy.analysis.heads.model import Head, OVCircuit
 from primacy.checks import one_of
 from primacy.errors import UsageError
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.cmr.simulate import VARIANTS
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.behaviour.cmr.simulate import VARIANTS
 from primacy.checks import one_of
 from primacy.errors import UsageError
 

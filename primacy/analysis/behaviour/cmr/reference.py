@@ -1,11 +1,12 @@
-"""The CMR simulation of ``primacy.analysis.cmr.simulate`` written plainly (float64, one parameter set, explicit
-contexts and matrices for the canonical variant): the reference the tests hold the fast path to, draw for draw."""
+"""The CMR simulation of ``primacy.analysis.behaviour.cmr.simulate`` written plainly (float64, one parameter set,
+explicit contexts and matrices for the canonical variant): the reference the tests hold the fast path to, draw for
+draw."""
 
 from __future__ import annotations
 
 import torch
 
-from primacy.analysis.cmr.simulate import (
+from primacy.analysis.behaviour.cmr.simulate import (
     DEFAULT_TEMPERATURE,
     Variant,
     association,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from primacy.analysis.icl import CMR_LIKE
+from primacy.analysis.heads.analysis import CMR_LIKE
 
 FITTED = ("beta_enc", "beta_rec", "gamma_ft", "inv_temperature")  # CMR's parameters and scale, per head
 MEASURES = ("icl_score", "top_induction", "top_cmr_distance", *FITTED, "cmr_like_share",

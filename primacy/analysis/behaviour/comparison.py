@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from primacy.analysis.free_recall import FreeRecallCurves
-from primacy.analysis.serial_position import position_indices
+from primacy.analysis.behaviour.free_recall import FreeRecallCurves
+from primacy.analysis.behaviour.serial_position import position_indices
 from primacy.errors import UsageError
 
 COMPARED_LAGS = np.array([-5, -4, -3, -2, -1, 1, 2, 3, 4, 5])  # the lag-CRP's lags that distances and figures use

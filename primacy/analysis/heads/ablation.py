@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from primacy.analysis.head_model import Head, HeadModel, head_model
+from primacy.analysis.heads.model import Head, HeadModel, head_model
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import positive
 from primacy.errors import UsageError

@@ -10,10 +10,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from primacy.analysis.cmr.fits import FIT_LAGS, CMRFit, GaussianFit, fit_cmr, fit_gaussian, is_flat
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.head_model import HeadModel, check_layers, head_model
-from primacy.analysis.heads import (
+from primacy.analysis.behaviour.cmr.fits import FIT_LAGS, CMRFit, GaussianFit, fit_cmr, fit_gaussian, is_flat
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.model import HeadModel, check_layers, head_model
+from primacy.analysis.heads.scores import (
     QUERY_WINDOWS,
     attention_lag_crp,
     duplicate_token_score,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from primacy.analysis.cmr.simulate import association
+from primacy.analysis.behaviour.cmr.simulate import association
 
 
 def has_closed_form(beta_rec: float, gamma_ft: float) -> bool:

@@ -2,10 +2,10 @@
 simulated curves over the parameters (``grid``) and the fits of a curve to that grid or to a Gaussian (``fits``).
 Modules import in that order only."""
 
-from primacy.analysis.cmr.fits import fit_cmr, fit_gaussian
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.cmr.reference import reference_crp
-from primacy.analysis.cmr.simulate import (
+from primacy.analysis.behaviour.cmr.fits import fit_cmr, fit_gaussian
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.behaviour.cmr.reference import reference_crp
+from primacy.analysis.behaviour.cmr.simulate import (
                                            DEFAULT_TEMPERATURE,
                                            VARIANTS,
                                            Variant,

@@ -21,9 +21,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from primacy.analysis.cmr.closed_form import closed_form_crps, has_closed_form
-from primacy.analysis.cmr.simulate import (DEFAULT_SAMPLES, DEFAULT_TEMPERATURE, VARIANTS, Variant, check_simulation,
-                                           cmr_crps)
+from primacy.analysis.behaviour.cmr.closed_form import closed_form_crps, has_closed_form
+from primacy.analysis.behaviour.cmr.simulate import (
+    DEFAULT_SAMPLES,
+    DEFAULT_TEMPERATURE,
+    VARIANTS,
+    Variant,
+    check_simulation,
+    cmr_crps,
+)
 from primacy.checks import one_of
 from primacy.errors import UsageError
 
@@ -217,7 +223,7 @@ def compare_grids(first: CMRGrid, second: CMRGrid) -> dict[str, dict[str, float]
 
 @functools.cache
 def _shipped_grid(variant: str) -> CMRGrid:
-    resource = importlib.resources.files("primacy.analysis.cmr") / "data" / f"cmr_grid_{variant}.npz"
+    resource = importlib.resources.files("primacy.analysis.behaviour.cmr") / "data" / f"cmr_grid_{variant}.npz"
     with importlib.resources.as_file(resource) as path:
         grid = CMRGrid.load(path)
     for array in (grid.params, grid.crps, grid.lags):

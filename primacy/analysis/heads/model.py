@@ -2,8 +2,8 @@
 
 ``analyze icl`` and ``analyze ablation`` see a model only through ``HeadModel``: its heads' attention on token
 sequences, each head's OV circuit, head ablation and next-token losses, plus the vocabulary prompts are drawn from.
-``RunHeads`` provides it for a primacy model with a TransformerBackbone; ``primacy.analysis.pretrained.PretrainedHeads``
-for a Hugging Face causal language model.
+``RunHeads`` provides it for a primacy model with a TransformerBackbone;
+``primacy.analysis.heads.pretrained.PretrainedHeads`` for a Hugging Face causal language model.
 """
 
 from __future__ import annotations

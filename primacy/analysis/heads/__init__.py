@@ -1,0 +1,14 @@
+"""Attention heads: a model seen as heads (``model``: primacy's transformers; ``pretrained``: Hugging Face ones),
+their scores on the repeated-token prompt (``scores``), every head's scores, lag-CRP and CMR fits (``analysis``),
+probe attention in verification (``probes``), head ablation and the ICL score (``ablation``), heads over training
+(``emergence``) and natural text's windows and frequent tokens (``natural_text``).
+
+``primacy.analysis.heads`` was the module of the scores before it became this package: its old names resolve to
+``scores`` with a FutureWarning (``primacy.moved.PACKAGES``).
+"""
+
+from primacy import moved
+
+
+def __getattr__(name: str) -> object:  # names of the module primacy.analysis.heads was before it became this package
+    return moved.old_name(__name__, name)

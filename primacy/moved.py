@@ -63,6 +63,9 @@ _FIGURES = {  # primacy.plots, split by kind of figure
     "primacy.figures.kernels": ["kernel_discrepancy"],
 }
 
+_HF_LOADING = ("DTYPES", "DEVICES", "INSTALL", "REMOTE_CODE", "transformers_module", "check_source", "load_pretrained",
+               "checkpoint_name_step")  # primacy.pretrained's names that load a model, in primacy.workflows.hf_models
+
 SPLIT = {  # old module -> {public name that its MOVED module does not hold: the name's path now}
     "primacy.model": {"logs_this_step": "primacy.models.base.logs_this_step"},
     "primacy.analysis.cmr_grid": {"main": "primacy.workflows.cmr_grid.main"},
@@ -77,6 +80,9 @@ SPLIT = {  # old module -> {public name that its MOVED module does not hold: the
     "primacy.console": {"LineProgress": "primacy.cli.progress.LineProgress",
                         "wants_line_progress": "primacy.cli.progress.wants_line_progress"},
     "primacy.plots": {name: f"{module}.{name}" for module, names in _FIGURES.items() for name in names},
+    # issue 39: loading a Hugging Face model is I/O, in workflows; the heads it yields stay in analysis
+    **{old: {name: f"primacy.workflows.hf_models.{name}" for name in _HF_LOADING}
+       for old in ("primacy.pretrained", "primacy.analysis.pretrained")},
 }
 
 

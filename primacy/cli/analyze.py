@@ -10,7 +10,6 @@ from primacy.analysis.behaviour.cmr.fits import ALIGNMENTS
 from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.heads.analysis import check_prompt_items
 from primacy.analysis.heads.emergence import HEAD_CHOICES, emergence_step
-from primacy.analysis.heads.pretrained import DEVICES, DTYPES, transformers_module
 from primacy.analysis.heads.probes import capture_bytes, measure_probes
 from primacy.analysis.heads.scores import QUERY_WINDOWS
 from primacy.backbones.transformer import TransformerBackbone
@@ -29,6 +28,7 @@ from primacy.workflows.analyses import (
     read_analysis,
     write_probes,
 )
+from primacy.workflows.hf_models import DEVICES, DTYPES, transformers_module
 from primacy.workflows.published_heads import (
     read_ablation,
     read_scores,

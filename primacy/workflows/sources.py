@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from primacy.analysis.heads.model import HeadModel, RunHeads
-from primacy.analysis.heads.pretrained import PretrainedHeads, check_source, checkpoint_name_step, load_pretrained
+from primacy.analysis.heads.pretrained import PretrainedHeads
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import checkpoint_step
 from primacy.rundir.runs import load_run
+from primacy.workflows.hf_models import check_source, checkpoint_name_step, load_pretrained
 
 PAPER_PROMPT_ITEMS = 100  # n of Ji-An et al.'s prompts of pretrained models (of their 100 most frequent tokens)
 

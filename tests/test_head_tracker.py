@@ -3,6 +3,7 @@ the model at each step gives, training goes bitwise as without it, and a resumed
 
 import json
 import signal
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from conftest import QUIET, ROOT, TINY_RUNS
 
 from primacy.analysis.cmr.fits import fit_cmr, is_flat
 from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.heads.analysis import analyze_heads
+from primacy.callbacks.trackers import HeadScoreTracker
 from primacy.cli import main
 from primacy.rundir.runs import load_run
 from primacy.tasks.prompts import BOS, repeated_prompt
@@ -94,6 +97,24 @@ def test_the_last_recorded_scores_are_those_of_the_final_model(tracked):
     reached = [int(s) for s, scores in zip(h["steps"], h["induction"]) if scores.max() >= 0.5]
     assert int(h["first_induction_step"]) == (reached[0] if reached else -1)
     assert (run / "results" / "head_history.png").is_file()
+
+
+def test_the_tracker_scores_heads_as_primacy_analyze_icl_does(tracked):
+    """HeadScoreTracker.score and analyze_heads (``primacy analyze icl``) share one scoring (score_heads): on the same
+    model and prompts they give the same induction scores, lag-CRP peaks and CMR distances, whatever the batches."""
+    task, run = tracked
+    n = {"induction": 11, "verification": 25}[task]
+    model, _ = load_run(run / "config.yaml", run / "checkpoints" / "last.ckpt")
+    tracker = HeadScoreTracker(n_items=n, prompts=32, seed=3)
+    tracker.setup(SimpleNamespace(datamodule=None), model, "fit")
+    induction, peak, distance = tracker.score(model)
+    analysis = analyze_heads(model, tracker.tokens, n, CMRGrid.paper(), batch_size=5)  # 7 batches, the tracker's 1
+    table = {(h.layer, h.head): h for h in analysis.heads}
+    for column, tracked_values in {"induction": induction, "lag_crp_peak": peak, "cmr_distance": distance}.items():
+        analysed = np.array([[getattr(table[layer, head], column) for head in range(induction.shape[1])]
+                             for layer in range(induction.shape[0])])
+        np.testing.assert_allclose(tracked_values, analysed, rtol=1e-12, atol=0, err_msg=column)
+    assert not np.isnan(distance).all()
 
 
 def test_training_with_the_tracker_is_bitwise_training_without_it(tracked, tmp_path):

@@ -15,11 +15,12 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
 from primacy import figures, files
-from primacy.analysis.behaviour.cmr.fits import FIT_LAGS, fit_cmr, is_flat
+from primacy.analysis.behaviour.cmr.fits import FIT_LAGS
 from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.analysis import score_heads
 from primacy.analysis.heads.emergence import EMERGED
 from primacy.analysis.heads.model import RunHeads
-from primacy.analysis.heads.scores import QUERY_WINDOWS, attention_lag_crp, induction_score, shortest_prompt
+from primacy.analysis.heads.scores import QUERY_WINDOWS, shortest_prompt
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.checks import figure_formats, fits_in_memory, one_of, positive
@@ -203,24 +204,17 @@ class HeadScoreTracker(TrainingRecorder):
 
     def score(self, pl_module: L.LightningModule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Induction score, lag-CRP peak and CMR distance (NaN for a flat lag-CRP) of every head on the prompts,
-        averaged over them: (layers, heads) each. The model's modes are restored afterwards."""
-        heads, n = RunHeads(pl_module), self.n
+        averaged over them: (layers, heads) each, as ``score_heads`` gives them (the scoring of ``primacy analyze
+        icl``), in one batch and on the paper's grid. The model's modes are restored afterwards."""
         modes = [(module, module.training) for module in pl_module.modules()]
         pl_module.eval()  # dropout would draw from the global generator
         try:
-            scores, weights = heads.attention(self.tokens.to(pl_module.device), range(heads.n_layers))
+            scored = score_heads(RunHeads(pl_module), self.tokens.to(pl_module.device), self.n, CMRGrid.paper(),
+                                 batch_size=self.prompts, window=self.query_window)  # the grid is read once
         finally:
             for module, training in modes:
                 module.training = training
-        scores, weights = scores.float().cpu(), weights.float().cpu()  # layers P heads T T each
-        induction = induction_score(weights, n).mean(1).double().numpy()  # layers heads
-        lags, crps = attention_lag_crp(scores.double(), n, window=self.query_window)  # K, (layers P heads K)
-        lags, crps = lags.numpy(), crps.mean(1).numpy()  # K, (layers heads K)
-        distance = np.full(induction.shape, np.nan)
-        for head in np.ndindex(distance.shape):
-            if not is_flat(crps[head]):  # a flat curve (up to rounding) has no fit
-                distance[head] = fit_cmr(crps[head], lags, CMRGrid.paper()).distance  # the grid is read once
-        return induction, lags[crps.argmax(-1)].astype(np.int64), distance
+        return scored.induction, scored.lag_crp_peak, scored.fits["cmr_distance"]
 
     def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         step = trainer.global_step

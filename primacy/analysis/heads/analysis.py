@@ -113,13 +113,37 @@ def capture(model: HeadModel | nn.Module, prompts: torch.Tensor,
     return model.attention(prompts, check_layers(layers, model.n_layers))
 
 
-def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid,
-                  alignment: str = "peak", layers: Sequence[int] | None = None, batch_size: int = 64,
-                  window: str = "paper") -> HeadAnalysis:
-    """Scores and fits of every head of ``layers`` (None: all) on [BOS] r r prompts (P, 2n + 1), or r r (P, 2n) for
-    a model without BOS, averaged over prompts; ``alignment`` is how CMR CRPs are mapped onto a lag-CRP
-    (``fit_cmr``), ``window`` which queries each lag of the lag-CRP averages (``QUERY_WINDOWS``). Prompts run
-    ``batch_size`` at a time and only per-head sums are kept, so memory does not grow with their number."""
+@dataclass(frozen=True)
+class HeadScores:
+    """Every head's scores on the prompts, averaged over them, and its fits. Axis 0 runs over ``layers``."""
+
+    layers: tuple[int, ...]  # the model layers scored
+    start: int  # position of r's first token: 1 after BOS, 0 for a model without one
+    lags: np.ndarray  # (K,)
+    induction: np.ndarray  # (layers, heads)
+    duplicate_token: np.ndarray  # (layers, heads)
+    previous_token: np.ndarray  # (layers, heads)
+    lag_crps: np.ndarray  # (layers, heads, K) mean pre-softmax score by lag
+    fits: dict[str, np.ndarray]  # FIT_COLUMNS -> (layers, heads); NaN for a flat lag-CRP
+    cmr_fits: np.ndarray  # (layers, heads, K) the scaled CMR CRP, comparable with lag_crp - its minimum; NaN if flat
+    gaussian_fits: np.ndarray  # (layers, heads, K)
+    attention: np.ndarray  # (layers, heads, T, T) post-softmax weights of the first prompt
+
+    @property
+    def lag_crp_peak(self) -> np.ndarray:
+        """(layers, heads) int64: the lag of each lag-CRP's maximum."""
+        return self.lags[self.lag_crps.argmax(-1)].astype(np.int64)
+
+
+def score_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid,
+                alignment: str = "peak", layers: Sequence[int] | None = None, batch_size: int = 64,
+                window: str = "paper") -> HeadScores:
+    """The induction, duplicate-token and previous-token scores and the attention lag-CRP of every head of ``layers``
+    (None: all) on [BOS] r r prompts (P, 2n + 1), or r r (P, 2n) for a model without BOS, averaged over prompts in
+    float64, and each lag-CRP's CMR and Gaussian fits (``fit_head``). The one scoring of heads: ``analyze_heads`` and
+    ``HeadScoreTracker`` both use it. ``alignment`` is how CMR CRPs are mapped onto a lag-CRP (``fit_cmr``),
+    ``window`` which queries each lag of the lag-CRP averages (``QUERY_WINDOWS``). Prompts run ``batch_size`` at a
+    time and only per-head sums are kept, so memory does not grow with their number."""
     model = head_model(model)
     start = 0 if model.bos is None else 1
     check_prompt_items(n_items, window)
@@ -141,25 +165,42 @@ def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: 
             first = weights[:, 0].float().cpu().numpy()  # layers heads T T
     means = {key: (value / len(prompts)).cpu().numpy() for key, value in sums.items()}
     crps, lags = means.pop("lag_crp"), lags.numpy()  # layers heads K
-    heads, cmr_fits, gauss_fits = [], np.full_like(crps, np.nan), np.full_like(crps, np.nan)
-    ue = None
+    fits = {column: np.full(crps.shape[:2], np.nan) for column in FIT_COLUMNS}
+    cmr_fits, gauss_fits = np.full_like(crps, np.nan), np.full_like(crps, np.nan)
+    for head in np.ndindex(crps.shape[:2]):
+        columns, cmr, gauss = fit_head(crps[head], lags, grid, alignment)
+        for column, value in columns.items():
+            fits[column][head] = value
+        if cmr is not None:
+            cmr_fits[head], gauss_fits[head] = cmr.fitted, gauss.fitted
+    return HeadScores(tuple(chosen), start, lags, means["induction"], means["duplicate_token"],
+                      means["previous_token"], crps, fits, cmr_fits, gauss_fits, first)
+
+
+def analyze_heads(model: HeadModel | nn.Module, prompts: torch.Tensor, n_items: int, grid: CMRGrid,
+                  alignment: str = "peak", layers: Sequence[int] | None = None, batch_size: int = 64,
+                  window: str = "paper") -> HeadAnalysis:
+    """``score_heads`` of every head of ``layers`` (None: all), with each head's copying score (NaN for a model
+    without an unembedding), as the table of heads and its arrays."""
+    model = head_model(model)
+    scored = score_heads(model, prompts, n_items, grid, alignment, layers, batch_size, window)
+    peaks, heads, ue = scored.lag_crp_peak, [], None
     with torch.no_grad():
-        for row, layer in enumerate(chosen):
+        for row, layer in enumerate(scored.layers):
             for head in range(model.n_heads):
-                curve = crps[row, head]
                 copying, circuit = float("nan"), model.ov_circuit(layer, head)
                 if circuit is not None:
                     w_e, w_v, w_o, w_u = circuit
                     ue = unembed_embed(w_e, w_u) if ue is None else ue  # the same for every head
                     copying = float(ov_copying_score(w_v, w_o, ue))
-                fits, cmr, gauss = fit_head(curve, lags, grid, alignment)
-                if cmr is not None:
-                    cmr_fits[row, head], gauss_fits[row, head] = cmr.fitted, gauss.fitted
                 heads.append(HeadResult(
-                    layer=layer, head=head, copying=copying, lag_crp_peak=int(lags[curve.argmax()]),
-                    **{k: float(v[row, head]) for k, v in means.items()}, **fits))
-    return HeadAnalysis(heads, lags, crps, cmr_fits, gauss_fits, first, prompts[0].cpu().numpy(), n_items,
-                        tuple(chosen), start)
+                    layer=layer, head=head, copying=copying, lag_crp_peak=int(peaks[row, head]),
+                    induction=float(scored.induction[row, head]),
+                    duplicate_token=float(scored.duplicate_token[row, head]),
+                    previous_token=float(scored.previous_token[row, head]),
+                    **{column: float(values[row, head]) for column, values in scored.fits.items()}))
+    return HeadAnalysis(heads, scored.lags, scored.lag_crps, scored.cmr_fits, scored.gaussian_fits, scored.attention,
+                        prompts[0].cpu().numpy(), n_items, scored.layers, scored.start)
 
 
 def summary(analysis: HeadAnalysis, top: int = 4) -> dict:

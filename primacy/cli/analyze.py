@@ -10,13 +10,12 @@ from primacy.analysis.behaviour.cmr.fits import ALIGNMENTS
 from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.heads.analysis import check_prompt_items
 from primacy.analysis.heads.emergence import HEAD_CHOICES, emergence_step
-from primacy.analysis.heads.probes import capture_bytes, measure_probes
 from primacy.analysis.heads.scores import QUERY_WINDOWS
 from primacy.backbones.transformer import TransformerBackbone
-from primacy.checks import figure_formats, fits_in_memory, positive, writable_directory
+from primacy.checks import figure_formats, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
 from primacy.rundir.layout import SUMMARY
-from primacy.rundir.runs import load_run, require_backbone, require_task
+from primacy.rundir.runs import require_backbone, require_task
 from primacy.tasks.verification import VerificationTask
 from primacy.workflows.analyses import (
     AblationSettings,
@@ -26,9 +25,9 @@ from primacy.workflows.analyses import (
     analyze_checkpoints,
     ranked_heads,
     read_analysis,
-    write_probes,
 )
 from primacy.workflows.hf_models import DEVICES, DTYPES, transformers_module
+from primacy.workflows.probes import ProbeRun, analyze_probes
 from primacy.workflows.published_heads import (
     read_ablation,
     read_scores,
@@ -259,15 +258,8 @@ def probes_command(args: list[str]) -> None:
     out = _check_outputs(options.out, PROBE_FILES, options.overwrite, options.formats)
     require_backbone(options.config, TransformerBackbone, "analyze probes")  # it reads attention weights
     require_task(options.config, VerificationTask, "analyze probes")  # it needs study items and old/new queries
-    model, task = load_run(options.config, options.ckpt_path)
-    if options.sets > task.num_test_sets:
-        raise UsageError(f"sets={options.sets} is invalid: the run has num_test_sets={task.num_test_sets}, "
-                         f"give at most {task.num_test_sets}")
-    fits_in_memory("the captured attention of one batch", capture_bytes(model, options.batch_size, task.n_items),
-                   batch_size=options.batch_size, n_items=task.n_items)
-    stats = measure_probes(model, task.test_design(), options.sets, options.batch_size)
-    settings = {"n_sets": options.sets, "condition": task.condition, "vocab_size": task.vocab_size}
-    content = write_probes(stats, settings, out, options.formats)
+    run = ProbeRun(Path(options.config), Path(options.ckpt_path), Path(options.config).parent.name)
+    content = analyze_probes([run], out, options.sets, options.batch_size, options.formats)
     gap = max(content["heads"], key=lambda h: abs(h["old_minus_new"]["max_weight"] or 0.0))
     print(f"{len(content['heads'])} heads, {options.sets} sets -> {out}: largest old-new gap in max weight "
           f"L{gap['layer']}H{gap['head']}: old {gap['old']['max_weight']:.3f}, new {gap['new']['max_weight']:.3f}, "

@@ -19,13 +19,10 @@ from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.analysis.behaviour.serial_position import quarter
 from primacy.analysis.heads.emergence import across_seeds, emergence_step, measures
-from primacy.analysis.heads.probes import MEASURES as PROBE_MEASURES
-from primacy.analysis.heads.probes import PROBES, measure_probes, strongest_head
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.kinds import StudyQueryResults
 from primacy.rundir.layout import SUMMARY, RunDir
-from primacy.rundir.runs import load_run
 from primacy.workflows import aggregate, humans, people
 from primacy.workflows.analyses import (
     AblationSettings,
@@ -34,8 +31,8 @@ from primacy.workflows.analyses import (
     analyze_checkpoints,
     ranked_heads,
     write_emergence,
-    write_probes,
 )
+from primacy.workflows.probes import ProbeRun, analyze_probes
 from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
 
 SCALES = ("cpu", "paper")
@@ -119,7 +116,6 @@ FIGURES = {
         _panel("I", "Transformer trained on repeated random tokens", "induction-attn-2L", "induction-4L"),
     ), "emergence"),
 }
-PROBE_SETS = 64  # test sets (2L trials each) of every seed whose attention `reproduce transformer` measures
 
 
 def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
@@ -262,32 +258,9 @@ def _dt_seeds(panels: list[PanelResult], title: str) -> plt.Figure:
 
 
 def _probes(panel: PanelResult, out: Path) -> list[Path]:
-    """`primacy analyze probes` over every seed of a Transformer panel: the statistics summed head by head (a head's
-    index means nothing across seeds, so those rows mix heads), and each seed's strongest head with its mean and
-    standard error over seeds (``strongest_heads``): where its queries look."""
-    total, strongest = None, []
-    for run in panel.dirs:  # the seeds of one config: the same task settings
-        model, task = load_run(RunDir(run).config, RunDir(run).last_checkpoint)
-        n_sets = min(PROBE_SETS, task.num_test_sets)
-        stats = measure_probes(model, task.test_design(), n_sets, batch_size=32)
-        strongest.append({"run": run.name, **strongest_head(stats.means())})
-        total = stats if total is None else total + stats
-    settings = {"n_sets": n_sets, "seeds": len(panel.dirs), "condition": task.condition, "vocab_size": task.vocab_size,
-                "strongest_heads": strongest, "strongest_head_mean": _strongest_mean(strongest)}
-    write_probes(total, settings, out, ["png", "pdf"])
+    """`primacy analyze probes` over every seed of a Transformer panel (``analyze_probes``)."""
+    analyze_probes([ProbeRun(RunDir(run).config, RunDir(run).last_checkpoint, run.name) for run in panel.dirs], out)
     return [out / name for name in ("probes.csv", "probes.npz", SUMMARY, "probes.png", "probes.pdf")]
-
-
-def _strongest_mean(strongest: list[dict]) -> dict:
-    """Mean and standard error over seeds of each measure of the seeds' strongest heads, old and new probes."""
-    summary = {}
-    for probe in PROBES:
-        for measure in PROBE_MEASURES:
-            values = [row[probe][measure] for row in strongest if row[probe][measure] is not None]
-            if values:
-                mean, se = mean_and_se(np.array(values))
-                summary[f"{probe}_{measure}"] = {"mean": float(mean), "se": float(se), "n": len(values)}
-    return summary
 
 
 _PAGES: dict[str, list[tuple[str | None, Callable]]] = {

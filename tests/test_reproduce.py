@@ -173,6 +173,70 @@ def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_d
     assert step(deleted) == 4
 
 
+def test_a_figure_file_reproduces_any_kind_of_result_with_its_table(tmp_path, capsys):
+    """A figure of one's own: panels and their configs in a YAML file; each panel aggregated by its kind of result
+    (the induction task's logged values here, which no paper figure of primacy draws) and one table of them all."""
+    from primacy.cli.lightning import parse_run
+    from primacy.testing import TINY_SETTINGS
+    from primacy.workflows.figure_files import read_figure
+    from primacy.workflows.reproduce import plan
+
+    model = {"class_path": "LanguageModel", "init_args": {"warmup_steps": 2, "backbone": {
+        "class_path": "TransformerBackbone", "init_args": {"d_model": 16, "n_layers": 1, "n_heads": 2}}}}
+    trainer = {"max_steps": 4, "accelerator": "cpu", "devices": 1, "logger": False, "enable_progress_bar": False,
+               "enable_model_summary": False, "val_check_interval": 4, "check_val_every_n_epoch": None,
+               "num_sanity_val_steps": 0}
+    for name, length in (("short", 16), ("long", 24)):
+        data = {"class_path": "InductionTask", "init_args": {**TINY_SETTINGS["InductionTask"], "length": length}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({"model": model, "data": data, "trainer": trainer}))
+    figure = tmp_path / "lengths.yaml"
+    figure.write_text(yaml.safe_dump({"title": "Induction by length", "reference": "S", "panels": [
+        {"label": "S", "title": "16 tokens", "config": "short"}, {"label": "L", "title": "24 tokens", "config":
+                                                                   {"cpu": "long", "paper": "long"}}]}))
+    out = tmp_path / "out"
+    runs, _ = plan(read_figure(figure), "cpu", 2, out, [], parse_run)
+    for run in runs:  # trained here, in this process (a launcher's processes would take 20 s more to start)
+        main(list(run.fit_args()))
+    main(["reproduce", str(figure), "--seeds", "2", "--out", str(out)])  # every run done: aggregates and tabulates
+    for panel in ("short", "long"):
+        summary = json.loads((out / panel / "mean" / "summary.json").read_text())
+        assert summary["result_kind"] == "LoggedResults" and summary["n_runs"] == 2
+        seeds = [json.loads((out / panel / f"seed{s}" / "results" / "summary.json").read_text()) for s in (0, 1)]
+        assert summary["repeat_accuracy"]["values"] == [s["repeat_accuracy"] for s in seeds]
+        assert (out / panel / "mean" / "logged.png").is_file()
+    rows = _csv(out / "lengths.csv")
+    assert [(row["panel"], row["config"], row["seeds"], row["result_kind"]) for row in rows] == [
+        ("S", "short", "2", "LoggedResults"), ("L", "long", "2", "LoggedResults")]
+    table = (out / "lengths.md").read_text().splitlines()
+    assert table[0].startswith("| panel | n | loss |") and len(table) == 6  # header, rule, 2 panels, blank, note
+    assert float(rows[1]["repeat_accuracy"]) == pytest.approx(np.mean([json.loads((  # rounded to 6 digits
+        out / "long" / f"seed{s}" / "results" / "summary.json").read_text())["repeat_accuracy"] for s in (0, 1)]),
+                                                            abs=1e-6)
+
+    capsys.readouterr()
+    main(["reproduce", str(figure), "--seeds", "2", "--status", "--out", str(out)])
+    assert capsys.readouterr().out.splitlines()[-1] == "4 done"
+
+
+@pytest.mark.parametrize("content, message", [
+    ("panels: []", "has no panels"),
+    ("panels: [{label: A}]", "give each panel a label and a config"),
+    ("panels: [{label: A, config: {cpu: a}}]", "give a config name, or one per scale (cpu, paper)"),
+    ("panels: [{label: A, config: a}, {label: A, config: b}]", "has the panel labels ['A', 'A']"),
+    ("reference: B\npanels: [{label: A, config: a}]", "has reference='B': give one of the labels ['A']"),
+    ("panels: [{label: A, config: nowhere}]", "its config"),
+    ("panels: [", "is not valid YAML"),
+])
+def test_a_bad_figure_file_is_one_line(content, message, tmp_path, capsys):
+    figure = tmp_path / "mine.yaml"
+    figure.write_text(content)
+    with pytest.raises(SystemExit):
+        main(["reproduce", str(figure), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_transformer_figure_measures_where_the_queries_look(tmp_path):
     out = tmp_path / "transformer"
     main(["reproduce", "transformer", "--seeds", "2", "--out", str(out), "--jobs", "2", *TINY])
@@ -399,7 +463,8 @@ def test_slurm_launcher_without_slurm_is_one_line(tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize("args, message", [
-    (["fig9"], "invalid choice: 'fig9'"),
+    (["fig9"], "figure=fig9 is not one of primacy's figures"),
+    (["missing.yaml"], "figure=missing.yaml is neither one of primacy's figures nor a figure file (YAML) that exists"),
     (["fig3", "--seeds", "0"], "seeds=0 is invalid"),
     (["fig3", "--panels", "Z"], "panels=['Z'] are not panels of fig3"),
     (["fig3", "--trainer.default_root_dir", "x"], "--trainer.default_root_dir is set by primacy reproduce"),

@@ -15,8 +15,8 @@ from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows import launchers
 from primacy.workflows.launchers import RunJob, SlurmOptions
-from primacy.workflows.pages import FIGURES, SCALES, draw
-from primacy.workflows.reproduce import Run, Status, count_states, plan, process_count, status
+from primacy.workflows.pages import FIGURES, SCALES
+from primacy.workflows.reproduce import Run, Status, count_states, draw, figure, plan, process_count, status
 
 RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args.seed")  # set per run
 
@@ -24,7 +24,8 @@ RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args
 def _parser() -> ArgumentParser:
     parser = ArgumentParser(prog="primacy reproduce", description=__doc__, allow_abbrev=False,
                             epilog="Any other --key value is passed to every run, e.g. --trainer.max_steps 20.")
-    parser.add_argument("figure", choices=sorted(FIGURES), help="the figure to reproduce")
+    parser.add_argument("figure", help=f"the figure to reproduce: {', '.join(sorted(FIGURES))}, or a figure file "
+                        "(YAML: panels and their configs; docs/reproduce.md)")
     parser.add_argument("--scale", choices=SCALES, default="cpu", help="configs/cpu/ (a laptop) or configs/paper/")
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1 of every panel (the paper used 10)")
     parser.add_argument("--out", help="directory of the runs and figures (default runs/FIGURE-SCALE)")
@@ -53,8 +54,8 @@ def command(args: list[str]) -> None:
     _check_overrides(overrides)
     positive(seeds=options.seeds, jobs=options.jobs)
     _check_launcher(options)
-    spec = FIGURES[options.figure].select(options.panels)
-    out = Path(options.out or f"runs/{options.figure}-{options.scale}")
+    spec = figure(options.figure).select(options.panels)
+    out = Path(options.out or f"runs/{spec.name}-{options.scale}")
     runs, configs = plan(spec, options.scale, options.seeds, out, overrides, parse_run)
     statuses = {run: status(run, configs[run.panel]) for run in runs}
     if options.status:
@@ -149,7 +150,7 @@ def _submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, config
     executor, whose jobs end with this process), False when they were queued."""
     slurm = _slurm_options(options)
     processes = max(process_count(configs[run.panel].trainer.devices) for run in runs)
-    parameters = launchers.slurm_parameters(slurm, f"primacy-{options.figure}", processes)
+    parameters = launchers.slurm_parameters(slurm, f"primacy-{Path(options.figure).stem}", processes)
     submitted = launchers.submit(jobs, out / "submitit", parameters, slurm.cluster)
     for job, run in zip(submitted, runs):
         launchers.write_state(run.dir, state="queued", job=job.job_id)

@@ -55,8 +55,10 @@ class FigureSpec:
     name: str
     title: str
     panels: tuple[Panel, ...]
-    layout: str  # "heatmaps" (Fig. 3), "dt" (Fig. 4 and 5), "probes", "emergence" (induction) or "humans"
+    layout: str  # "heatmaps" (Fig. 3), "dt" (Fig. 4 and 5), "probes", "emergence" (induction), "humans" or
+    # "aggregates" (a figure file's: each panel's aggregate, whatever its kind of result, and a table)
     reference: str | None = None  # the panel the others are compared with in the figure's markdown table
+    config_root: Path | None = None  # where its configs are (a figure file's folder); None: configs/<scale>/
 
     def select(self, names: list[str] | None) -> FigureSpec:
         """The figure restricted to some panels, named by label or config name."""

@@ -11,9 +11,9 @@ from typing import Any
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import check_checkpoint
 from primacy.rundir.layout import RunDir
-from primacy.workflows import launchers
+from primacy.workflows import figure_files, launchers, pages
 from primacy.workflows.launchers import state_file
-from primacy.workflows.pages import FigureSpec
+from primacy.workflows.pages import FIGURES, FigureSpec
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # the repository's configs/ (an editable install)
 STATES = ("done", "running", "queued", "stopped", "failed", "missing")
@@ -42,6 +42,24 @@ class Status:
     args: tuple[str, ...] = ()  # the primacy command that moves the run on; () when there is none to start
 
 
+def figure(name: str) -> FigureSpec:
+    """One of primacy's figures by its name, or the figure a figure file (YAML, ``figure_files``) describes."""
+    if name in FIGURES:
+        return FIGURES[name]
+    if not name.endswith((".yaml", ".yml")):
+        raise UsageError(f"figure={name} is not one of primacy's figures ({', '.join(sorted(FIGURES))}) nor a figure "
+                         "file (.yaml, see docs/reproduce.md)")
+    return figure_files.read_figure(name)
+
+
+def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
+    """The figure of finished runs: a figure file's panels aggregated by their kinds of result and a table
+    (``figure_files.draw_aggregates``), a paper figure in its layout (``pages.draw``)."""
+    if spec.layout == figure_files.AGGREGATES:
+        return figure_files.draw_aggregates(spec, scale, out, runs)
+    return pages.draw(spec, scale, out, runs)
+
+
 def config_dir(scale: str) -> Path:
     for root in (CONFIGS, Path.cwd() / "configs"):
         if (root / scale).is_dir():
@@ -54,13 +72,14 @@ def plan(spec: FigureSpec, scale: str, seeds: int, out: Path, overrides: list[st
          parse: Callable[[list[str]], Any]) -> tuple[list[Run], dict]:
     """Every run of the figure, and each panel's config as ``parse`` (the command line's) reads the arguments of its
     first run, which checks the overrides once per panel."""
-    configs = config_dir(scale)
+    configs = spec.config_root or config_dir(scale)
     runs, parsed = [], {}
     for panel in spec.panels:
         name = panel.config(scale)
         config = configs / f"{name}.yaml"
-        if not config.is_file() and (configs.parent / f"{name}.yaml").is_file():  # a quickstart serves as CPU panel
-            config = configs.parent / f"{name}.yaml"
+        quickstart = configs.parent / f"{name}.yaml"  # a quickstart serves as a CPU panel of primacy's figures
+        if not config.is_file() and spec.config_root is None and quickstart.is_file():
+            config = quickstart
         if not config.is_file():
             raise UsageError(f"figure={spec.name}: its config {config} is missing")
         first = Run(name, 0, out / name / "seed0", config, tuple(overrides))

@@ -1,0 +1,101 @@
+"""A figure of your own for ``primacy reproduce``: a YAML file naming its panels and the config of each, so that the
+runs of any model and task (a plugin's, with its own kind of result, included) are launched, resumed and checked like
+a paper figure's, and each panel is aggregated over seeds by its kind of result, with one table of every panel's
+numbers. The file::
+
+    title: Calibration by backbone          # optional; the file's name otherwise
+    reference: A                            # optional: the panel the table marks differences from
+    panels:
+      - label: A
+        title: S4D
+        config: s4d-calibration             # s4d-calibration.yaml beside this file, at every scale
+      - label: B
+        title: LSTM
+        config: {cpu: lstm-small, paper: lstm}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from primacy import files
+from primacy.errors import UsageError
+from primacy.workflows import aggregate
+from primacy.workflows.pages import SCALES, FigureSpec, Panel
+from primacy.workflows.pages import _cell as cell
+from primacy.workflows.pages import _round as rounded
+
+AGGREGATES = "aggregates"
+
+
+def read_figure(path: str | Path) -> FigureSpec:
+    """The figure a figure file describes; a missing file, invalid YAML or a panel without a label or config is refused
+    in one line naming the file and what is allowed."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"figure={path} is neither one of primacy's figures nor a figure file (YAML) that exists")
+    try:
+        content = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise UsageError(f"figure={path} is not valid YAML: {' '.join(str(err).split())}") from None
+    panels = content.get("panels") if isinstance(content, dict) else None
+    if not isinstance(panels, list) or not panels:
+        raise UsageError(f"figure={path} has no panels: give a list `panels:` of {{label, title, config}}")
+    spec = FigureSpec(path.stem, str(content.get("title") or path.stem), tuple(_panel(path, p) for p in panels),
+                      AGGREGATES, content.get("reference"), path.parent.resolve())
+    labels = [panel.label for panel in spec.panels]
+    if len(set(labels)) < len(labels):
+        raise UsageError(f"figure={path} has the panel labels {labels}: give each panel its own")
+    if spec.reference is not None and spec.reference not in labels:
+        raise UsageError(f"figure={path} has reference={spec.reference!r}: give one of the labels {labels}")
+    return spec
+
+
+def _panel(path: Path, entry: Any) -> Panel:
+    if not isinstance(entry, dict) or "label" not in entry or "config" not in entry:
+        raise UsageError(f"figure={path} has the panel {entry!r}: give each panel a label and a config (a config "
+                         "name beside the file, or {cpu: NAME, paper: NAME})")
+    config = entry["config"]
+    names = {scale: config for scale in SCALES} if isinstance(config, str) else config
+    if not isinstance(names, dict) or set(names) != set(SCALES) or not all(isinstance(n, str) for n in names.values()):
+        raise UsageError(f"figure={path} has config={config!r} in panel {entry['label']}: give a config name, or "
+                         f"one per scale ({', '.join(SCALES)})")
+    return Panel(str(entry["label"]), str(entry.get("title", "")), tuple(names[scale] for scale in SCALES))
+
+
+def draw_aggregates(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
+    """Each panel's runs aggregated into ``out/<panel>/mean`` by their kind of result (its files and figures), and
+    ``out/<figure>.csv`` and ``.md``: a row per panel with the mean and standard error over seeds of every number
+    the aggregate's summary holds as one (entries with a ``mean`` and ``se``)."""
+    rows = []
+    for panel in spec.panels:
+        name = panel.config(scale)
+        dirs = [run.dir for run in runs if run.panel == name]
+        summary = aggregate.aggregate(dirs, out / name / "mean")
+        row = {"panel": panel.label, "title": panel.title, "config": name, "seeds": len(dirs),
+               "result_kind": summary.get("result_kind")}
+        for key, entry in summary.items():
+            if isinstance(entry, dict) and isinstance(entry.get("mean"), (int, float, type(None))) and "se" in entry:
+                row[key], row[f"{key}_se"] = rounded(entry["mean"], 6), rounded(entry["se"], 6)
+        rows.append(row)
+    reference = next((row for row in rows if row["panel"] == spec.reference), None)
+    return [files.write_csv(out / f"{spec.name}.csv", rows),
+            files.write_text(out / f"{spec.name}.md", _table(rows, reference))]
+
+
+def _table(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
+    """Every panel's numbers as mean ± SE (n seeds), a † where a panel differs from the ``reference`` by more than
+    twice the standard error of the difference; a number some panel lacks shows as —."""
+    keys = [key for key in dict.fromkeys(k for row in rows for k in row) if f"{key}_se" in rows[0] or any(
+        f"{key}_se" in row for row in rows)]
+    header = ["panel", "n", *keys]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        lines.append("| " + " | ".join([f"{row['panel']} {row['title']}".strip(), str(row["seeds"]),
+                                         *(cell(row, key, reference) for key in keys)]) + " |")
+    if reference is not None:
+        lines += ["", f"† differs from panel {reference['panel']} by more than 2 SE of the difference."]
+    return "\n".join(lines) + "\n"

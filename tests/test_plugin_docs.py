@@ -1,6 +1,8 @@
-"""docs/plugins.md, followed literally: each package it builds (a backbone, a task) installs as a distribution,
-registers, passes its tests (through primacy.testing) and trains by name."""
+"""docs/plugins.md, followed literally: each package it builds (a backbone, a task, a model with its own kind of
+result) installs as a distribution, registers, passes its tests (through primacy.testing) and trains by name; the
+model's runs test and aggregate through its kind of result."""
 
+import json
 import os
 import re
 import shlex
@@ -9,21 +11,37 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import pytest
 from conftest import ROOT
 
+from primacy.testing import tiny_args, tiny_settings
+
 DOC = (ROOT / "docs" / "plugins.md").read_text()
-# the guide's sections, one per plugin: the backbone's, the task's (the model's is to come)
-BACKBONE, TASK = DOC.split("\n# Writing a task plugin\n")[0], DOC.split("\n# Writing a task plugin\n")[1]
+# the guide's sections, one per plugin: the backbone's, the task's, the model's
+BACKBONE, _rest = DOC.split("\n# Writing a task plugin\n")
+TASK, MODEL = _rest.split("\n# Writing a model plugin\n")
 
 
 def doc_files(section: str) -> dict[str, str]:
     """The files a section asks for: a line 'File `path`:' followed by a fenced block."""
-    return dict(re.findall(r"^File `([^`]+)`:\n\n```\w*\n(.*?)```", section, flags=re.M | re.S))
+    return dict(re.findall(r"^File `([^`]+)`:\n\n```\w*\n(.*?)```", section, flags=re.MULTILINE | re.DOTALL))
 
 
 def doc_fit_command(section: str) -> list[str]:
-    block = next(b for b in re.findall(r"```bash\n(.*?)```", section, flags=re.S) if "primacy fit" in b)
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL) if "primacy fit" in b)
     return shlex.split(block[block.index("primacy fit"):].replace("\\\n", " "))
+
+
+def doc_commands(section: str) -> list[list[str]]:
+    """The arguments (after `primacy`) of every `primacy` command in a section's bash blocks, in order; a loop
+    `for v in a b; do ...; done` unrolled, $v replaced by each value."""
+    text = "\n".join(re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)).replace("\\\n", " ")
+    text = re.sub(r"^for (\w+) in ([^;]+); do\n(.*?)^done$",
+                  lambda loop: "".join(loop[3].replace(f"${loop[1]}", v) for v in loop[2].split()), text,
+                  flags=re.DOTALL | re.MULTILINE)
+    lines = [line.strip() for line in text.splitlines()]
+    return [shlex.split(line, comments=True)[1:] for line in lines if line.startswith("primacy ")]
 
 
 def install(section: str, name: str, tmp_path: Path) -> tuple[Path, Callable[..., str]]:
@@ -35,12 +53,12 @@ def install(section: str, name: str, tmp_path: Path) -> tuple[Path, Callable[...
         (package / path).parent.mkdir(parents=True, exist_ok=True)
         (package / path).write_text(text)
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(package)],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                    str(package)], check=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
 
-    def run(*args: str) -> str:
-        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+    def run(*args: str, cwd: Path = ROOT) -> str:
+        done = subprocess.run([sys.executable, *args], check=False, capture_output=True, text=True, env=env, cwd=cwd)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
@@ -78,6 +96,65 @@ def test_the_guide_builds_a_working_task_plugin(tmp_path):
               "sys.exit(code) if code else main([*sys.argv[2:], '--print_config'])")
     out = run("-c", script, str(package / "tests"), *fit[1:])
     tasks = out.split("tasks:\n", 1)[1]
-    assert re.search(r"^  ParityTask\s+primacy-parity\s+Study L items, then L position cues", tasks, flags=re.M), out
-    assert re.search(r"^2 passed", out, flags=re.M), out
+    assert re.search(r"^  ParityTask\s+primacy-parity\s+Study L items, then L position cues", tasks,
+                     flags=re.MULTILINE), out
+    assert re.search(r"^2 passed", out, flags=re.MULTILINE), out
     assert "class_path: primacy_parity.ParityTask" in out and "class_path: primacy.models.lists.SequenceModel" in out
+
+
+def test_the_guide_builds_a_model_plugin_with_its_own_kind_of_result(tmp_path):
+    """The model's own tests (check_model, tiny_fit) pass with it installed, `primacy models` lists it, and the guide's
+    commands, at tiny settings, train and test two seeds, test one again and aggregate them through the plugin's kind
+    of result, in one new Python (5 s of imports); the aggregate's numbers are those of the runs' own files."""
+    files = doc_files(MODEL)
+    assert set(files) == {"pyproject.toml", "primacy_calibration/__init__.py", "primacy_calibration/results.py",
+                          "tests/test_calibration.py"}
+    for group in ("primacy.models", "primacy.results"):
+        assert f'[project.entry-points."{group}"]' in files["pyproject.toml"]
+    package, run = install(MODEL, "primacy-calibration", tmp_path)
+    commands = doc_commands(MODEL)
+    assert [c[0] for c in commands] == ["models", "fit", "fit", "test", "aggregate"], commands
+    for fit in commands[1:3]:  # the guide's runs at tiny settings: later flags win
+        seed = int(fit[fit.index("--seed_everything") + 1])
+        fit += tiny_args(None, None, None, seed=seed, data_settings=tiny_settings("VerificationTask"),
+                         args=["--results.formats", "[png]"])
+    # the package's tests in a directory of their own (not the numbered ones that concurrent pytest sessions share)
+    script = ("import json, sys, pytest; from primacy.cli.main import main; "
+              "code = pytest.main(['-q', '-p', 'no:cacheprovider', '--basetemp', sys.argv[2], sys.argv[1]]); "
+              "sys.exit(code) if code else [main(command) for command in json.loads(sys.argv[3])]")
+    work = tmp_path / "work"  # the guide's relative run directories go here
+    work.mkdir()
+    out = run("-c", script, str(package / "tests"), str(tmp_path / "pytest"), json.dumps(commands), cwd=work)
+
+    assert re.search(r"^2 passed", out, flags=re.MULTILINE), out
+    models = out.split("models:\n", 1)[1].split("tasks:\n", 1)[0]
+    assert re.search(r"^  CalibratedModel\s+primacy-calibration\s+SequenceModel scored by calibration", models,
+                     flags=re.MULTILINE), out
+    assert f"replacing the results in {Path('runs/calibration/seed0/results')}" in out, "primacy test rewrote them"
+    each = []  # each run's numbers, from its own calibration.npz
+    for seed in (0, 1):
+        results = work / "runs" / "calibration" / f"seed{seed}" / "results"
+        summary = json.loads((results / "summary.json").read_text())
+        assert summary["result_kind"] == "CalibrationResults" and summary["task"] == "verification"
+        assert {path.name for path in results.iterdir()} == {"summary.json", "calibration.npz", "calibration.png"}
+        with np.load(results / "calibration.npz") as sums:
+            counts, hits, confidence = sums["counts"], sums["hits"], sums["confidence"]
+        assert counts.shape == (tiny_settings("VerificationTask")["n_items"],) and counts.sum() == summary["n_answers"]
+        each.append({"accuracy": hits.sum() / counts.sum(), "confidence": confidence.sum() / counts.sum(),
+                     "accuracy_curve": hits / counts, "confidence_curve": confidence / counts})
+        assert summary["accuracy"] == pytest.approx(each[-1]["accuracy"], abs=1e-12)
+
+    mean = work / "runs" / "calibration" / "mean"
+    aggregate = json.loads((mean / "summary.json").read_text())
+    assert aggregate["result_kind"] == "CalibrationResults" and aggregate["n_runs"] == 2
+    assert aggregate["settings"]["task"] == "verification"
+    for key in ("accuracy", "confidence"):
+        values = [numbers[key] for numbers in each]
+        assert aggregate[key]["values"] == pytest.approx(values, abs=1e-12)
+        assert aggregate[key]["mean"] == pytest.approx(np.mean(values), abs=1e-12)
+        assert aggregate[key]["se"] == pytest.approx(np.std(values, ddof=1) / np.sqrt(2), abs=1e-12)
+        curves = np.stack([numbers[f"{key}_curve"] for numbers in each])  # R L
+        assert aggregate[f"{key}_curve"]["mean"] == pytest.approx(curves.mean(axis=0).tolist(), abs=1e-12)
+    assert aggregate["overconfidence"]["mean"] == pytest.approx(
+        aggregate["confidence"]["mean"] - aggregate["accuracy"]["mean"], abs=1e-12)
+    assert (mean / "calibration.png").is_file()

@@ -75,6 +75,7 @@ SPLIT = {  # old module -> {public name that its MOVED module does not hold: the
     "primacy.analyze": {"write_icl": "primacy.workflows.analyses.write_icl",
                         "read_heads": "primacy.workflows.analyses.read_heads",
                         "write_emergence": "primacy.workflows.analyses.write_emergence",
+                        "write_probes": "primacy.workflows.analyses.write_probes",
                         "analyze_command": "primacy.cli.analyze.command"},
     "primacy.usage": {"load_models_and_tasks": "primacy.registry.load_all"},
     "primacy.console": {"LineProgress": "primacy.cli.progress.LineProgress",

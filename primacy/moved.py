@@ -68,7 +68,7 @@ _HF_LOADING = ("DTYPES", "DEVICES", "INSTALL", "REMOTE_CODE", "transformers_modu
 
 SPLIT = {  # old module -> {public name that its MOVED module does not hold: the name's path now}
     "primacy.model": {"logs_this_step": "primacy.models.base.logs_this_step"},
-    "primacy.analysis.cmr_grid": {"main": "primacy.workflows.cmr_grid.main"},
+    "primacy.analysis.cmr_grid": {"main": "primacy.cli.cmr_grid.command"},  # main(argv) was the command
     "primacy.resume": {"last_checkpoint": "primacy.rundir.layout.last_checkpoint"},
     "primacy.reproduce": {"config_dir": "primacy.workflows.reproduce.config_dir",
                           "reproduce_command": "primacy.cli.reproduce.command"},

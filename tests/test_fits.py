@@ -2,17 +2,20 @@
 grid is its simulation, recorded in its file, and the shipped grid is the paper's."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
-
 from primacy.analysis.cmr.closed_form import closed_form_crp, has_closed_form
 from primacy.analysis.cmr.fits import fit_cmr, fit_gaussian, is_flat
 from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid
 from primacy.analysis.cmr.simulate import cmr_crp
+
+from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.workflows.cmr_grid import main, save
+from primacy.workflows.cmr_grid import save
 
 SIM = {"n_items": 30, "n_starts": 4, "n_chains": 100, "max_samples": 20}
 
@@ -243,7 +246,7 @@ def test_a_published_npy_grid_loads_and_compares(tmp_path, capsys):
     curve = paper.crps[_row(paper, (0.4, 0.55, 0.0))][3:14]
     fits = [fit_cmr(curve, np.arange(-5, 6), g) for g in (published, paper)]
     assert [(f.beta_enc, f.beta_rec, f.gamma_ft, f.distance) for f in fits] == [(0.4, 0.55, 0.0, fits[1].distance)] * 2
-    main(["--compare", str(npy), str(npy)])
+    main(["cmr_grid", "--compare", str(npy), str(npy)])
     report = json.loads(capsys.readouterr().out)
     assert report["simulated"]["cells"] == 4580 and report["simulated"]["max"] == 0.0
     assert report["closed_form"]["cells"] == 40
@@ -256,7 +259,7 @@ def test_a_published_npy_grid_loads_and_compares(tmp_path, capsys):
         CMRGrid.load(tmp_path / "broken.npy")
     other = CMRGrid.build([0.3], [0.5], [0.5], n_items=30, n_starts=4, n_chains=100)
     with pytest.raises(SystemExit) as stop:
-        main(["--compare", str(npy), str(_saved(other, tmp_path))])
+        main(["cmr_grid", "--compare", str(npy), str(_saved(other, tmp_path))])
     assert stop.value.code == 2 and "only grids over the same parameter values" in capsys.readouterr().err
 
 
@@ -264,10 +267,16 @@ def _saved(grid: CMRGrid, folder) -> str:
     return str(save(grid, folder / "other.npz"))
 
 
-def test_the_module_entry_point_reports_bad_arguments(tmp_path, capsys):
+def test_the_cmr_grid_command_reports_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
-        main(["--out", str(tmp_path / "grid.npz"), "--workers", "0"])
+        main(["cmr_grid", "--out", str(tmp_path / "grid.npz"), "--workers", "0"])
     assert stop.value.code == 2 and "workers=0 is invalid" in capsys.readouterr().err
+
+
+def test_the_old_module_entry_point_names_the_command():
+    done = subprocess.run([sys.executable, "-m", "primacy.workflows.cmr_grid", "--compare", "a", "b"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and "primacy cmr_grid --compare a b" in done.stderr
 
 
 def test_gaussian_fit_recovers_its_parameters():

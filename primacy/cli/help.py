@@ -28,6 +28,7 @@ LIGHTNING_COMMANDS = {
 TOOL_COMMANDS = {
     "aggregate": "combine runs that differ only by seed: means, standard errors and figures (Fig. 5)",
     "analyze": "post-hoc analyses of finished runs (icl, ablation, probes) and of the ICL paper's published heads",
+    "cmr_grid": "build the CMR grid of the ICL paper that fits compare curves with, or compare two grids",
     "humans": "free-recall runs beside people (psifr's Morton2013, PEERS): the same curves",
     "kernels": "Fig. 1: continuous vs discretised HiPPO impulse responses",
     "models": "list the registered backbones, plugins included",

@@ -21,6 +21,9 @@ from primacy.rundir.kinds import FreeRecallResults, LoggedResults, ResultKind, S
 from primacy.rundir.layout import RunDir
 from primacy.testing import tiny_fit
 from primacy.workflows.aggregate import aggregate
+from primacy.workflows.figure_files import AGGREGATES
+from primacy.workflows.pages import FigureSpec, Panel
+from primacy.workflows.reproduce import Run, draw
 
 
 def test_each_metric_names_its_kind_of_result():
@@ -153,3 +156,11 @@ def test_a_kind_of_result_from_a_plugin_is_written_and_aggregated_without_changi
     assert summary["result_kind"] == "CountResults" and summary["n_runs"] == 2
     with np.load(RunDir(runs[0]).results / "counts.npz") as a, np.load(RunDir(runs[1]).results / "counts.npz") as b:
         assert summary["hits"] == (a["hits"] + b["hits"]).tolist()
+
+    # primacy reproduce's figure of one's own draws it too: the panel's aggregate and the table of its runs
+    spec = FigureSpec("mine", "mine", (Panel("A", "counted", ("counted", "counted")),), AGGREGATES)
+    made = [Run("counted", seed, run, run / "config.yaml", ()) for seed, run in enumerate(runs)]
+    written = draw(spec, "cpu", tmp_path / "figure", made)
+    assert json.loads((tmp_path / "figure" / "counted" / "mean" / "summary.json").read_text()) == summary
+    assert [path.name for path in written] == ["mine.csv", "mine.md"]
+    assert "| A counted | 2 |" in (tmp_path / "figure" / "mine.md").read_text()

@@ -12,7 +12,6 @@ def command(args: list[str]) -> None:
     parser.add_argument("--out", required=True, help="directory for the aggregated results")
     options = parser.parse_args(args)
     summary = aggregate.aggregate(options.runs, options.out)
-    headline = ("overall_accuracy", "mean_recalled", "early_minus_late")  # mean_recalled: free recall's
-    means = {key: summary[key]["mean"] for key in headline if key in summary}
+    means = aggregate.headline(summary)
     print(f"{summary['n_runs']} runs -> {options.out}: "
           + ", ".join(f"{key} {'n/a' if mean is None else f'{mean:+.3f}'}" for key, mean in means.items()))

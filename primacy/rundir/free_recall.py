@@ -24,7 +24,7 @@ def read_free_recall(out: Path) -> dict[str, Any]:
     names it and says how to write it again."""
     remedy = results.retest_hint(out)
     path = out / FREE_RECALL_ARRAYS
-    arrays = results._load_npz(path, FreeRecallCounts._fields, (), remedy)
+    arrays = results.read_npz(path, FreeRecallCounts._fields, (), remedy)
     n = arrays["spc"].shape[0] if arrays["spc"].ndim == 1 else 0
     shapes = {"spc": (n,), "first_recall": (n,), "lag_actual": (2 * n - 1,), "lag_possible": (2 * n - 1,)}
     for key, value in arrays.items():
@@ -35,7 +35,7 @@ def read_free_recall(out: Path) -> dict[str, Any]:
                              f"{remedy}")
     if n == 0 or int(arrays["lists"]) <= 0:
         raise UsageError(f"{path} holds no lists: {remedy}")
-    summary = results._load_summary(out / SUMMARY, remedy)
+    summary = results.read_summary(out / SUMMARY, remedy)
     if summary.get("task") != FreeRecallTask.name:
         raise UsageError(f"{out / SUMMARY} has task {summary.get('task')!r}, but only a {FreeRecallTask.name} "
                          f"test writes the free_recall.npz beside it: {remedy}")

@@ -221,7 +221,7 @@ def read(out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     remedy = retest_hint(out)
     path = out / ACCURACY_ARRAYS
-    arrays = _load_npz(path, COUNT_KEYS, CONTIGUITY_KEYS + (EXPECTED_KEY,) + DELAY_KEYS, remedy)
+    arrays = read_npz(path, COUNT_KEYS, CONTIGUITY_KEYS + (EXPECTED_KEY,) + DELAY_KEYS, remedy)
     present_delays = [k for k in DELAY_KEYS if k in arrays]
     if present_delays and len(present_delays) < len(DELAY_KEYS):
         raise UsageError(f"{path} has {', '.join(present_delays)} without the rest of {', '.join(DELAY_KEYS)}, which "
@@ -235,7 +235,7 @@ def read(out_dir: str | Path) -> dict[str, Any]:
                          f"written with it; {remedy}")
     _check_counts(path, arrays, remedy)
     states = {k: torch.from_numpy(v) for k, v in arrays.items()}
-    return {"summary": _load_summary(out / SUMMARY, remedy), **summarize(**states), **states}
+    return {"summary": read_summary(out / SUMMARY, remedy), **summarize(**states), **states}
 
 
 def retest_hint(out: Path) -> str:
@@ -253,7 +253,7 @@ def _reason(error: BaseException) -> str:
 NPZ_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
 
 
-def _load_npz(path: Path, keys: tuple[str, ...], optional: tuple[str, ...], remedy: str) -> dict[str, np.ndarray]:
+def read_npz(path: Path, keys: tuple[str, ...], optional: tuple[str, ...], remedy: str) -> dict[str, np.ndarray]:
     """The arrays ``keys`` and those of ``optional`` that are present, read in full now, so that any damage shows
     here as a UsageError naming ``path`` rather than as a numpy or zipfile traceback later."""
     if not path.is_file():
@@ -299,7 +299,7 @@ def _check_counts(path: Path, arrays: dict[str, np.ndarray], remedy: str) -> Non
         raise UsageError(f"{path} holds no trials (all counts are zero): {remedy}")
 
 
-def _load_summary(path: Path, remedy: str) -> dict[str, Any]:
+def read_summary(path: Path, remedy: str) -> dict[str, Any]:
     """A summary.json's object; an unreadable, empty or invalid file, or JSON that is not an object, is a UsageError."""
     if not path.is_file():
         raise UsageError(f"{path} does not exist: {remedy}")
@@ -340,7 +340,7 @@ def read_dt_history(path: str | Path) -> dict[str, np.ndarray]:
     path = Path(path)
     remedy = ("fit the run again to rewrite it (`primacy fit` writes it at the end), or delete it to leave the "
               "Δt figures out")
-    history = _load_npz(path, ("steps", "dt", "layers", "channels"), (), remedy)
+    history = read_npz(path, ("steps", "dt", "layers", "channels"), (), remedy)
     steps, dt = history["steps"], history["dt"]
     if steps.ndim != 1 or dt.ndim != 2 or len(steps) != len(dt) or not len(steps):
         raise UsageError(f"{path} has steps of shape {steps.shape} and dt of shape {dt.shape}, expected (S,) and "

@@ -14,6 +14,10 @@ import lightning as L
 import torch
 
 from primacy.backbones.base import Backbone
+from primacy.callbacks.results import ResultsWriter
+from primacy.errors import UsageError
+from primacy.rundir import kinds
+from primacy.rundir.layout import RunDir
 from primacy.testing.signature import check_signature
 
 
@@ -57,7 +61,9 @@ def check_model(cls: type, task: L.LightningDataModule, **settings: Any) -> None
     task's first batch gives a finite scalar loss, and every trainable parameter a finite gradient; a Lightning
     Trainer (CPU, no logger) trains one step, which moves the weights and leaves them finite; validation and test
     update the stage metrics and log values, none infinite and some finite (NaN marks a value undefined for the
-    task); the state dict round-trips (a model rebuilt from it scores the same loss).
+    task); the test writes the model's kind of result (``primacy.rundir.kinds``: the one its test metric names),
+    which reads back with summary.json naming it; the state dict round-trips (a model rebuilt from it scores the same
+    loss).
     """
     name = cls.__name__
     assert isinstance(cls, type) and issubclass(cls, L.LightningModule), f"{name} must subclass LightningModule"
@@ -83,7 +89,8 @@ def check_model(cls: type, task: L.LightningDataModule, **settings: Any) -> None
         trainer = L.Trainer(default_root_dir=root, max_steps=1, val_check_interval=2, check_val_every_n_epoch=None,
                             accelerator="cpu", devices=1,
                             logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                            enable_model_summary=False, num_sanity_val_steps=0)
+                            enable_model_summary=False, num_sanity_val_steps=0,
+                            callbacks=[ResultsWriter(formats=[], val_heatmap=False)])
         trainer.fit(model, datamodule=task)
         moved = [key for key, p in model.named_parameters() if p.requires_grad and not torch.equal(p, before[key])]
         assert moved, f"{name}: one training step moved no weight"
@@ -96,6 +103,13 @@ def check_model(cls: type, task: L.LightningDataModule, **settings: Any) -> None
             assert not infinite, f"{name}: {stage} logged infinite values {infinite}"
             # NaN is how a metric says "undefined here" (a distractor accuracy where no query is a distractor)
             assert any(math.isfinite(value) for value in logged.values()), f"{name}: {stage} logged no finite value"
+        kind = kinds.for_model(model)
+        try:
+            written = kind.read(RunDir(root))["summary"]
+        except UsageError as err:
+            raise AssertionError(f"{name}: its test's {kind.name} cannot be read back: {err}") from None
+        assert written.get(kinds.KIND_KEY) == kind.name, f"{name}: the test's summary.json names " \
+                                                          f"{written.get(kinds.KIND_KEY)!r}, not {kind.name}"
     model.trainer = task.trainer = None  # as they were: a step by hand again
     metric = getattr(model, "metric", None)
     if callable(metric):  # TaskModel's stage metrics: the test's is kept for the results writer

@@ -87,6 +87,16 @@ def aggregate(run_dirs: list[str | Path], out_dir: str | Path, dpi: int = 150) -
     return summary
 
 
+def headline(summary: dict[str, Any]) -> dict[str, float | None]:
+    """The numbers of an aggregate's summary worth a line: its kind of result's ``headline``, or, for a kind without
+    one, every number it holds as mean and se; each as its mean over the runs."""
+    keys = kinds.get(summary[kinds.KIND_KEY]).headline
+    if not keys:
+        keys = tuple(key for key, entry in summary.items()
+                     if isinstance(entry, dict) and "se" in entry and isinstance(entry.get("mean"), (int, float)))
+    return {key: summary[key]["mean"] for key in keys if key in summary}
+
+
 def _dt_histories(runs: list[RunDir]) -> list[dict[str, np.ndarray]]:
     """Every run's Δt history, or none when any run lacks one (its backbone has no Δt)."""
     paths = [run.dt_history for run in runs]

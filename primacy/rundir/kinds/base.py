@@ -36,6 +36,7 @@ class ResultKind(ABC):
     """
 
     files: ClassVar[tuple[str, ...]] = ()  # what a tested run's results/ holds beside summary.json
+    headline: ClassVar[tuple[str, ...]] = ()  # the aggregate's numbers `primacy aggregate` prints; () prints all
     draws_validation: ClassVar[bool] = False  # whether ``validation_figure`` draws anything
 
     @property
@@ -88,6 +89,17 @@ class ResultKind(ABC):
 def retest(run: RunDir) -> str:
     """What to do about a run's damaged result file: test the run again, which rewrites every one of them."""
     return results.retest_hint(run.results)
+
+
+def read_summary(run: RunDir) -> dict[str, Any]:
+    """A tested run's summary.json; a missing, damaged or foreign file is a UsageError naming it and the remedy."""
+    return results.read_summary(run.summary, retest(run))
+
+
+def read_arrays(run: RunDir, name: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """The arrays ``keys`` (and those of ``optional`` that are present) of <run>/results/<name>, an .npz, read in full:
+    a missing, truncated or damaged file, or one without a key, is a UsageError naming it and the remedy."""
+    return results.read_npz(run.results / name, keys, optional, retest(run))
 
 
 def scalar_entry(values: np.ndarray) -> dict[str, Any]:

@@ -34,6 +34,7 @@ class FreeRecallResults(ResultKind):
     free_recall.png/.pdf (serial-position, first-recall and lag-CRP curves, the CMR fits overlaid)."""
 
     files = (ARRAYS, TABLE)
+    headline = ("mean_recalled", "early_minus_late")
 
     def collect(self, pl_module: L.LightningModule, stage: str) -> dict[str, Any]:
         """The counts, study lists and recalls (``FreeRecallStats.compute``, every list in test order) and the mean

@@ -12,8 +12,7 @@ import numpy as np
 
 from primacy import figures, files
 from primacy.errors import UsageError
-from primacy.rundir import results
-from primacy.rundir.kinds.base import KIND_KEY, ResultKind, missing_results, retest, scalar_entry
+from primacy.rundir.kinds.base import KIND_KEY, ResultKind, missing_results, read_summary, retest, scalar_entry
 from primacy.rundir.layout import SUMMARY, RunDir
 
 LOGGED_KEY = "logged"  # summary.json's list of the logged values' names
@@ -38,7 +37,7 @@ class LoggedResults(ResultKind):
     def read(self, run: RunDir) -> dict[str, Any]:
         if not run.summary.is_file():
             raise missing_results(run, self)
-        summary = results._load_summary(run.summary, retest(run))
+        summary = read_summary(run)
         names = summary.get(LOGGED_KEY)
         if names is None:  # written before the names were: every number that is not a setting
             names = [k for k, v in summary.items() if k not in SETTING_KEYS and isinstance(v, (int, float))]

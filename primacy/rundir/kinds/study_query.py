@@ -27,6 +27,7 @@ class StudyQueryResults(ResultKind):
     its study x query matrix is a diagonal). After each validation, the heatmap of the validation sets."""
 
     files = (ARRAYS,)
+    headline = ("overall_accuracy", "early_minus_late")
     draws_validation = True
 
     def write(self, out: Path, collected: dict[str, Any], logged: dict[str, float], settings: dict[str, Any],

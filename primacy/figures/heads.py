@@ -210,6 +210,16 @@ _UNIT_RANGE = {"top_induction", "cmr_like_share", "beta_enc", "beta_rec", "gamma
                "cmr_top_beta_rec", "cmr_top_gamma_ft"}
 
 
+def emergence_page(models: list[tuple[list[dict], dict[str, list[dict]], str]], title: str) -> Figure:
+    """Fig. 7 of several models, one above the other under one ``title``: each an ``emergence`` figure of its
+    (rows, seeds, label)."""
+    page = plt.figure(figsize=(14.0, 8.6 * len(models)), layout="constrained")
+    for (rows, seeds, label), subfigure in zip(models, page.subfigures(len(models), 1, squeeze=False)[:, 0]):
+        emergence(rows, seeds, label, fig=subfigure)
+    page.suptitle(title, fontsize=12)
+    return page
+
+
 def emergence(rows: list[dict], seeds: dict[str, list[dict]], title: str = "", fig: Figure | None = None) -> Figure:
     """Fig. 7: the ICL score, the top induction heads' score, CMR distance and fitted CMR parameters (7d-e), the share
     of CMR-like heads, over the model and in each layer (7b), and the most CMR-like heads' distance and parameters

@@ -297,10 +297,8 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
     for the final one only), each panel's emergence over seeds (<panel>/mean/emergence.csv and figure), the page of
     every panel and the table of each run's final checkpoint and emergence step."""
     settings = emergence_settings()
-    page = plt.figure(figsize=(14.0, 8.6 * len(spec.panels)), layout="constrained")
-    subfigures = page.subfigures(len(spec.panels), 1, squeeze=False)[:, 0]
-    written, table = [], []
-    for panel, subfigure in zip(spec.panels, subfigures):
+    written, table, models = [], [], []
+    for panel in spec.panels:
         name = panel.config(scale)
         seeds = {}
         for run in (run for run in runs if run.panel == name):
@@ -315,9 +313,8 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
         write_emergence(mean, out / name / "mean", figures.FORMATS, seeds, label)
         written += [out / name / "mean" / f for f in ("emergence.csv", "emergence.png", "emergence.pdf")]
-        figures.heads.emergence(mean, seeds, label, fig=subfigure)
-    page.suptitle(f"{spec.title} · {scale} scale", fontsize=12)
-    written += figures.save(page, out / spec.name)
+        models.append((mean, seeds, label))
+    written += figures.save(figures.heads.emergence_page(models, f"{spec.title} · {scale} scale"), out / spec.name)
     return [*written, files.write_csv(out / f"{spec.name}.csv", table)]
 
 

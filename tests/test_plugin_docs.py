@@ -2,6 +2,7 @@
 result) installs as a distribution, registers, passes its tests (through primacy.testing) and trains by name; the
 model's runs test and aggregate through its kind of result."""
 
+import csv
 import json
 import os
 import re
@@ -124,6 +125,16 @@ def test_the_guide_builds_a_model_plugin_with_its_own_kind_of_result(tmp_path):
               "sys.exit(code) if code else [main(command) for command in json.loads(sys.argv[3])]")
     work = tmp_path / "work"  # the guide's relative run directories go here
     work.mkdir()
+    # and a figure of one's own with a panel of the plugin's model: primacy reproduce trains it in a process of its own
+    data = {"class_path": "VerificationTask", "init_args": tiny_settings("VerificationTask")}
+    model = {"class_path": "CalibratedModel", "init_args": {"warmup_steps": 2, "backbone": {
+        "class_path": "S4DBackbone", "init_args": {"d_model": 8}}}}
+    trainer = {"max_steps": 4, "accelerator": "cpu", "devices": 1, "logger": False, "enable_progress_bar": False,
+               "enable_model_summary": False, "val_check_interval": 4, "check_val_every_n_epoch": None,
+               "num_sanity_val_steps": 0}
+    (work / "calibration.yaml").write_text(json.dumps({"model": model, "data": data, "trainer": trainer}))
+    (work / "figure.yaml").write_text(json.dumps({"panels": [{"label": "A", "title": "S4D", "config": "calibration"}]}))
+    commands.append(["reproduce", "figure.yaml", "--seeds", "1", "--out", "runs/figure"])
     out = run("-c", script, str(package / "tests"), str(tmp_path / "pytest"), json.dumps(commands), cwd=work)
 
     assert re.search(r"^2 passed", out, flags=re.MULTILINE), out
@@ -158,3 +169,9 @@ def test_the_guide_builds_a_model_plugin_with_its_own_kind_of_result(tmp_path):
     assert aggregate["overconfidence"]["mean"] == pytest.approx(
         aggregate["confidence"]["mean"] - aggregate["accuracy"]["mean"], abs=1e-12)
     assert (mean / "calibration.png").is_file()
+
+    panel = work / "runs" / "figure" / "calibration"
+    assert json.loads((panel / "seed0" / "results" / "summary.json").read_text())["result_kind"] == "CalibrationResults"
+    assert json.loads((panel / "mean" / "summary.json").read_text())["result_kind"] == "CalibrationResults"
+    [row] = csv.DictReader((work / "runs" / "figure" / "figure.csv").open())
+    assert row["result_kind"] == "CalibrationResults" and row["seeds"] == "1" and float(row["accuracy"]) > 0

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.device == "cuda" and not torch.cuda.is_available():
             print(NO_CUDA)
             return 0
-        from primacy import console  # imports Lightning: only once there is something to run
+        from primacy.cli import console  # imports Lightning: only once there is something to run
 
         console.setup()
         return run(options, overrides)

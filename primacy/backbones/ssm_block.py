@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.backbones.influence import Influence, toeplitz
 from primacy.checks import fits_in_memory, one_of
 from primacy.errors import UsageError
 from primacy.ssm.diagonal import causal_conv
@@ -67,12 +68,33 @@ class SSMBlock(Backbone):
     def _block(self, y: torch.Tensor) -> torch.Tensor:
         return F.glu(self.out(F.gelu(y)), dim=-1)  # ... H -> ... 2H -> ... H
 
+    def _channels_first(self, x: torch.Tensor) -> torch.Tensor:
+        """The SSM's input u (B, H, T) from x (B, T, H): at least float32 (the FFT's precision)."""
+        return x.to(torch.promote_types(x.dtype, torch.float32)).transpose(1, 2).contiguous()  # B H T
+
+    def _mix(self, u: torch.Tensor) -> torch.Tensor:
+        """The SSM's output K * u + D u (B, H, T), before GELU."""
+        # Autocast would run the SSM's matrix products in half precision; the kernel and FFT stay in float32.
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            return causal_conv(u, self.kernel(u.shape[-1])) + self.skip[:, None] * u  # B H T
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The FFT runs along time, so the SSM works on (B, H, T); both transposes are explicit copies, so that no
         # elementwise op (the D skip, GELU) or its backward runs on a transposed view: on CPU the layer's forward +
         # backward took 1.2-1.4x as long with the views (B, T, H = 64, 64, 64; 64, 512, 64; 16, 256, 256).
-        u = x.to(torch.promote_types(x.dtype, torch.float32)).transpose(1, 2).contiguous()  # B H T; FFT >= float32
-        # Autocast would run the SSM's matrix products in half precision; the kernel and FFT stay in float32.
-        with torch.autocast(device_type=u.device.type, enabled=False):
-            y = causal_conv(u, self.kernel(u.shape[-1])) + self.skip[:, None] * u  # B H T
+        y = self._mix(self._channels_first(x))  # B H T
         return self._block(y.transpose(1, 2).contiguous().to(x.dtype))  # B T H
+
+    def influence(self, x: torch.Tensor) -> list[Influence]:
+        """The one mixing layer's exact form on x (B, T, H); a unit is a channel.
+
+        weights[b, h, t, s] = K[h, t - s] for s ≤ t, plus D[h] on the diagonal (the convolution as a Toeplitz matrix,
+        ``toeplitz``); values = u (B, H, T), the SSM's input. The weights are the same for every batch row (an
+        expanded view, no copies): a time-invariant layer's influence does not depend on content. output is
+        causal_conv(u, K) + D u, the FFT path of forward.
+        """
+        with torch.no_grad():
+            u = self._channels_first(x)  # B H T
+            with torch.autocast(device_type=u.device.type, enabled=False):
+                weights = toeplitz(self.kernel(u.shape[-1]), self.skip).to(u.dtype)  # H T T
+            return [Influence(weights.expand(u.shape[0], -1, -1, -1), u, self._mix(u), "channel")]  # B H T T

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.backbones.influence import Influence
 from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 
@@ -33,6 +34,16 @@ class Attention:
 
     scores: torch.Tensor
     weights: torch.Tensor
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal attention of queries q on keys k (B, h, T, d_h): the scores q·k/√d_h with -inf above the diagonal and
+    their softmax over keys (B, h, T, T) each, the weights exactly zero above the diagonal."""
+    t = q.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # B h T T
+    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)  # T T
+    scores = scores.masked_fill(future, float("-inf"))
+    return scores, scores.softmax(dim=-1)  # B h T T each
 
 
 def sinusoidal_positions(length: int, d_model: int, device: torch.device | None = None, start: int = 0
@@ -63,10 +74,15 @@ class CausalSelfAttention(nn.Module):
         self.captured: list[Attention] | None = None  # set by TransformerBackbone.capture_attention
         self.ablated: frozenset[int] = frozenset()  # set by TransformerBackbone.ablate_heads
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values (B, h, T, d_h) of x (B, T, D), the ablated heads' values zero."""
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # B h T d_h each
-        v = self._ablate(v)
+        return q, k, self._ablate(v)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self._heads(x)  # B h T d_h each
         dropout = self.dropout if self.training else 0.0
         if self.captured is None:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)  # B h T d_h
@@ -95,12 +111,16 @@ class CausalSelfAttention(nn.Module):
         off[sorted(self.ablated)] = True
         return v.masked_fill(off[:, None, None], 0.0)
 
+    def influence(self, x: torch.Tensor) -> Influence:
+        """This layer's attention on its input x (B, T, D) as an exact mixing form, no dropout: weights are the
+        attention probabilities (B, h, T, T), values the heads' value vectors (B, h, T, d_h), output the heads'
+        outputs before the output projection from the fused kernel forward uses."""
+        q, k, v = self._heads(x)  # B h T d_h each
+        output = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # B h T d_h
+        return Influence(causal_attention(q, k)[1], v, output, "head")
+
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float) -> torch.Tensor:
-        t = q.shape[-2]
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # B h T T
-        future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)  # T T
-        scores = scores.masked_fill(future, float("-inf"))
-        weights = scores.softmax(dim=-1)  # B h T T
+        scores, weights = causal_attention(q, k)  # B h T T each
         self.captured.append(Attention(scores.detach(), weights.detach()))
         return F.dropout(weights, dropout, self.training) @ v  # B h T d_h
 
@@ -226,6 +246,24 @@ class TransformerBackbone(Backbone):
             h, cache = block.step(h, cache)
             caches.append(cache)
         return self.norm(h), caches
+
+    def influence(self, x: torch.Tensor) -> list[Influence]:
+        """Each block's attention on x (B, T, D), in layer order, as in evaluation mode (no dropout); a unit is a
+        head. The layer's input is the block's normalised residual stream, LN(h), as forward computes it; weights
+        (B, heads, T, T) are the attention probabilities, values the value vectors (B, heads, T, d_head), and
+        Σ_s weights · values the heads' outputs before the output projection. Ablated heads have zero values."""
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                h = x + self._positions(x.shape[1], x.device).to(x.dtype)  # B T D
+                layers = []
+                for block in self.blocks:
+                    layers.append(block.attn.influence(block.norm1(h)))
+                    h = block(h)
+        finally:
+            self.train(was_training)
+        return layers
 
     @contextmanager
     def capture_attention(self) -> Iterator[list[Attention]]:

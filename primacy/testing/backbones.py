@@ -1,4 +1,5 @@
 """check_backbone(): the contract every backbone, built-in or plugin, must pass. Call it from your tests.
+check_influence(): a backbone's exact token-to-token influence rebuilds each mixing layer's output.
 WithoutStep: a backbone with its step() hidden, the reference for stepped decoding.
 fixed_batch_losses(): a backbone trained on one verification batch, to test that it learns."""
 
@@ -8,6 +9,7 @@ import torch
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.backbones.influence import Influence
 from primacy.testing.signature import check_signature
 
 
@@ -17,7 +19,8 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
     Checks: subclass of Backbone; typed constructor without ``*args``/``**kwargs``; (B, T, D) -> (B, T, D);
     causality (changing inputs at t does not change outputs before t); every trainable parameter gets a
     finite gradient; ``dt()`` maps names to positive finite tensors; the state dict round-trips; with ``initial_state``
-    and ``step``, stepping through the inputs gives the outputs of ``forward``.
+    and ``step``, stepping through the inputs gives the outputs of ``forward``; with ``influence``, in float64, each
+    layer's weights (B, C, T, T) are zero above the diagonal and rebuild the layer's output (``check_influence``).
     """
     assert issubclass(cls, Backbone), f"{cls.__name__} must subclass primacy.backbones.Backbone"
     check_signature(cls)
@@ -66,6 +69,33 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
     clone.load_state_dict(model.state_dict())
     with torch.no_grad():
         assert torch.allclose(clone(x2), y2, atol=1e-6), f"{cls.__name__}: state dict does not round-trip"
+
+    if callable(getattr(model, "influence", None)):
+        check_influence(clone.double(), x2.double())
+
+
+def check_influence(model: Backbone, x: torch.Tensor, atol: float = 1e-10) -> list[Influence]:
+    """Assert that ``model.influence(x)`` is an exact causal mixing form and return it: a non-empty list with, per
+    layer, weights (B, C, T, T) exactly zero above the diagonal, values (B, C, T) or (B, C, T, d), an output of the
+    values' shape, and Σ_s weights · values equal to the output within ``atol`` (for float64 models and inputs;
+    1e-10 holds for forms exact by construction)."""
+    name = type(model).__name__
+    layers = model.influence(x)
+    assert isinstance(layers, list) and layers, f"{name}.influence() must return a non-empty list of Influence"
+    batch, length = x.shape[:2]
+    for i, layer in enumerate(layers):
+        assert isinstance(layer, Influence), f"{name}.influence()[{i}] must be an Influence"
+        w = layer.weights
+        assert w.ndim == 4 and w.shape[0] == batch and w.shape[2:] == (length, length), \
+            f"{name}.influence()[{i}].weights is {tuple(w.shape)}, expected (B, C, T, T) with B={batch}, T={length}"
+        assert layer.values.shape[:3] == w.shape[:3] and layer.values.ndim in (3, 4), \
+            f"{name}.influence()[{i}].values is {tuple(layer.values.shape)}, expected (B, C, T) or (B, C, T, d)"
+        assert layer.output.shape == layer.values.shape, f"{name}.influence()[{i}].output must have the values' shape"
+        assert not w.requires_grad, f"{name}.influence()[{i}] must be computed without gradients"
+        assert (w.triu(1) == 0).all(), f"{name}.influence()[{i}]: weights above the diagonal (s > t) are not zero"
+        error = (layer.mixed() - layer.output).abs().max().item()
+        assert error <= atol, f"{name}.influence()[{i}]: Σ_s weights · values is {error:.3g} off the layer's output"
+    return layers
 
 
 class WithoutStep(Backbone):

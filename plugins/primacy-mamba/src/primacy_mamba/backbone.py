@@ -7,6 +7,7 @@ from typing import Literal
 import torch
 from mambapy.mamba import MambaConfig, RMSNorm
 from primacy.backbones.base import Backbone
+from primacy.backbones.influence import Influence
 from primacy.checks import one_of
 from primacy.errors import UsageError
 from primacy.ssm.timescale import check_dt_range
@@ -79,6 +80,21 @@ class MambaBackbone(Backbone):
         for layer in self.layers:
             x = layer(x, fused)  # B T D
         return self.norm_f(x)  # B T D
+
+    def influence(self, x: torch.Tensor) -> list[Influence]:
+        """Each layer's selective scan on x (B, T, D) unrolled exactly (``MambaMixer.influence``), in layer order;
+        a unit is an inner channel (E·D per layer). Each layer's input is RMSNorm of its residual stream, as the
+        pure path of forward computes it; dt() is left as it was (no forward pass is recorded)."""
+        layers, last_dt = [], [layer.mixer.last_dt for layer in self.layers]
+        try:
+            with torch.no_grad():
+                for layer in self.layers:
+                    layers.append(layer.mixer.influence(layer.norm(x)))
+                    x = layer(x)  # B T D, the pure path
+        finally:
+            for layer, dt in zip(self.layers, last_dt):
+                layer.mixer.last_dt = dt
+        return layers
 
     def initial_state(self, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, the scan's state and the convolution's window of past inputs, all zeros."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from mambapy.mamba import MambaBlock, MambaConfig, RMSNorm
+from primacy.backbones.influence import Influence
+from primacy.checks import fits_in_memory
 from torch import nn
 
 from primacy_mamba.kernels import fused_scan
@@ -31,8 +33,10 @@ class MambaMixer(MambaBlock):
         """Δt at zero input, softplus(dt_proj.bias) (E·D,): what dt() reports before any forward pass."""
         return F.softplus(self.dt_proj.bias).detach()
 
-    def forward(self, x: torch.Tensor, fused: bool = False) -> torch.Tensor:
-        """(B, T, D) -> (B, T, D); ``fused`` runs mamba_ssm's selective scan (CUDA only)."""
+    def _scan_inputs(self, x: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What the selective scan reads from x (B, T, D): u, z, Δt before its bias and softplus (B, T, E·D each),
+        B, C (B, T, N) and A (E·D, N)."""
         length = x.shape[1]
         u, z = self.in_proj(x).chunk(2, dim=-1)  # B T E·D, B T E·D
         u = F.silu(self.conv1d(u.transpose(1, 2))[:, :, :length]).transpose(1, 2)  # B T E·D; the conv is causal
@@ -40,7 +44,11 @@ class MambaMixer(MambaBlock):
         dt_low, b, c = torch.split(self.x_proj(u), [rank, n, n], dim=-1)  # B T R, B T N, B T N
         dt_low, b, c = self._apply_layernorms(dt_low, b, c)
         dt_raw = dt_low @ self.dt_proj.weight.T  # B T E·D: dt_proj without its bias (the fused kernel adds it)
-        a = -torch.exp(self.A_log.float())  # E·D N
+        return u, z, dt_raw, b, c, -torch.exp(self.A_log.float())  # A: E·D N
+
+    def forward(self, x: torch.Tensor, fused: bool = False) -> torch.Tensor:
+        """(B, T, D) -> (B, T, D); ``fused`` runs mamba_ssm's selective scan (CUDA only)."""
+        u, z, dt_raw, b, c, a = self._scan_inputs(x)  # B T E·D, B T E·D, B T E·D, B T N, B T N, E·D N
         if fused:
             y = self._fused_scan(u, dt_raw, a, b, c, z)  # B T E·D, already gated by silu(z)
             with torch.no_grad():
@@ -51,6 +59,29 @@ class MambaMixer(MambaBlock):
             scan = self.selective_scan if self.config.pscan else self.selective_scan_seq
             y = scan(u, dt, a, b, c, self.D.float()) * F.silu(z)  # B T E·D
         return self.out_proj(y)  # B T D
+
+    def influence(self, x: torch.Tensor) -> Influence:
+        """The selective scan on this mixer's input x (B, T, D) unrolled exactly (Ali, Zimerman & Wolf 2024, "The
+        hidden attention of Mamba models"); a unit is an inner channel e, its N-dim state summed exactly.
+
+        weights[b, e, t, s] = Σ_n C_t[n] · exp(Σ_{s<k≤t} Δ_k[e] A[e, n]) · Δ_s[e] B_s[n] for s ≤ t, plus D[e] on
+        the diagonal; values = u (B, E·D, T), the scan's input after the convolution and SiLU; output = the pure
+        scan (the one forward runs on the CPU) before the silu(z) gate. The exponent is a segment sum (no difference
+        of cumulative sums, so no cancellation) and never positive (A < 0, Δ > 0). Needs O(B·E·D·N·T²) memory.
+        """
+        batch, length = x.shape[:2]
+        inner, n = self.config.d_inner, self.config.d_state
+        entries = batch * inner * n * length**2  # of the (B, E·D, N, T, T) segment sums: at most 3 alive, float64
+        fits_in_memory("the Mamba influence's decays", 3 * 8 * entries, batch=batch, length=length)
+        with torch.no_grad():
+            u, _, dt_raw, b, c, a = self._scan_inputs(x)
+            dt = F.softplus(dt_raw + self.dt_proj.bias)  # B T E·D
+            scan = self.selective_scan if self.config.pscan else self.selective_scan_seq
+            output = scan(u, dt, a, b, c, self.D.float())  # B T E·D
+            decay = torch.exp(segment_sums((dt[..., None] * a).permute(0, 2, 3, 1)))  # B E·D N T T
+            weights = torch.einsum("btn,bents,bse,bsn->bets", c, decay, dt, b)  # B E·D T T
+            weights = weights + torch.diag_embed(self.D.float()[:, None].expand(-1, length))  # D on the diagonal
+        return Influence(weights, u.transpose(1, 2), output.transpose(1, 2), "inner channel")
 
     def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(h, window): the scan's state (B, E·D, N) and the last d_conv - 1 inputs of the convolution (B, E·D,
@@ -87,6 +118,17 @@ class MambaMixer(MambaBlock):
             z=z.transpose(1, 2).contiguous(), delta_bias=self.dt_proj.bias.float(), delta_softplus=True,
         )  # B E·D T
         return y.transpose(1, 2)  # B T E·D
+
+
+def segment_sums(x: torch.Tensor) -> torch.Tensor:
+    """x (..., T) -> (..., T, T) with [..., t, s] = Σ_{s<k≤t} x[..., k] for s ≤ t and -inf above the diagonal, summed
+    directly (as Mamba-2's segsum) rather than as a difference of cumulative sums."""
+    length = x.shape[-1]
+    below = torch.ones(length, length, dtype=torch.bool, device=x.device).tril(-1)  # T T: k > s
+    terms = x[..., :, None].expand(*x.shape, length).masked_fill(~below, 0.0)  # ... T T: [k, s] = x_k for k > s
+    sums = terms.cumsum(dim=-2)  # ... T T: [t, s] = Σ_{s<k≤t} x_k
+    causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()  # T T
+    return sums.masked_fill(~causal, float("-inf"))
 
 
 class MambaLayer(nn.Module):

@@ -69,16 +69,19 @@ def install(section: str, name: str, tmp_path: Path) -> tuple[Path, Callable[...
 def test_the_guide_builds_a_working_plugin(tmp_path):
     assert set(doc_files(BACKBONE)) == {"pyproject.toml", "primacy_gru/__init__.py", "tests/test_gru.py"}
     package, run = install(BACKBONE, "primacy-gru", tmp_path)
-    assert "passed" in run("-m", "pytest", "-q", "-p", "no:cacheprovider", str(package / "tests"))
     fit = doc_fit_command(BACKBONE)
     assert fit[:2] == ["primacy", "fit"]
     run_dir = tmp_path / "run"
-    # `primacy models`, then the guide's `primacy fit`: in one new Python, which saves a second 5 s of imports
-    listing = run("-c", "import sys; from primacy.cli import main; main(['models']); main(sys.argv[1:])",
+    # the package's tests, `primacy models`, then the guide's `primacy fit`: in one new Python (5 s of imports each)
+    script = ("import sys, pytest; from primacy.cli import main; "
+              "code = pytest.main(['-q', '-p', 'no:cacheprovider', '--basetemp', sys.argv[2], sys.argv[1]]); "
+              "sys.exit(code) if code else (main(['models']), main(sys.argv[3:]))")
+    listing = run("-c", script, str(package / "tests"), str(tmp_path / "pytest"),
                   *fit[1:], "--trainer.default_root_dir", str(run_dir), "--trainer.max_steps", "2",
                   "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "2",
                   "--trainer.limit_test_batches", "2", "--trainer.logger", "false", "--trainer.enable_progress_bar",
                   "false", "--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1")
+    assert re.search(r"^\d+ passed", listing, flags=re.MULTILINE), listing
     assert re.search(r"GRUBackbone\s+primacy-gru\s+Stacked GRU with hidden size d_model\.", listing), listing
     assert "class_path: primacy_gru.GRUBackbone" in (run_dir / "config.yaml").read_text()
     assert (run_dir / "results" / "summary.json").is_file()

@@ -21,9 +21,9 @@ class Backbone(nn.Module, ABC):
             forward(x)[:, t]. Models that feed their outputs back (free recall) then take one step per output
             instead of a pass over the whole sequence.
         influence(x) -> list[Influence]: only for a backbone whose mixing has an exact linear form (S4, S4D, the
-            Transformer, Mamba; not the LSTM or xLSTM, and never an approximation): for inputs x (B, T, D), one
-            ``primacy.backbones.influence.Influence`` per mixing layer, in layer order, without gradients and as in
-            evaluation mode (no dropout): weights (B, C, T, T), zero above the diagonal, and the values they mix, so
+            Transformer, Mamba, xLSTM's mLSTM blocks; not the LSTM or sLSTM, and never an approximation): for inputs
+            x (B, T, D), one ``primacy.backbones.influence.Influence`` per mixing layer, in layer order, without
+            gradients and as in evaluation mode (no dropout): weights (B, C, T, T), zero above the diagonal, and the values they mix, so
             that Σ_s weights[b, c, t, s] · values[b, c, s] is the layer's mixing output on the layer's input as
             forward computes it.
 

@@ -23,9 +23,9 @@ class Backbone(nn.Module, ABC):
         influence(x) -> list[Influence]: only for a backbone whose mixing has an exact linear form (S4, S4D, the
             Transformer, Mamba, xLSTM's mLSTM blocks; not the LSTM or sLSTM, and never an approximation): for inputs
             x (B, T, D), one ``primacy.backbones.influence.Influence`` per mixing layer, in layer order, without
-            gradients and as in evaluation mode (no dropout): weights (B, C, T, T), zero above the diagonal, and the values they mix, so
-            that Σ_s weights[b, c, t, s] · values[b, c, s] is the layer's mixing output on the layer's input as
-            forward computes it.
+            gradients and as in evaluation mode (no dropout): weights (B, C, T, T), zero above the diagonal, and the
+            values they mix, so that Σ_s weights[b, c, t, s] · values[b, c, s] is the layer's mixing output on the
+            layer's input as forward computes it.
 
     Subclasses take typed keyword arguments only, so configs can be validated, printed and saved.
     """

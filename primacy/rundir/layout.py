@@ -90,9 +90,11 @@ class RunDir:
 
 
 def run_dir(trainer: L.Trainer) -> Path:
-    """A run's directory is the trainer's default_root_dir."""
+    """A run's directory is the trainer's default_root_dir (``RunDir.of(trainer).path``; the old name, which
+    ``primacy.callbacks.run_dir`` resolves to)."""
     return RunDir.of(trainer).path
 
 
 def last_checkpoint(root: Path) -> Path:
+    """``RunDir(root).last_checkpoint``: the old name, which ``primacy.resume.last_checkpoint`` resolves to."""
     return RunDir(root).last_checkpoint

@@ -24,9 +24,7 @@ import yaml
 from primacy import files
 from primacy.errors import UsageError
 from primacy.workflows import aggregate
-from primacy.workflows.pages import SCALES, FigureSpec, Panel
-from primacy.workflows.pages import _cell as cell
-from primacy.workflows.pages import _round as rounded
+from primacy.workflows.pages import SCALES, FigureSpec, Panel, rounded, table_cell
 
 AGGREGATES = "aggregates"
 
@@ -95,7 +93,7 @@ def _table(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         lines.append("| " + " | ".join([f"{row['panel']} {row['title']}".strip(), str(row["seeds"]),
-                                         *(cell(row, key, reference) for key in keys)]) + " |")
+                                         *(table_cell(row, key, reference) for key in keys)]) + " |")
     if reference is not None:
         lines += ["", f"† differs from panel {reference['panel']} by more than 2 SE of the difference."]
     return "\n".join(lines) + "\n"

@@ -165,19 +165,19 @@ class PanelResult:
         q = quarter(n)
         row = {"panel": self.panel.label, "config": self.name, "seeds": len(self.dirs), "n_items": n}
         for key in ("overall_accuracy", "early_minus_late", "primacy_index", "recency_index", "early_query_decay"):
-            row[key] = _round(self.summary[key]["mean"], 6)
-            row[f"{key}_se"] = _round(self.summary[key]["se"], 6)
-        row["bottom_left"] = _round(float(np.nanmean(self.matrix[n - q:, :q])))
-        row["rest"] = _round(float(np.nanmean(np.delete(self.matrix[:, :q], np.s_[n - q:], axis=0))))
+            row[key] = rounded(self.summary[key]["mean"], 6)
+            row[f"{key}_se"] = rounded(self.summary[key]["se"], 6)
+        row["bottom_left"] = rounded(float(np.nanmean(self.matrix[n - q:, :q])))
+        row["rest"] = rounded(float(np.nanmean(np.delete(self.matrix[:, :q], np.s_[n - q:], axis=0))))
         for when, index in (("initial", 0), ("final", -1)):
             dt = np.concatenate([h["dt"][index] for h in self.histories]) if self.histories else None
             for quantile in DT_QUANTILES:
-                value = None if dt is None else _round(np.quantile(dt, quantile), 5)
+                value = None if dt is None else rounded(np.quantile(dt, quantile), 5)
                 row[f"dt_{when}_q{round(quantile * 100):02d}"] = value
-            row[f"dt_{when}_below_{SMALL_DT}"] = None if dt is None else _round(float(np.mean(dt <= SMALL_DT)))
+            row[f"dt_{when}_below_{SMALL_DT}"] = None if dt is None else rounded(float(np.mean(dt <= SMALL_DT)))
             medians = [float(np.median(h["dt"][index])) for h in self.histories]  # one per seed
             mean, se = mean_and_se(np.array(medians)[:, None]) if medians else ([None], [None])
-            row[f"dt_{when}_median"], row[f"dt_{when}_median_se"] = _round(mean[0], 5), _round(se[0], 5)
+            row[f"dt_{when}_median"], row[f"dt_{when}_median_se"] = rounded(mean[0], 5), rounded(se[0], 5)
         return row
 
 
@@ -196,7 +196,7 @@ def markdown_table(rows: list[dict[str, Any]], reference: dict[str, Any] | None)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [str(row["panel"]), str(row["n_items"]), str(row["seeds"])]
-        cells += [_cell(row, key, reference) for _, key in TABLE_COLUMNS]
+        cells += [table_cell(row, key, reference) for _, key in TABLE_COLUMNS]
         cells.append(f"{_number(row['bottom_left'])} / {_number(row['rest'])}")
         for when in ("initial", "final"):
             quantiles = [row[f"dt_{when}_q{round(q * 100):02d}"] for q in DT_QUANTILES]
@@ -209,7 +209,7 @@ def markdown_table(rows: list[dict[str, Any]], reference: dict[str, Any] | None)
     return "\n".join(lines) + "\n"
 
 
-def _cell(row: dict[str, Any], key: str, reference: dict[str, Any] | None) -> str:
+def table_cell(row: dict[str, Any], key: str, reference: dict[str, Any] | None) -> str:
     mean, se = row.get(key), row.get(f"{key}_se")
     if mean is None:
         return "—"
@@ -233,7 +233,7 @@ def _number(x: float | None) -> str:
     return text.replace("-", "−")
 
 
-def _round(x: float | None, digits: int = 4) -> float | None:
+def rounded(x: float | None, digits: int = 4) -> float | None:
     return None if x is None or np.isnan(x) else round(float(x), digits)
 
 
@@ -336,7 +336,7 @@ def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, An
     last, summary = rows[-1], ablation["summary"]
     draws = ablation.get("random_draws", {})  # an ablation.json from before 2026-11-26 has none
     return {"final_step": last["step"], "emerged_at_step": emergence_step(rows), "best_head": last["best_head"],
-            "best_induction": _round(last["best_induction"]), **{key: _round(last[key]) for key in measures(last)},
-            "ablated_heads": ablation["k"], **{f"icl_{name}": _round(summary[name]["mean"]) for name in summary},
-            "icl_random_draws_se": _round(draws.get("se")),
-            "p_top_vs_random": _round(ablation["comparisons"]["top_minus_random"]["p_value"], 6)}
+            "best_induction": rounded(last["best_induction"]), **{key: rounded(last[key]) for key in measures(last)},
+            "ablated_heads": ablation["k"], **{f"icl_{name}": rounded(summary[name]["mean"]) for name in summary},
+            "icl_random_draws_se": rounded(draws.get("se")),
+            "p_top_vs_random": rounded(ablation["comparisons"]["top_minus_random"]["p_value"], 6)}

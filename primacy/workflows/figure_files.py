@@ -87,8 +87,7 @@ def draw_aggregates(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
 def _table(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
     """Every panel's numbers as mean ± SE (n seeds), a † where a panel differs from the ``reference`` by more than
     twice the standard error of the difference; a number some panel lacks shows as —."""
-    keys = [key for key in dict.fromkeys(k for row in rows for k in row) if f"{key}_se" in rows[0] or any(
-        f"{key}_se" in row for row in rows)]
+    keys = [key for key in dict.fromkeys(k for row in rows for k in row) if any(f"{key}_se" in row for row in rows)]
     header = ["panel", "n", *keys]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:

@@ -11,7 +11,7 @@ import lightning as L
 
 from primacy import registry
 from primacy.errors import UsageError
-from primacy.rundir.kinds.base import KIND_KEY, ResultKind
+from primacy.rundir.kinds.base import KIND_KEY, ResultKind, missing_results
 from primacy.rundir.kinds.free_recall import FreeRecallResults
 from primacy.rundir.kinds.logged import LoggedResults
 from primacy.rundir.kinds.study_query import StudyQueryResults
@@ -50,8 +50,7 @@ def for_run(run: RunDir) -> ResultKind:
     if not run.path.is_dir():
         raise UsageError(f"run directory {run.path} does not exist: give directories that `primacy fit` made")
     if not run.summary.is_file():
-        raise UsageError(f"run directory {run.path} has no results/{run.summary.name}: test it first "
-                         f"(`primacy {' '.join(run.test_args())}`)")
+        raise missing_results(run)
     try:
         summary = json.loads(run.summary.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):

@@ -122,8 +122,8 @@ def write_summary(out: Path, content: dict[str, Any]) -> dict[str, Any]:
     return content
 
 
-def missing_results(run: RunDir, kind: ResultKind) -> UsageError:
-    """The error for a run whose results/ lacks what ``kind`` writes."""
-    wanted = ", ".join([SUMMARY, *kind.files])
+def missing_results(run: RunDir, kind: ResultKind | None = None) -> UsageError:
+    """The error for a run whose results/ lacks its summary.json (and what ``kind`` writes beside it)."""
+    wanted = ", ".join([SUMMARY, *(kind.files if kind is not None else ())])
     return UsageError(f"run directory {run.path} has no results/{wanted}: test it first "
                       f"(`primacy {' '.join(run.test_args())}`)")

@@ -16,8 +16,8 @@ from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.free_recall import read_free_recall
-from primacy.rundir.kinds.base import ResultKind, curve_entry, missing_results, scalar_entry
-from primacy.rundir.layout import FREE_RECALL_ARRAYS, FREE_RECALL_TABLE, SUMMARY, RunDir
+from primacy.rundir.kinds.base import ResultKind, curve_entry, missing_results, scalar_entry, write_summary
+from primacy.rundir.layout import FREE_RECALL_ARRAYS, FREE_RECALL_TABLE, RunDir
 from primacy.tasks.free_recall import FreeRecallTask
 
 ARRAYS, TABLE = FREE_RECALL_ARRAYS, FREE_RECALL_TABLE
@@ -128,7 +128,7 @@ class FreeRecallResults(ResultKind):
         files.save_npz(out / ARRAYS, **arrays)
         header = loaded[0]["header"]  # the same for every run (check_together)
         files.write_csv(out / TABLE, [dict(zip(header, row)) for run in loaded for row in run["rows"]])
-        files.write_json(out / SUMMARY, summary)
+        write_summary(out, summary)
         figures.save(_mean_figure(summary, arrays), out / "free_recall", dpi=dpi)
         return summary
 

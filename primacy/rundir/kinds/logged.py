@@ -10,10 +10,18 @@ from typing import Any
 import lightning as L
 import numpy as np
 
-from primacy import figures, files
+from primacy import figures
 from primacy.errors import UsageError
-from primacy.rundir.kinds.base import KIND_KEY, ResultKind, missing_results, read_summary, retest, scalar_entry
-from primacy.rundir.layout import SUMMARY, RunDir
+from primacy.rundir.kinds.base import (
+    KIND_KEY,
+    ResultKind,
+    missing_results,
+    read_summary,
+    retest,
+    scalar_entry,
+    write_summary,
+)
+from primacy.rundir.layout import RunDir
 
 LOGGED_KEY = "logged"  # summary.json's list of the logged values' names
 # What run_settings stores beside the values (and older summaries hold without naming the values).
@@ -30,9 +38,7 @@ class LoggedResults(ResultKind):
 
     def write(self, out: Path, collected: None, logged: dict[str, float], settings: dict[str, Any],
               subject: str) -> dict[str, Any]:
-        content = {**logged, LOGGED_KEY: list(logged), **settings}
-        files.write_json(out / SUMMARY, content)
-        return content
+        return write_summary(out, {**logged, LOGGED_KEY: list(logged), **settings})
 
     def read(self, run: RunDir) -> dict[str, Any]:
         if not run.summary.is_file():
@@ -63,7 +69,7 @@ class LoggedResults(ResultKind):
         values = {name: np.array([r["values"][name] for r in loaded], dtype=float) for name in names}  # R each
         summary = {**self.aggregate_header(runs), **{name: scalar_entry(v) for name, v in values.items()},
                    LOGGED_KEY: names, "settings": settings}
-        files.write_json(out / SUMMARY, summary)
+        write_summary(out, summary)
         title = f"{figures.style.describe(settings)} · {len(runs)} runs (test)"
         figures.save(figures.logged.logged_values(values, title), out / "logged", dpi=dpi)
         return summary

@@ -14,8 +14,8 @@ from primacy import figures, files
 from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.errors import UsageError
 from primacy.rundir import results
-from primacy.rundir.kinds.base import ResultKind, curve_entry, missing_results, scalar_entry
-from primacy.rundir.layout import ACCURACY_ARRAYS, SUMMARY, RunDir
+from primacy.rundir.kinds.base import ResultKind, curve_entry, missing_results, scalar_entry, write_summary
+from primacy.rundir.layout import ACCURACY_ARRAYS, RunDir
 
 ARRAYS = ACCURACY_ARRAYS
 
@@ -126,7 +126,7 @@ class StudyQueryResults(ResultKind):
                 "se": [files.plain(v) for v in arrays["early_minus_late_by_delay_se"]],
                 "values": [[files.plain(v) for v in row] for row in arrays["early_minus_late_by_delay_values"]]}
         summary["settings"] = settings
-        files.write_json(out / SUMMARY, summary)
+        write_summary(out, summary)
 
         s = summary["settings"]
         title = (f"{figures.style.describe(s)} · mean of {len(loaded)} runs\n"

@@ -1,17 +1,19 @@
 """The exact token-to-token influence of the built-in backbones that have one (S4D, S4, the Transformer), in float64:
 it rebuilds each mixing layer's output, is causal, and moves with content only where the layer is selective."""
 
+import contextlib
 import re
 
 import pytest
 import torch
 
 from primacy.backbones.base import Backbone
-from primacy.backbones.influence import Influence, toeplitz
+from primacy.backbones.influence import Influence, ablating, toeplitz, zero_units
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.s4 import S4Backbone
 from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import TransformerBackbone
+from primacy.errors import UsageError
 from primacy.testing import check_backbone, check_influence
 
 SSMS = [(S4DBackbone, {"init": "lin", "discretization": "zoh"}), (S4Backbone, {"measure": "legs"})]
@@ -84,9 +86,13 @@ class _RunningSum(Backbone):
         super().__init__()
         self.d_model = d_model
         self.scale = torch.nn.Parameter(torch.ones(d_model))
+        self.ablated: frozenset[int] = frozenset()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.cumsum(1) * self.scale  # B T D
+        return zero_units(x.cumsum(1), self.ablated, dim=-1) * self.scale  # B T D
+
+    def ablate(self, units):
+        return ablating([self], units, [self.d_model], "channel")
 
     def weights(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
@@ -107,11 +113,49 @@ class _InfluenceMissesTheOutput(_RunningSum):
         return super().weights(x) * (1 + 1e-8)
 
 
+class _AblationIgnored(_RunningSum):
+    def ablate(self, units):
+        return contextlib.nullcontext()
+
+
+class _AblationKept(_RunningSum):
+    @contextlib.contextmanager
+    def ablate(self, units):
+        self.ablated = self.ablated | {unit for _, unit in units}
+        yield
+
+
 @pytest.mark.parametrize("broken,message", [
+    (_AblationIgnored, "_AblationIgnored: ablating layer 0's units changed nothing"),
+    (_AblationKept, "_AblationKept: a nested ablate() did not restore the outer one on exit"),
     (_InfluenceSeesTheFuture, "_InfluenceSeesTheFuture.influence()[0]: weights above the diagonal (s > t) are not zero"),
     (_InfluenceMissesTheOutput, "_InfluenceMissesTheOutput.influence()[0]: Σ_s weights · values is"),
 ])
-def test_check_backbone_refuses_an_influence_that_is_not_exact(broken, message):
+def test_check_backbone_refuses_an_influence_or_ablation_that_is_not_exact(broken, message):
     check_backbone(_RunningSum)  # the exact form passes
     with pytest.raises(AssertionError, match=re.escape(message)):
         check_backbone(broken)
+
+
+@pytest.mark.parametrize("cls", [S4Backbone, S4DBackbone])
+def test_ablating_an_ssm_channel_is_zeroing_its_column_of_the_output_layer(cls):
+    """GELU(0) = 0, so a channel whose SSM output is zero is a channel the output layer does not read."""
+    torch.manual_seed(0)
+    model, x = cls(d_model=6, d_state=4).double(), torch.randn(2, 9, 6, dtype=torch.float64)
+    with torch.no_grad(), model.ablate([(0, 1), (0, 4)]):
+        ablated = model(x)
+    with torch.no_grad():
+        model.out.weight[:, [1, 4]] = 0.0
+        assert torch.equal(ablated, model(x))
+
+
+@pytest.mark.parametrize("units,message", [
+    ([(1, 0)], "channel (layer, channel)=(1, 0) is invalid: layer must lie in [0, 0] and channel in [0, 5]"),
+    ([(0, 6)], "channel (layer, channel)=(0, 6) is invalid"),
+    (["a"], "channel 'a' is invalid: it must be a (layer, channel) pair of integers"),
+])
+def test_ablating_a_unit_that_does_not_exist_is_one_line(units, message):
+    model = S4DBackbone(d_model=6, d_state=4)
+    with pytest.raises(UsageError, match=re.escape(message)), model.ablate(units):
+        pass
+    assert model.ablated == frozenset()

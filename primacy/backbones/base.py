@@ -26,6 +26,11 @@ class Backbone(nn.Module, ABC):
             gradients and as in evaluation mode (no dropout): weights (B, C, T, T), zero above the diagonal, and the
             values they mix, so that Σ_s weights[b, c, t, s] · values[b, c, s] is the layer's mixing output on the
             layer's input as forward computes it.
+        ablate(units) -> a context manager, with influence: while open, each (layer, unit) pair (0-based: the index
+            into influence's list and into its C units) contributes nothing to what follows its layer, in forward
+            and step: its mixing output is zero, as if its values were. Blocks nest and restore what was ablated
+            before on exit; a pair out of range is a UsageError (``primacy.backbones.influence.ablating`` does all
+            of this for layers that keep an ``ablated`` set).
 
     Subclasses take typed keyword arguments only, so configs can be validated, printed and saved.
     """

@@ -5,9 +5,15 @@ Legend: B batch, C units (channels or heads), T time (t the query, s the source)
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+from primacy.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -47,3 +53,54 @@ def toeplitz(kernel: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Te
     if skip is not None:
         weights = weights + torch.diag_embed(skip[:, None].expand(-1, length))  # C T T: D on the diagonal
     return weights
+
+
+Unit = tuple[int, int]  # (layer, unit), 0-based: the index into ``Backbone.influence``'s list and into its C units
+
+
+def unit_pair(item: object, sizes: Sequence[int], what: str = "unit") -> Unit:
+    """``item`` as a valid (layer, unit) pair of int for layers of ``sizes`` units each, or a UsageError naming it
+    and the allowed ranges."""
+    allowed = f"layer must lie in [0, {len(sizes) - 1}]"
+    if len(set(sizes)) == 1:
+        allowed += f" and {what} in [0, {sizes[0] - 1}]"
+    else:
+        each = "; ".join(f"layer {layer} has {what}s 0..{size - 1}" for layer, size in enumerate(sizes))
+        allowed += f" ({each})"
+    try:
+        layer, unit = item  # type: ignore[misc]
+        pair = operator.index(layer), operator.index(unit)
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} {item!r} is invalid: it must be a (layer, {what}) pair of integers; {allowed}"
+                         ) from None
+    if not (0 <= pair[0] < len(sizes) and 0 <= pair[1] < sizes[pair[0]]):
+        raise UsageError(f"{what} (layer, {what})={pair} is invalid: {allowed}")
+    return pair
+
+
+@contextmanager
+def ablating(owners: Sequence[Any], units: Iterable[object], sizes: Sequence[int], what: str = "unit"
+             ) -> Iterator[None]:
+    """While open, each owner (one per influence layer, with an ``ablated`` frozenset of unit indices that its
+    forward honours) also ablates the units ``units`` name in its layer; ``sizes`` are the layers' unit counts.
+
+    Blocks nest: an inner block adds its units to those already ablated, and each restores what was ablated before
+    it on exit, exceptions included. Raises UsageError, ablating nothing, on a pair out of range (named a ``what``)."""
+    chosen = [unit_pair(item, sizes, what) for item in units]
+    before = [owner.ablated for owner in owners]
+    for layer, owner in enumerate(owners):
+        owner.ablated = before[layer] | {unit for at, unit in chosen if at == layer}
+    try:
+        yield
+    finally:
+        for owner, ablated in zip(owners, before):
+            owner.ablated = ablated
+
+
+def zero_units(y: torch.Tensor, ablated: frozenset[int], dim: int) -> torch.Tensor:
+    """y with the units ``ablated`` along ``dim`` set to exact zeros; y itself when none is (bitwise unchanged)."""
+    if not ablated:
+        return y
+    off = torch.zeros(y.shape[dim], dtype=torch.bool, device=y.device)
+    off[sorted(ablated)] = True
+    return y.masked_fill(off.view(-1, *([1] * (y.ndim - 1 - dim % y.ndim))), 0.0)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
-from primacy.backbones.influence import Influence, toeplitz
+from primacy.backbones.influence import Influence, ablating, toeplitz, zero_units
 from primacy.checks import fits_in_memory, one_of
 from primacy.errors import UsageError
 from primacy.ssm.diagonal import causal_conv
@@ -48,6 +50,7 @@ class SSMBlock(Backbone):
         self.out = nn.Linear(d_model, 2 * d_model)
         self._dynamics_hint = {"weight_decay": 0.0} if lr_dynamics is None else {"weight_decay": 0.0, "lr": lr_dynamics}
         self._mark_dynamics(self.dt_raw)
+        self.ablated: frozenset[int] = frozenset()  # channels whose SSM output is zeroed (``ablate``)
 
     def _mark_dynamics(self, *params: nn.Parameter) -> None:
         """SSM dynamics (A, B, Δt) get no weight decay and, if given, their own learning rate."""
@@ -66,7 +69,8 @@ class SSMBlock(Backbone):
         """The SSM convolution kernel (H, length), without the D skip."""
 
     def _block(self, y: torch.Tensor) -> torch.Tensor:
-        return F.glu(self.out(F.gelu(y)), dim=-1)  # ... H -> ... 2H -> ... H
+        """The output block on the SSM's output y (..., H), the ablated channels' zeroed first (forward and step)."""
+        return F.glu(self.out(F.gelu(zero_units(y, self.ablated, dim=-1))), dim=-1)  # ... H -> ... 2H -> ... H
 
     def _channels_first(self, x: torch.Tensor) -> torch.Tensor:
         """The SSM's input u (B, H, T) from x (B, T, H): at least float32 (the FFT's precision)."""
@@ -98,3 +102,7 @@ class SSMBlock(Backbone):
             with torch.autocast(device_type=u.device.type, enabled=False):
                 weights = toeplitz(self.kernel(u.shape[-1]), self.skip).to(u.dtype)  # H T T
             return [Influence(weights.expand(u.shape[0], -1, -1, -1), u, self._mix(u), "channel")]  # B H T T
+
+    def ablate(self, units: Iterable[tuple[int, int]]) -> AbstractContextManager[None]:
+        """``Backbone.ablate``: a unit (0, h) is channel h of the one layer; its SSM output K * u + D u is zero."""
+        return ablating([self], units, [self.d_model], "channel")

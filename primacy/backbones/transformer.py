@@ -4,9 +4,8 @@ ablation."""
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
-from primacy.backbones.influence import Influence
+from primacy.backbones.influence import Influence, ablating, unit_pair, zero_units
 from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 
@@ -105,11 +104,7 @@ class CausalSelfAttention(nn.Module):
 
     def _ablate(self, v: torch.Tensor) -> torch.Tensor:
         """v (B, h, T, d_h) with the ablated heads' values exact zeros, as if their W_V and b_V were zero."""
-        if not self.ablated:
-            return v
-        off = torch.zeros(self.n_heads, dtype=torch.bool, device=v.device)  # h
-        off[sorted(self.ablated)] = True
-        return v.masked_fill(off[:, None, None], 0.0)
+        return zero_units(v, self.ablated, dim=1)
 
     def influence(self, x: torch.Tensor) -> Influence:
         """This layer's attention on its input x (B, T, D) as an exact mixing form, no dropout: weights are the
@@ -284,7 +279,7 @@ class TransformerBackbone(Backbone):
     def ov_weights(self, layer: int, head: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A head's value and output maps in the row-vector convention: W_V (D, d_head), W_O (d_head, D), so that
         the head writes softmax(scores) · (x W_V + b_V) W_O to the residual stream (the projection bias aside)."""
-        layer, head = _head_pair((layer, head), len(self.blocks), self.n_heads)
+        layer, head = unit_pair((layer, head), [self.n_heads] * len(self.blocks), "head")
         attn = self.blocks[layer].attn
         d_head = self.d_model // self.n_heads
         columns = slice(head * d_head, (head + 1) * d_head)
@@ -292,32 +287,14 @@ class TransformerBackbone(Backbone):
         w_o = attn.proj.weight[:, columns].T  # d_head D
         return w_v, w_o
 
-    @contextmanager
-    def ablate_heads(self, heads: Iterable[tuple[int, int]]) -> Iterator[None]:
+    def ablate_heads(self, heads: Iterable[tuple[int, int]]) -> AbstractContextManager[None]:
         """Zero the value vectors of the given (layer, head) pairs (0-based) while the block is open.
 
         Blocks nest: an inner block adds its heads to those already ablated, and each block restores what was
         ablated before it on exit, exceptions included. Raises UsageError, ablating nothing, on a pair out of range.
         """
-        chosen = [_head_pair(item, len(self.blocks), self.n_heads) for item in heads]
-        before = [block.attn.ablated for block in self.blocks]
-        for layer, block in enumerate(self.blocks):
-            block.attn.ablated = before[layer] | {h for at, h in chosen if at == layer}
-        try:
-            yield
-        finally:
-            for block, ablated in zip(self.blocks, before):
-                block.attn.ablated = ablated
+        return ablating([block.attn for block in self.blocks], heads, [self.n_heads] * len(self.blocks), "head")
 
-
-def _head_pair(item: object, n_layers: int, n_heads: int) -> tuple[int, int]:
-    """``item`` as a valid (layer, head) pair of int, or a UsageError naming it and the allowed ranges."""
-    allowed = f"layer must lie in [0, {n_layers - 1}] and head in [0, {n_heads - 1}]"
-    try:
-        layer, head = item  # type: ignore[misc]
-        pair = operator.index(layer), operator.index(head)
-    except (TypeError, ValueError):
-        raise UsageError(f"head {item!r} is invalid: it must be a (layer, head) pair of integers; {allowed}") from None
-    if not (0 <= pair[0] < n_layers and 0 <= pair[1] < n_heads):
-        raise UsageError(f"head (layer, head)={pair} is invalid: {allowed}")
-    return pair
+    def ablate(self, units: Iterable[tuple[int, int]]) -> AbstractContextManager[None]:
+        """``Backbone.ablate``: a unit is a head, ``ablate_heads``."""
+        return self.ablate_heads(units)

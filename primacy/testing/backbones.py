@@ -1,5 +1,6 @@
 """check_backbone(): the contract every backbone, built-in or plugin, must pass. Call it from your tests.
 check_influence(): a backbone's exact token-to-token influence rebuilds each mixing layer's output.
+check_ablation(): its ablate() zeroes units as the Backbone contract says.
 WithoutStep: a backbone with its step() hidden, the reference for stepped decoding.
 fixed_batch_losses(): a backbone trained on one verification batch, to test that it learns."""
 
@@ -10,6 +11,7 @@ from torch import nn
 
 from primacy.backbones.base import Backbone
 from primacy.backbones.influence import Influence
+from primacy.errors import UsageError
 from primacy.testing.signature import check_signature
 
 
@@ -20,7 +22,8 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
     causality (changing inputs at t does not change outputs before t); every trainable parameter gets a
     finite gradient; ``dt()`` maps names to positive finite tensors; the state dict round-trips; with ``initial_state``
     and ``step``, stepping through the inputs gives the outputs of ``forward``; with ``influence``, in float64, each
-    layer's weights (B, C, T, T) are zero above the diagonal and rebuild the layer's output (``check_influence``).
+    layer's weights (B, C, T, T) are zero above the diagonal and rebuild the layer's output (``check_influence``),
+    and ``ablate`` honours its contract (``check_ablation``).
     """
     assert issubclass(cls, Backbone), f"{cls.__name__} must subclass primacy.backbones.Backbone"
     check_signature(cls)
@@ -71,7 +74,8 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
         assert torch.allclose(clone(x2), y2, atol=1e-6), f"{cls.__name__}: state dict does not round-trip"
 
     if callable(getattr(model, "influence", None)):
-        check_influence(clone.double(), x2.double())
+        layers = check_influence(clone.double(), x2.double())
+        check_ablation(clone, x2.double(), [layer.weights.shape[1] for layer in layers])
 
 
 def check_influence(model: Backbone, x: torch.Tensor, atol: float = 1e-10) -> list[Influence]:
@@ -96,6 +100,42 @@ def check_influence(model: Backbone, x: torch.Tensor, atol: float = 1e-10) -> li
         error = (layer.mixed() - layer.output).abs().max().item()
         assert error <= atol, f"{name}.influence()[{i}]: Σ_s weights · values is {error:.3g} off the layer's output"
     return layers
+
+
+def check_ablation(model: Backbone, x: torch.Tensor, sizes: list[int]) -> None:
+    """Assert the ``ablate`` contract of a backbone whose influence layers have ``sizes`` units: ablating nothing
+    changes nothing; ablating every unit of a layer changes the output; blocks nest and restore what was ablated
+    before; stepping (with ``step``) gives forward's outputs under ablation too; a pair out of range is a UsageError
+    that ablates nothing."""
+    name = type(model).__name__
+    assert callable(getattr(model, "ablate", None)), f"{name} has influence() but no ablate()"
+    model.eval()
+    with torch.no_grad():
+        intact = model(x)
+        with model.ablate([]):
+            assert torch.equal(model(x), intact), f"{name}.ablate([]) changed the output"
+        for layer, size in enumerate(sizes):
+            every = [(layer, unit) for unit in range(size)]
+            with model.ablate(every[:1]):
+                one = model(x)
+                with model.ablate(every[1:]):
+                    ablated = model(x)
+                    assert not torch.allclose(ablated, intact), f"{name}: ablating layer {layer}'s units changed nothing"
+                    if callable(getattr(model, "step", None)):
+                        state, steps = model.initial_state(len(x)), []
+                        for x_t in x.unbind(1):
+                            y_t, state = model.step(x_t, state)
+                            steps.append(y_t)
+                        assert torch.allclose(torch.stack(steps, 1), ablated, atol=1e-4, rtol=1e-4), \
+                            f"{name}: under ablate(), stepping through the inputs does not give forward's outputs"
+                assert torch.equal(model(x), one), f"{name}: a nested ablate() did not restore the outer one on exit"
+            assert torch.equal(model(x), intact), f"{name}: ablate() did not restore the model on exit"
+        try:
+            with model.ablate([(len(sizes), 0)]):
+                raise AssertionError(f"{name}.ablate() accepted layer {len(sizes)} of {len(sizes)} layers")
+        except UsageError:
+            pass
+        assert torch.equal(model(x), intact), f"{name}: a refused ablate() left units ablated"
 
 
 class WithoutStep(Backbone):

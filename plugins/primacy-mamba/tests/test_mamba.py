@@ -227,3 +227,25 @@ def test_quickstart_config_trains_and_records_dt(tmp_path):
     assert list(history["layers"]) == ["layer0"] and list(history["channels"]) == [32]
     assert history["dt"].shape[1] == 32 and (history["dt"] > 0).all() and len(history["steps"]) >= 2
     assert not np.allclose(history["dt"][0], history["dt"][-1]), "Δt follows the inputs and the training"
+
+
+def test_ablating_an_inner_channel_is_zeroing_its_column_of_the_output_projection():
+    """The gated scan output of an ablated inner channel is zero, so the output projection does not read it; stepped
+    decoding (free recall's path) ablates it too."""
+    torch.manual_seed(0)
+    model, x = MambaBackbone(d_model=8, n_layers=2, d_state=4).double(), torch.randn(2, 7, 8, dtype=torch.float64)
+    units = [(0, 3), (1, 0), (1, 15)]
+    with torch.no_grad(), model.ablate(units):
+        ablated = model(x)
+        state, steps = model.initial_state(2), []
+        for x_t in x.unbind(1):
+            y_t, state = model.step(x_t, state)
+            steps.append(y_t)
+    with torch.no_grad():
+        for layer, channel in units:
+            model.layers[layer].mixer.out_proj.weight[:, channel] = 0.0
+        assert torch.allclose(ablated, model(x), rtol=0, atol=1e-14)
+    assert torch.allclose(torch.stack(steps, 1), ablated, rtol=0, atol=1e-12)
+    with pytest.raises(UsageError, match=r"inner channel \(layer, inner channel\)=\(2, 0\) is invalid: layer must "
+                                         r"lie in \[0, 1\] and inner channel in \[0, 15\]"), model.ablate([(2, 0)]):
+        pass

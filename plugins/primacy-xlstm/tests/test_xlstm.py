@@ -308,3 +308,25 @@ def test_the_quickstart_trains_resumes_bitwise_and_reloads(tmp_path):
     model, _ = load_run(straight / "config.yaml", straight / "checkpoints" / "last.ckpt")
     assert model.backbone.context_length == 16
     assert "mlstm_kernels" not in sys.modules
+
+
+def test_ablating_an_mlstm_head_is_zeroing_its_share_of_the_output_norm():
+    """An ablated head's normalised output is zero: the same as its outnorm scale 1 + weight set to 0; stepping (free
+    recall's path) ablates it too, and an sLSTM block has no head to ablate."""
+    torch.manual_seed(0)
+    model = without_eps(XLSTMBackbone(d_model=16, blocks=["mlstm", "slstm", "mlstm"], mlstm_heads=2, slstm_heads=2,
+                                      backend="vanilla").double().eval())  # stepping is then forward exactly
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    units = [(0, 1), (1, 0)]  # head 1 of block 0, head 0 of block 2 (the second mLSTM block)
+    with torch.no_grad(), model.ablate(units):
+        ablated, steps = model(x), stepped(model, x)
+    with torch.no_grad():
+        for layer, head in units:
+            cell = model._mlstm_cells()[layer][1]
+            width = cell.outnorm.ndim // 2
+            cell.outnorm.weight[head * width : (head + 1) * width] = -1.0  # scale 1 + weight = 0
+        assert torch.allclose(ablated, model(x), rtol=0, atol=1e-12)
+    torch.testing.assert_close(steps, ablated, rtol=0, atol=1e-12)
+    only_slstm = XLSTMBackbone(d_model=16, blocks=["slstm"], slstm_heads=2, backend="vanilla")
+    with pytest.raises(UsageError, match=r"has no mLSTM head to ablate"), only_slstm.ablate([(0, 0)]):
+        pass

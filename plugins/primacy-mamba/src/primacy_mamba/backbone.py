@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from typing import Literal
 
 import torch
 from mambapy.mamba import MambaConfig, RMSNorm
 from primacy.backbones.base import Backbone
-from primacy.backbones.influence import Influence
+from primacy.backbones.influence import Influence, ablating
 from primacy.checks import one_of
 from primacy.errors import UsageError
 from primacy.ssm.timescale import check_dt_range
@@ -95,6 +97,12 @@ class MambaBackbone(Backbone):
             for layer, dt in zip(self.layers, last_dt):
                 layer.mixer.last_dt = dt
         return layers
+
+    def ablate(self, units: Iterable[tuple[int, int]]) -> AbstractContextManager[None]:
+        """``Backbone.ablate``: a unit (layer, e) is inner channel e of a layer; its gated scan output is zero before
+        the output projection, on both kernels and in step."""
+        mixers = [layer.mixer for layer in self.layers]
+        return ablating(mixers, units, [self.config.d_inner] * len(mixers), "inner channel")
 
     def initial_state(self, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, the scan's state and the convolution's window of past inputs, all zeros."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from mambapy.mamba import MambaBlock, MambaConfig, RMSNorm
-from primacy.backbones.influence import Influence
+from primacy.backbones.influence import Influence, zero_units
 from primacy.checks import fits_in_memory
 from torch import nn
 
@@ -25,6 +25,7 @@ class MambaMixer(MambaBlock):
     def __init__(self, config: MambaConfig) -> None:
         super().__init__(config)
         self.last_dt: torch.Tensor | None = None  # (E·D,): not a buffer, so it stays out of the state dict
+        self.ablated: frozenset[int] = frozenset()  # inner channels whose output is zeroed (MambaBackbone.ablate)
         self.A_log._optim = {"weight_decay": 0.0}  # mambapy marks these _no_weight_decay; primacy reads _optim
         self.D._optim = {"weight_decay": 0.0}
         self.dt_proj.bias._optim = {"weight_decay": 0.0}
@@ -58,7 +59,7 @@ class MambaMixer(MambaBlock):
             self.last_dt = dt.detach().mean(dim=(0, 1))  # E·D
             scan = self.selective_scan if self.config.pscan else self.selective_scan_seq
             y = scan(u, dt, a, b, c, self.D.float()) * F.silu(z)  # B T E·D
-        return self.out_proj(y)  # B T D
+        return self.out_proj(zero_units(y, self.ablated, dim=-1))  # B T D
 
     def influence(self, x: torch.Tensor) -> Influence:
         """The selective scan on this mixer's input x (B, T, D) unrolled exactly (Ali, Zimerman & Wolf 2024, "The
@@ -106,7 +107,7 @@ class MambaMixer(MambaBlock):
         a = -torch.exp(self.A_log.float())  # E·D N
         h = torch.exp(dt[:, :, None] * a) * h + dt[:, :, None] * b[:, None, :] * u_conv[:, :, None]  # B E·D N
         y = (h @ c[:, :, None])[:, :, 0] + self.D.float() * u_conv  # B E·D
-        return self.out_proj(y * F.silu(z)), (h, window[:, :, 1:])  # B D
+        return self.out_proj(zero_units(y * F.silu(z), self.ablated, dim=-1)), (h, window[:, :, 1:])  # B D
 
     def _fused_scan(self, u: torch.Tensor, dt_raw: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
                     z: torch.Tensor) -> torch.Tensor:

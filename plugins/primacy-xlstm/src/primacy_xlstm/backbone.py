@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 from primacy.backbones.base import Backbone
-from primacy.backbones.influence import Influence
+from primacy.backbones.influence import Influence, unit_pair, zero_units
 from primacy.checks import one_of, positive
 from primacy.errors import UsageError
 from xlstm import (
@@ -150,8 +150,7 @@ class XLSTMBackbone(Backbone):
         Computed in evaluation mode (restored after) without gradients, by one forward pass (so a length beyond
         ``context_length`` is refused as in forward). Holds (B, H, T, T) per mLSTM block, as forward does."""
         training = self.training
-        cells = [(i, block.xlstm.mlstm_cell) for i, block in enumerate(self.stack.blocks)
-                 if isinstance(getattr(block.xlstm, "mlstm_cell", None), mLSTMCell)]
+        cells = self._mlstm_cells()
         calls: dict[int, tuple[dict[str, Any], torch.Tensor]] = {}
         try:
             self.eval()
@@ -168,6 +167,33 @@ class XLSTMBackbone(Backbone):
         finally:
             self.train(training)
         return layers
+
+    @contextmanager
+    def ablate(self, units: Iterable[tuple[int, int]]) -> Iterator[None]:
+        """``Backbone.ablate``: a unit (layer, h) is head h of the layer-th mLSTM block (the order of ``influence``);
+        the head's normalised output (its ``outnorm``, whose input is h̃) is zero, in forward and step, so it adds
+        nothing to the block's output. Raises UsageError, ablating nothing, on a pair out of range."""
+        cells = self._mlstm_cells()
+        if not cells:
+            raise UsageError(f"XLSTMBackbone with blocks={self.blocks} has no mLSTM head to ablate: sLSTM blocks have "
+                             "no exact form")
+        chosen = [unit_pair(item, [cell.config.num_heads for _, cell in cells], "head") for item in units]
+        handles = []
+        try:
+            for layer, (_, cell) in enumerate(cells):
+                heads = frozenset(head for at, head in chosen if at == layer)
+                if heads:  # xlstm calls outnorm on (B, NH, T, DH) in forward and step alike
+                    handles.append(cell.outnorm.register_forward_hook(
+                        lambda module, inputs, output, heads=heads: zero_units(output, heads, dim=1)))
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def _mlstm_cells(self) -> list[tuple[int, mLSTMCell]]:
+        """(block index, cell) of every mLSTM block, in block order."""
+        return [(i, block.xlstm.mlstm_cell) for i, block in enumerate(self.stack.blocks)
+                if isinstance(getattr(block.xlstm, "mlstm_cell", None), mLSTMCell)]
 
     def initial_state(self, batch_size: int) -> State:
         """No block has seen an input: xlstm starts each block's state at zeros on its first step."""

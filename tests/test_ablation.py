@@ -284,7 +284,8 @@ def test_study_rejects_bad_input(kwargs, message):
         ablation_study(**arguments)
 
 
-def test_study_needs_a_transformer():
+def test_study_needs_attention_or_an_exact_influence():
     model = LanguageModel(LSTMBackbone(d_model=8), vocab_size=V)
-    with pytest.raises(UsageError, match="LSTMBackbone: head ablation needs a TransformerBackbone"):
+    with pytest.raises(UsageError, match="backbone LSTMBackbone has no exact token-to-token influence: the head "
+                                         "analyses need attention or an exact mixing form"):
         ablation_study(model, _tokens(), [(0, 0)])

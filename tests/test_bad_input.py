@@ -148,9 +148,10 @@ COMMANDS = [
     ("analyze-icl-missing-config", ["analyze", "icl", "--config", "{tmp}/none.yaml", "--ckpt_path",
                                     "{run}/checkpoints/last.ckpt", "--out", "{tmp}/icl"],
      "config={tmp}/none.yaml does not exist: give a run's config.yaml"),
-    ("analyze-icl-not-a-transformer", ["analyze", "icl", "--config", "{run}/config.yaml", "--ckpt_path",
-                                       "{run}/checkpoints/last.ckpt", "--out", "{tmp}/icl"],
-     "config={run}/config.yaml has backbone S4DBackbone: analyze icl needs a TransformerBackbone run"),
+    ("analyze-icl-no-exact-form", ["analyze", "icl", "--config", "{lstm}/config.yaml", "--ckpt_path",
+                                   "{lstm}/checkpoints/last.ckpt", "--out", "{tmp}/icl"],
+     "config={lstm}/config.yaml has backbone LSTMBackbone: analyze icl needs attention or an exact token-to-token "
+     "influence (Transformer, S4, S4D, Mamba, xLSTM with mLSTM blocks)"),
     ("analyze-icl-out-is-a-file", ["analyze", "icl", "--config", "{induction}/config.yaml", "--ckpt_path",
                                    "{induction}/checkpoints/last.ckpt", "--out", "{file}"],
      "out={file} is a file: give a directory (an existing file is never replaced)"),

@@ -155,13 +155,14 @@ def test_the_context_length_set_from_the_task_is_not_asked_of_the_checkpoint():
     assert checkpoint_difference(hparams, config, "test") is None
 
 
-def test_analyze_refuses_a_run_without_attention_heads_before_any_work(runs, tmp_path, capsys):
-    s4d, _ = runs
+def test_analyze_refuses_a_run_without_an_exact_influence_before_any_work(runs, tmp_path, capsys):
+    _, lstm = runs
     out = tmp_path / "icl"
-    line = refusal(["analyze", "icl", "--config", str(s4d / "config.yaml"), "--ckpt_path", ckpt(s4d),
+    line = refusal(["analyze", "icl", "--config", str(lstm / "config.yaml"), "--ckpt_path", ckpt(lstm),
                     "--out", str(out)], capsys)
-    assert line == f"primacy: error: config={s4d / 'config.yaml'} has backbone S4DBackbone: analyze icl needs a " \
-                   "TransformerBackbone run"
+    assert line == f"primacy: error: config={lstm / 'config.yaml'} has backbone LSTMBackbone: analyze icl needs " \
+                   "attention or an exact token-to-token influence (Transformer, S4, S4D, Mamba, xLSTM with mLSTM " \
+                   "blocks)"
     assert not out.exists()
 
 

@@ -156,9 +156,10 @@ def fails_in_one_line(args: list[str], expected: str, run, capsys) -> None:
     assert not (run / "checkpoints" / "last.ckpt").exists(), "nothing was trained"
 
 
-def test_a_backbone_without_attention_is_a_one_line_error(capsys, tmp_path):
-    fails_in_one_line([*TINY_RUNS["verification"], "--trainer.callbacks+=HeadScoreTracker"],
-                      "HeadScoreTracker needs a TransformerBackbone: this run's backbone is S4DBackbone",
+def test_a_backbone_without_an_exact_influence_is_a_one_line_error(capsys, tmp_path):
+    fails_in_one_line([*TINY_RUNS["verification"], "--model.init_args.backbone", "LSTMBackbone",
+                       "--trainer.callbacks+=HeadScoreTracker"],
+                      "HeadScoreTracker: backbone LSTMBackbone has no exact token-to-token influence",
                       tmp_path / "run", capsys)
 
 

@@ -76,10 +76,10 @@ def test_every_head_gets_the_scores_of_its_captured_attention(grid):
     assert analysis.attention.shape == (2, 2, 2 * N + 1, 2 * N + 1)
 
 
-def test_backbones_without_attention_are_refused(grid):
+def test_backbones_without_attention_or_an_exact_influence_are_refused(grid):
     model = LanguageModel(LSTMBackbone(d_model=8), vocab_size=20)
     prompts = repeated_prompt(N, 20, 0, 2, torch.Generator().manual_seed(0))
-    with pytest.raises(UsageError, match="LSTMBackbone has no attention"):
+    with pytest.raises(UsageError, match="backbone LSTMBackbone has no exact token-to-token influence"):
         analyze_heads(model, prompts, N, CMRGrid.load(grid))
 
 

@@ -19,9 +19,8 @@ from primacy.analysis.behaviour.cmr.fits import FIT_LAGS
 from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.heads.analysis import score_heads
 from primacy.analysis.heads.emergence import EMERGED
-from primacy.analysis.heads.model import RunHeads
+from primacy.analysis.heads.model import head_model
 from primacy.analysis.heads.scores import QUERY_WINDOWS, shortest_prompt
-from primacy.backbones.transformer import TransformerBackbone
 from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.checks import figure_formats, fits_in_memory, one_of, positive
 from primacy.errors import UsageError
@@ -134,8 +133,10 @@ class DtTracker(TrainingRecorder):
 
 
 class HeadScoreTracker(TrainingRecorder):
-    """Scores every attention head of a TransformerBackbone during training on one fixed set of [BOS] r r prompts
-    (Ji-An et al. 2024): its induction score, the lag at which its attention lag-CRP peaks and its CMR distance.
+    """Scores every attention head during training on one fixed set of [BOS] r r prompts (Ji-An et al. 2024): its
+    induction score, the lag at which its attention lag-CRP peaks and its CMR distance. A backbone without attention
+    but with an exact influence (S4, S4D, Mamba, xLSTM's mLSTM blocks) has its units scored as heads
+    (``primacy.analysis.heads.model.InfluenceHeads``); any other is refused when fit starts.
 
     Every ``every_n_steps`` optimiser steps (and before the first step and after the last) it scores the heads, logs
     the best head's scores, and at the end of ``fit`` writes <run>/results/head_history.npz and head_history.png
@@ -150,12 +151,14 @@ class HeadScoreTracker(TrainingRecorder):
             ``paper`` (needs n_items >= 11) or ``common``.
         prompts: prompts the scores average over.
         seed: seed of the prompts' generator.
+        group: units of an influence layer merged into one head (``InfluenceHeads``); 1 for a Transformer.
         formats: figure file formats.
         dpi: resolution of raster figures.
     """
 
     def __init__(self, every_n_steps: int = 250, n_items: int | None = None, prompts: int = 32, seed: int = 0,
-                 formats: list[str] = ["png", "pdf"], dpi: int = 150, query_window: str = "paper") -> None:  # noqa: B006
+                 formats: list[str] = ["png", "pdf"], dpi: int = 150, query_window: str = "paper",  # noqa: B006
+                 group: int = 1) -> None:
         super().__init__(every_n_steps)
         self.query_window = one_of("query_window", query_window, QUERY_WINDOWS)
         if n_items is not None and n_items < 1:
@@ -163,7 +166,8 @@ class HeadScoreTracker(TrainingRecorder):
                              "prompt_items)")
         positive(prompts=prompts, dpi=dpi)
         figure_formats(formats)
-        self.n_items, self.prompts, self.seed = n_items, prompts, seed
+        positive(group=group)
+        self.n_items, self.prompts, self.seed, self.group = n_items, prompts, seed, group
         self.formats, self.dpi = list(formats), dpi
         self.tokens: torch.Tensor | None = None  # P 2n+1, drawn at setup
         self.n: int | None = None  # n_items resolved at setup
@@ -174,10 +178,10 @@ class HeadScoreTracker(TrainingRecorder):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage != "fit":
             return
-        backbone = getattr(pl_module, "backbone", None)
-        if not isinstance(backbone, TransformerBackbone):
-            raise UsageError(f"HeadScoreTracker needs a TransformerBackbone: this run's backbone is "
-                             f"{type(backbone).__name__}")
+        try:
+            heads = head_model(pl_module, group=self.group)
+        except UsageError as err:
+            raise UsageError(f"HeadScoreTracker: {err}") from None
         vocab_size = pl_module.hparams.vocab_size
         n = getattr(trainer.datamodule, "prompt_items", 25) if self.n_items is None else self.n_items
         max_lag = int(FIT_LAGS.max())
@@ -188,11 +192,10 @@ class HeadScoreTracker(TrainingRecorder):
                              f"must lie in [{shortest}, {vocab_size - 1}] (the lag-CRP on lags ±{max_lag} with "
                              f"query_window={self.query_window!r} needs n_items >= {shortest}, the prompt n distinct "
                              "tokens besides BOS)")
-        if backbone.max_length is not None and 2 * n + 1 > backbone.max_length:
-            raise UsageError(f"n_items={n} is too large for max_length={backbone.max_length} of the learned "
+        if heads.max_length is not None and 2 * n + 1 > heads.max_length:
+            raise UsageError(f"n_items={n} is too large for max_length={heads.max_length} of the learned "
                              f"positions: prompts have length 2·n_items + 1 = {2 * n + 1}")
-        layers = len(backbone.heads()) // backbone.n_heads
-        fits_in_memory("the tracker's captured attention", 2 * 4 * layers * self.prompts * backbone.n_heads
+        fits_in_memory("the tracker's captured attention", 2 * 4 * heads.n_layers * self.prompts * heads.n_heads
                        * (2 * n + 1) ** 2, prompts=self.prompts, n_items=n)
         self.n = n
         generator = torch.Generator().manual_seed(self.seed)  # never the global one: training must not notice
@@ -200,7 +203,8 @@ class HeadScoreTracker(TrainingRecorder):
 
     def settings(self) -> dict[str, int | None]:
         """What the scores depend on besides the model: a history scored otherwise is not continued."""
-        return {"n_items": self.n, "prompts": self.prompts, "seed": self.seed, "query_window": self.query_window}
+        return {"n_items": self.n, "prompts": self.prompts, "seed": self.seed, "query_window": self.query_window,
+                "group": self.group}
 
     def score(self, pl_module: L.LightningModule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Induction score, lag-CRP peak and CMR distance (NaN for a flat lag-CRP) of every head on the prompts,
@@ -209,7 +213,8 @@ class HeadScoreTracker(TrainingRecorder):
         modes = [(module, module.training) for module in pl_module.modules()]
         pl_module.eval()  # dropout would draw from the global generator
         try:
-            scored = score_heads(RunHeads(pl_module), self.tokens.to(pl_module.device), self.n, CMRGrid.paper(),
+            heads = head_model(pl_module, group=self.group)
+            scored = score_heads(heads, self.tokens.to(pl_module.device), self.n, CMRGrid.paper(),
                                  batch_size=self.prompts, window=self.query_window)  # the grid is read once
         finally:
             for module, training in modes:
@@ -258,7 +263,7 @@ class HeadScoreTracker(TrainingRecorder):
                 "cmr_distance": [v.tolist() for v in self.cmr_distance]}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        saved = {"query_window": "common", **state_dict["settings"]}  # a history from before the paper's window
+        saved = {"query_window": "common", "group": 1, **state_dict["settings"]}  # older histories: those defaults
         if self.n is not None and saved != self.settings():  # fitting with other prompts or queries
             rank_zero_warn(f"HeadScoreTracker: the checkpoint's head history was scored with {saved}, "
                            f"this run scores with {self.settings()}: the history starts afresh")

@@ -15,7 +15,7 @@ from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import figure_formats, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
 from primacy.rundir.layout import SUMMARY
-from primacy.rundir.runs import require_backbone, require_task
+from primacy.rundir.runs import require_backbone, require_influence, require_task
 from primacy.tasks.verification import VerificationTask
 from primacy.workflows.analyses import (
     AblationSettings,
@@ -87,6 +87,9 @@ def _source_arguments(parser: argparse.ArgumentParser, several: bool) -> None:
                        help="the hub revision (a branch, tag or commit)" + (
                            "; several revisions of one model (e.g. step1000 step2000 for Pythia) are a series of "
                            "checkpoints, each step read from its name" if several else ""))
+    group.add_argument("--group", type=int, default=None,
+                       help="a run without attention: its units (S4/S4D channels, Mamba inner channels, mLSTM heads) "
+                            "merged this many consecutive ones to a head (default 1: each unit is a head)")
     group.add_argument("--dtype", choices=list(DTYPES), default=None, help="weights of --hf_model (default float32)")
     group.add_argument("--device", choices=DEVICES, default=None, help="where --hf_model runs (default cpu)")
 
@@ -137,8 +140,13 @@ def _sources(options: argparse.Namespace, command: str) -> list[Checkpoint]:
             if getattr(options, name) is not None:
                 raise UsageError(f"{name}={getattr(options, name)} only applies to --hf_model: a run's checkpoint "
                                  f"loads as it was trained")
-        require_backbone(options.config, TransformerBackbone, command)  # only attention heads can be analysed
-        return trained_checkpoints(options.config, _listed(options.ckpt_path))
+        require_influence(options.config, command)  # attention, or units with an exact influence
+        if options.group is not None:
+            positive(group=options.group)
+        return trained_checkpoints(options.config, _listed(options.ckpt_path), options.group or 1)
+    if options.group is not None:
+        raise UsageError(f"group={options.group} only applies to a run trained here (--config): a pretrained "
+                         "model's heads are its attention heads")
     transformers_module()  # a one-line message now, not after the other checks, when it is missing
     return pretrained_checkpoints(_listed(options.hf_model), _listed(options.revision), options.dtype or "float32",
                                   options.device or "cpu")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -128,33 +129,50 @@ def run_settings(config: str | Path) -> dict:
 
 def require_backbone(config: str | Path, required: type, command: str) -> None:
     """Refuses, before anything is loaded, a run whose backbone (from its config.yaml) is not a ``required``."""
-    _require_class(config, "model.init_args.backbone", "backbone", required, command)
+    _require_class(config, "model.init_args.backbone", "backbone", command, _subclass_of(required),
+                   f"a {required.__name__} run", required.__name__)
+
+
+def require_influence(config: str | Path, command: str) -> None:
+    """Refuses, before anything is loaded, a run whose backbone (from its config.yaml) has neither attention nor an
+    exact token-to-token influence (``Backbone.influence``): the backbones every head analysis reads."""
+    _require_class(config, "model.init_args.backbone", "backbone", command,
+                   lambda cls: isinstance(cls, type) and hasattr(cls, "influence"),
+                   "attention or an exact token-to-token influence (Transformer, S4, S4D, Mamba, xLSTM with mLSTM "
+                   "blocks)")
 
 
 def require_task(config: str | Path, required: type, command: str) -> None:
     """Refuses, before anything is loaded, a run whose task (``data`` in its config.yaml) is not a ``required``."""
-    _require_class(config, "data", "task", required, command)
+    _require_class(config, "data", "task", command, _subclass_of(required), f"a {required.__name__} run",
+                   required.__name__)
 
 
-def _require_class(config: str | Path, key: str, what: str, required: type, command: str) -> None:
+def _subclass_of(required: type) -> Callable[[object], bool]:
+    return lambda cls: isinstance(cls, type) and issubclass(cls, required)
+
+
+def _require_class(config: str | Path, key: str, what: str, command: str, accepts: Callable[[object], bool],
+                   wanted: str, name: str | None = None) -> None:
+    """Refuses a run whose class at ``key`` (a ``what``) is not one ``accepts``: ``command`` needs ``wanted``; a
+    class written as ``name``, the short name the CLI accepts, passes."""
     section = run_settings(config)
     for part in key.split("."):
         section = section.get(part) if isinstance(section, dict) else None
     class_path = section.get("class_path") if isinstance(section, dict) else section
     if not isinstance(class_path, str):
-        raise UsageError(f"config={config} names no {key}: {command} needs a {required.__name__} run")
-    if class_path == required.__name__:  # a short name, as the CLI accepts it
+        raise UsageError(f"config={config} names no {key}: {command} needs {wanted}")
+    if class_path == name:
         return
     try:
         cls = registry.import_class(class_path)
     except UsageError as err:
         if "." not in class_path:  # a short name that is not a registered backbone: a task's, say
-            raise UsageError(f"config={config} has {what} {class_path}: {command} needs a {required.__name__} "
-                             "run") from None
+            raise UsageError(f"config={config} has {what} {class_path}: {command} needs {wanted}") from None
         raise UsageError(f"config={config} names a {what} that cannot be used: {err}") from None
-    if not (isinstance(cls, type) and issubclass(cls, required)):
+    if not accepts(cls):
         name = getattr(cls, "__name__", class_path)
-        raise UsageError(f"config={config} has {what} {name}: {command} needs a {required.__name__} run")
+        raise UsageError(f"config={config} has {what} {name}: {command} needs {wanted}")
 
 
 def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:

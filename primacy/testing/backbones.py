@@ -120,7 +120,8 @@ def check_ablation(model: Backbone, x: torch.Tensor, sizes: list[int]) -> None:
                 one = model(x)
                 with model.ablate(every[1:]):
                     ablated = model(x)
-                    assert not torch.allclose(ablated, intact), f"{name}: ablating layer {layer}'s units changed nothing"
+                    assert not torch.allclose(ablated, intact), \
+                        f"{name}: ablating layer {layer}'s units changed nothing"
                     if callable(getattr(model, "step", None)):
                         state, steps = model.initial_state(len(x)), []
                         for x_t in x.unbind(1):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from primacy.analysis.heads.model import HeadModel, RunHeads
+from primacy.analysis.heads.model import HeadModel, head_model
 from primacy.analysis.heads.pretrained import PretrainedHeads
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import checkpoint_step
@@ -18,19 +18,22 @@ PAPER_PROMPT_ITEMS = 100  # n of Ji-An et al.'s prompts of pretrained models (of
 
 @dataclass(frozen=True)
 class TrainedCheckpoint:
-    """A checkpoint of a ``primacy fit`` run (its config.yaml and a .ckpt), trained for ``step`` steps."""
+    """A checkpoint of a ``primacy fit`` run (its config.yaml and a .ckpt), trained for ``step`` steps, whose units
+    are read ``group`` to a head when its backbone has no attention (``InfluenceHeads``)."""
 
     config: Path
     path: Path
     step: int
+    group: int = 1
 
     def load(self) -> tuple[HeadModel, int | None]:
         """The model and its task's ``prompt_items`` (None if the task has none)."""
         model, task = load_run(self.config, self.path)
-        return RunHeads(model), getattr(task, "prompt_items", None)
+        return head_model(model, group=self.group), getattr(task, "prompt_items", None)
 
     def describe(self, model: HeadModel) -> dict:
-        return {"checkpoint": str(self.path), "step": self.step}
+        unit = getattr(model, "unit", "head")  # what an InfluenceHeads head is made of
+        return {"checkpoint": str(self.path), "step": self.step, "unit": unit, "units_per_head": self.group}
 
     def written_after(self, path: Path) -> bool:
         """Whether the checkpoint is newer than ``path`` (a result made from it)."""
@@ -64,12 +67,12 @@ class PretrainedCheckpoint:
 Checkpoint = TrainedCheckpoint | PretrainedCheckpoint
 
 
-def trained_checkpoints(config: str | Path, ckpts: list[str] | list[Path]) -> list[TrainedCheckpoint]:
+def trained_checkpoints(config: str | Path, ckpts: list[str] | list[Path], group: int = 1) -> list[TrainedCheckpoint]:
     """Checkpoints of one run in step order, each step once (of last.ckpt and its numbered twin, the first given)."""
     by_step: dict[int, Path] = {}
     for ckpt in ckpts:
         by_step.setdefault(checkpoint_step(ckpt), Path(ckpt))
-    return [TrainedCheckpoint(Path(config), path, step) for step, path in sorted(by_step.items())]
+    return [TrainedCheckpoint(Path(config), path, step, group) for step, path in sorted(by_step.items())]
 
 
 def pretrained_checkpoints(names: list[str], revisions: list[str] | None, dtype: str,

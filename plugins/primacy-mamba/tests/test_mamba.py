@@ -11,8 +11,14 @@ import torch
 import torch.nn.functional as F
 from mambapy.mamba import MambaConfig, ResidualBlock
 from primacy import registry
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.ablation import ablation_study, icl_scores, repeated_tokens
+from primacy.analysis.heads.analysis import analyze_heads
+from primacy.analysis.heads.model import head_model
 from primacy.errors import UsageError
+from primacy.models.language import LanguageModel
 from primacy.models.lists import SequenceModel
+from primacy.tasks.prompts import repeated_prompt
 from primacy.tasks.verification import VerificationTask
 from primacy.testing import check_backbone, check_influence, check_model, fixed_batch_losses, tiny_fit, tiny_settings
 
@@ -249,3 +255,27 @@ def test_ablating_an_inner_channel_is_zeroing_its_column_of_the_output_projectio
     with pytest.raises(UsageError, match=r"inner channel \(layer, inner channel\)=\(2, 0\) is invalid: layer must "
                                          r"lie in \[0, 1\] and inner channel in \[0, 15\]"), model.ablate([(2, 0)]):
         pass
+
+
+def test_the_head_analyses_read_mamba_inner_channels_as_heads():
+    """analyze icl's and analyze ablation's code on a Mamba language model: inner channels merged four to a head,
+    their influence depends on the tokens (a selective scan), and ablating a head is zeroing its channels' columns
+    of the output projection."""
+    torch.manual_seed(0)
+    model = LanguageModel(MambaBackbone(d_model=8, n_layers=2, d_state=4), vocab_size=30).eval()
+    heads = head_model(model, group=4)
+    assert (heads.n_layers, heads.n_heads, heads.unit) == (2, 4, "inner channel")
+    prompts = repeated_prompt(11, 30, 0, 2, torch.Generator().manual_seed(0))  # 2 23
+    _, weights = heads.attention(prompts, [0, 1])  # 2 B 4 T T
+    assert not torch.allclose(weights[:, 0], weights[:, 1]), "a selective scan's influence depends on the tokens"
+    analysis = analyze_heads(heads, prompts, 11, CMRGrid.paper())
+    assert len(analysis.heads) == 8 and np.isfinite(analysis.lag_crps).all()
+    tokens = repeated_tokens(11, 2, 30, 0, 3, torch.Generator().manual_seed(1))
+    result = ablation_study(heads, tokens, [(h.layer, h.head) for h in analysis.by_induction()], fraction=0.25,
+                            n_random=2, resamples=100)
+    assert result["k"] == 2
+    with heads.ablate_heads([(1, 2)]):
+        ablated = icl_scores(heads, tokens, 11, 22)
+    with torch.no_grad():
+        model.backbone.layers[1].mixer.out_proj.weight[:, 8:12] = 0.0
+    torch.testing.assert_close(ablated, icl_scores(heads, tokens, 11, 22), rtol=0, atol=1e-6)

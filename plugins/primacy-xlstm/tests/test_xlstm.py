@@ -12,10 +12,16 @@ from pathlib import Path
 import pytest
 import torch
 from primacy import registry
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.ablation import ablation_study, repeated_tokens
+from primacy.analysis.heads.analysis import analyze_heads
+from primacy.analysis.heads.model import head_model
 from primacy.errors import UsageError
 from primacy.models.free_recall import FreeRecallModel
+from primacy.models.language import LanguageModel
 from primacy.rundir.runs import load_run
 from primacy.tasks.free_recall import FreeRecallTask
+from primacy.tasks.prompts import repeated_prompt
 from primacy.testing import (
     WithoutStep,
     check_backbone,
@@ -330,3 +336,18 @@ def test_ablating_an_mlstm_head_is_zeroing_its_share_of_the_output_norm():
     only_slstm = XLSTMBackbone(d_model=16, blocks=["slstm"], slstm_heads=2, backend="vanilla")
     with pytest.raises(UsageError, match=r"has no mLSTM head to ablate"), only_slstm.ablate([(0, 0)]):
         pass
+
+
+def test_the_head_analyses_read_mlstm_heads():
+    """analyze icl's and analyze ablation's code on an mLSTM language model: each block's heads are its heads."""
+    torch.manual_seed(0)
+    model = LanguageModel(XLSTMBackbone(d_model=16, blocks=["mlstm", "mlstm"], mlstm_heads=2), vocab_size=30).eval()
+    heads = head_model(model)
+    assert (heads.n_layers, heads.n_heads) == (2, 2)
+    prompts = repeated_prompt(11, 30, 0, 2, torch.Generator().manual_seed(0))
+    analysis = analyze_heads(heads, prompts, 11, CMRGrid.paper())
+    assert len(analysis.heads) == 4 and torch.isfinite(torch.as_tensor(analysis.lag_crps)).all()
+    tokens = repeated_tokens(11, 2, 30, 0, 3, torch.Generator().manual_seed(1))
+    result = ablation_study(heads, tokens, [(h.layer, h.head) for h in analysis.by_induction()], fraction=0.5,
+                            n_random=2, resamples=100)
+    assert result["k"] == 2

@@ -22,7 +22,6 @@ import torch
 from torch import nn
 
 from primacy.analysis.heads.model import Head, HeadModel, head_model
-from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import positive
 from primacy.errors import UsageError
 from primacy.tasks.prompts import repeated_prompt
@@ -153,7 +152,8 @@ def ablation_study(
     random heads ablated; JSON-serialisable.
 
     Args:
-        model: a LanguageModel with a TransformerBackbone, or any HeadModel with next-token losses.
+        model: a LanguageModel whose backbone has attention or an exact influence (``head_model``), or any
+            HeadModel with next-token losses.
         tokens: evaluation sequences (B, T), e.g. ``repeated_tokens``; B >= 2.
         ranked_heads: (layer, head) pairs, best first (e.g. most CMR-like first); at least one, no duplicates.
         fraction: share of ``ranked_heads`` to ablate, in (0, 1]; ⌊fraction · len(ranked_heads)⌋ heads (k), at
@@ -174,9 +174,6 @@ def ablation_study(
     ``top_minus_random_single`` as PairedStats fields. A positive difference means the ablation raised the score,
     i.e. hurt in-context learning.
     """
-    if not hasattr(model, "ov_circuit") and not isinstance(getattr(model, "backbone", None), TransformerBackbone):
-        raise UsageError(f"the model's backbone is a {type(getattr(model, 'backbone', None)).__name__}: head "
-                         f"ablation needs a TransformerBackbone")
     model = head_model(model)
     every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     try:

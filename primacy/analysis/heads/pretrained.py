@@ -95,12 +95,12 @@ class _Done(Exception):
     """Raised after the last chosen layer's attention, so the rest of the model does not run."""
 
 
-class PretrainedHeads:
-    """``HeadModel`` of a Hugging Face causal language model (``primacy.workflows.hf_models.load_pretrained`` makes
-    one).
+class _Pretrained:
+    """What the ``HeadModel`` of a Hugging Face causal language model shares, whatever mixes its tokens: the
+    vocabulary prompts draw from, the tokenizer, next-token losses and the unembedding bias.
 
     Args:
-        model: an ``AutoModelForCausalLM`` with eager attention, in eval mode.
+        model: an ``AutoModelForCausalLM``, in eval mode.
         vocab: the tokens prompts draw from and the BOS token.
         name: what the model was loaded from, for messages.
         tokenizer: the model's tokenizer, for natural text (None: the model has none).
@@ -110,15 +110,6 @@ class PretrainedHeads:
         self.model, self.name, self.tokenizer = model, name, tokenizer
         config = model.config
         self.model_type = getattr(config, "model_type", type(model).__name__)
-        self.attention_modules = [m for m in model.modules() if family(m) is not None]
-        n_layers = getattr(config, "num_hidden_layers", None)
-        if not self.attention_modules or len(self.attention_modules) != n_layers:
-            raise UsageError(f"hf_model={name} ({self.model_type}) has no attention heads primacy can read: it knows "
-                             f"GPT-2, GPT-NeoX and q/k/v/o-projection (Llama, Mistral, Qwen2) attention")
-        self.families = [family(m) for m in self.attention_modules]
-        self.n_layers, self.n_heads = n_layers, config.num_attention_heads
-        self.n_kv_heads = getattr(config, "num_key_value_heads", None) or self.n_heads
-        self.d_head = getattr(config, "head_dim", None) or config.hidden_size // self.n_heads
         self.vocab_size = model.get_input_embeddings().weight.shape[0]
         self.vocab = vocab
         self.bos, self.allowed = vocab.bos, vocab.allowed
@@ -134,6 +125,79 @@ class PretrainedHeads:
                              f"beside the model (tokenizer.save_pretrained)")
         ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         return [torch.tensor(row, dtype=torch.long) for row in ids]
+
+    def unembedding_bias(self) -> torch.Tensor:
+        """b_U (V,) float32: the logit bias each token gets whatever the residual stream holds, as TransformerLens
+        defines it once the final LayerNorm is folded into the unembedding: the final norm's bias times W_U, plus
+        the output layer's own bias. Zero for models whose final norm has no bias (RMSNorm: Llama, Mistral, Qwen2)
+        and whose output layer has none."""
+        head = self.model.get_output_embeddings()
+        if head is None:
+            raise UsageError(f"{self.name} has no output embedding: its unembedding bias is undefined")
+        bias = torch.zeros(head.weight.shape[0], device=head.weight.device)  # V
+        norm = next((getattr(self.model.base_model, name) for name in FINAL_NORMS
+                     if isinstance(getattr(self.model.base_model, name, None), nn.Module)), None)
+        if norm is not None and getattr(norm, "bias", None) is not None:
+            bias += head.weight.float() @ norm.bias.float()  # V D · D
+        if getattr(head, "bias", None) is not None:
+            bias += head.bias.float()
+        return bias.cpu()
+
+    def space_words(self) -> torch.Tensor:
+        """(vocab_size,) bool: the tokens that are a leading space and then letters only (' the', ' cat'), spelled
+        as byte-level BPE (GPT-2, Pythia: 'Ġthe') or SentencePiece ('▁the') tokenizers spell them."""
+        if self.tokenizer is None or self.vocab.source != "tokenizer":
+            raise UsageError(f"prompt_vocabulary=unembedding_bias needs the model's tokenizer, and {self.name} has no "
+                             f"tokenizer files: save one beside the model (tokenizer.save_pretrained)")
+        words = torch.zeros(self.vocab_size, dtype=torch.bool)
+        for i, token in enumerate(self.tokenizer.convert_ids_to_tokens(list(range(min(len(self.tokenizer),
+                                                                                        self.vocab_size))))):
+            words[i] = bool(token) and SPACE_WORD.fullmatch(token) is not None
+        return words if self.allowed is None else words & self.allowed
+
+    def paper_prompt_tokens(self, n: int) -> torch.Tensor:
+        """The paper's prompt tokens (Ji-An et al., App. D): the ``n`` tokens of a leading space and letters with the
+        largest unembedding biases (``unembedding_bias``), largest first: (n,) int64. A model without such a bias
+        (every b_U 0) is refused: the most frequent tokens of a text (``frequent``) stand in for it."""
+        bias = self.unembedding_bias()
+        if not bool(bias.abs().max() > 0):
+            raise UsageError(f"prompt_vocabulary=unembedding_bias is undefined for {self.name} ({self.model_type}): "
+                             f"its final norm and output layer have no bias; use --prompt_vocabulary frequent "
+                             f"--texts FILE, the most frequent tokens of a text, instead")
+        words = self.space_words()
+        if int(words.sum()) < n:
+            raise UsageError(f"{self.name}'s tokenizer has {int(words.sum())} tokens of a leading space and letters: "
+                             f"prompts of n_items={n} need as many")
+        ranked = torch.where(words, bias, torch.tensor(float("-inf")))  # V
+        return torch.argsort(-ranked, stable=True)[:n]
+
+    def token_losses(self, tokens: torch.Tensor, predicted: Sequence[int] | None = None) -> torch.Tensor:
+        """Only the logits of the predicting positions are computed (``logits_to_keep``): with a large vocabulary
+        the unembedding is a large share of the model."""
+        predicted = list(range(1, tokens.shape[1])) if predicted is None else list(predicted)
+        keep = torch.tensor([p - 1 for p in predicted], device=self.device)  # the position predicting each
+        with torch.no_grad():
+            logits = self.model(tokens.to(self.device), use_cache=False, logits_to_keep=keep).logits.float()  # B k V
+        targets = tokens[:, predicted].to(self.device)  # B k
+        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none").cpu()  # B k
+
+
+class PretrainedHeads(_Pretrained):
+    """``HeadModel`` of a Hugging Face causal language model with attention (``primacy.workflows.hf_models.
+    load_pretrained`` makes one), loaded with eager attention."""
+
+    def __init__(self, model: nn.Module, vocab: Vocabulary, name: str, tokenizer=None) -> None:
+        super().__init__(model, vocab, name, tokenizer)
+        config = model.config
+        self.attention_modules = [m for m in model.modules() if family(m) is not None]
+        n_layers = getattr(config, "num_hidden_layers", None)
+        if not self.attention_modules or len(self.attention_modules) != n_layers:
+            raise UsageError(f"hf_model={name} ({self.model_type}) has no attention heads primacy can read: it knows "
+                             f"GPT-2, GPT-NeoX and q/k/v/o-projection (Llama, Mistral, Qwen2) attention")
+        self.families = [family(m) for m in self.attention_modules]
+        self.n_layers, self.n_heads = n_layers, config.num_attention_heads
+        self.n_kv_heads = getattr(config, "num_key_value_heads", None) or self.n_heads
+        self.d_head = getattr(config, "head_dim", None) or config.hidden_size // self.n_heads
 
     def attention(self, tokens: torch.Tensor, layers: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         tap = _SoftmaxTap(set(layers))
@@ -192,51 +256,6 @@ class PretrainedHeads:
         w_v, w_o = self._value_output(layer, head)
         return self.model.get_input_embeddings().weight, w_v, w_o, unembedding.weight.T
 
-    def unembedding_bias(self) -> torch.Tensor:
-        """b_U (V,) float32: the logit bias each token gets whatever the residual stream holds, as TransformerLens
-        defines it once the final LayerNorm is folded into the unembedding: the final norm's bias times W_U, plus
-        the output layer's own bias. Zero for models whose final norm has no bias (RMSNorm: Llama, Mistral, Qwen2)
-        and whose output layer has none."""
-        head = self.model.get_output_embeddings()
-        if head is None:
-            raise UsageError(f"{self.name} has no output embedding: its unembedding bias is undefined")
-        bias = torch.zeros(head.weight.shape[0], device=head.weight.device)  # V
-        norm = next((getattr(self.model.base_model, name) for name in FINAL_NORMS
-                     if isinstance(getattr(self.model.base_model, name, None), nn.Module)), None)
-        if norm is not None and getattr(norm, "bias", None) is not None:
-            bias += head.weight.float() @ norm.bias.float()  # V D · D
-        if getattr(head, "bias", None) is not None:
-            bias += head.bias.float()
-        return bias.cpu()
-
-    def space_words(self) -> torch.Tensor:
-        """(vocab_size,) bool: the tokens that are a leading space and then letters only (' the', ' cat'), spelled
-        as byte-level BPE (GPT-2, Pythia: 'Ġthe') or SentencePiece ('▁the') tokenizers spell them."""
-        if self.tokenizer is None or self.vocab.source != "tokenizer":
-            raise UsageError(f"prompt_vocabulary=unembedding_bias needs the model's tokenizer, and {self.name} has no "
-                             f"tokenizer files: save one beside the model (tokenizer.save_pretrained)")
-        words = torch.zeros(self.vocab_size, dtype=torch.bool)
-        for i, token in enumerate(self.tokenizer.convert_ids_to_tokens(list(range(min(len(self.tokenizer),
-                                                                                        self.vocab_size))))):
-            words[i] = bool(token) and SPACE_WORD.fullmatch(token) is not None
-        return words if self.allowed is None else words & self.allowed
-
-    def paper_prompt_tokens(self, n: int) -> torch.Tensor:
-        """The paper's prompt tokens (Ji-An et al., App. D): the ``n`` tokens of a leading space and letters with the
-        largest unembedding biases (``unembedding_bias``), largest first: (n,) int64. A model without such a bias
-        (every b_U 0) is refused: the most frequent tokens of a text (``frequent``) stand in for it."""
-        bias = self.unembedding_bias()
-        if not bool(bias.abs().max() > 0):
-            raise UsageError(f"prompt_vocabulary=unembedding_bias is undefined for {self.name} ({self.model_type}): "
-                             f"its final norm and output layer have no bias; use --prompt_vocabulary frequent "
-                             f"--texts FILE, the most frequent tokens of a text, instead")
-        words = self.space_words()
-        if int(words.sum()) < n:
-            raise UsageError(f"{self.name}'s tokenizer has {int(words.sum())} tokens of a leading space and letters: "
-                             f"prompts of n_items={n} need as many")
-        ranked = torch.where(words, bias, torch.tensor(float("-inf")))  # V
-        return torch.argsort(-ranked, stable=True)[:n]
-
     @contextmanager
     def ablate_heads(self, heads: Iterable[Head]) -> Iterator[None]:
         """Zero the heads' slices of their layer's output-projection input (forward pre-hooks; no weight is
@@ -263,13 +282,3 @@ class PretrainedHeads:
         finally:
             for handle in handles:
                 handle.remove()
-
-    def token_losses(self, tokens: torch.Tensor, predicted: Sequence[int] | None = None) -> torch.Tensor:
-        """Only the logits of the predicting positions are computed (``logits_to_keep``): with a large vocabulary
-        the unembedding is a large share of the model."""
-        predicted = list(range(1, tokens.shape[1])) if predicted is None else list(predicted)
-        keep = torch.tensor([p - 1 for p in predicted], device=self.device)  # the position predicting each
-        with torch.no_grad():
-            logits = self.model(tokens.to(self.device), use_cache=False, logits_to_keep=keep).logits.float()  # B k V
-        targets = tokens[:, predicted].to(self.device)  # B k
-        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none").cpu()  # B k

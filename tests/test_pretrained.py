@@ -1,21 +1,25 @@
-"""`analyze icl|ablation --hf_model`: tiny randomly initialised GPT-2, GPT-NeoX, Llama (grouped-query) and Qwen2
-models built from config objects, saved with save_pretrained and loaded through the code a user runs; no hub."""
+"""`analyze icl|ablation --hf_model`: tiny randomly initialised GPT-2, GPT-NeoX, Llama (grouped-query), Qwen2 and
+Mamba models built from config objects, saved with save_pretrained and loaded through the code a user runs; no hub."""
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 import transformers
 
 from primacy.analysis.cmr.grid import CMRGrid
 from primacy.analysis.icl import analyze_heads
+from primacy.analysis.heads.pretrained import mamba_mixer_influence
 from primacy.analysis.pretrained import checkpoint_name_step, family, load_pretrained
 from primacy.cli import main
+from primacy.errors import UsageError
 from primacy.tasks.prompts import repeated_prompt
 
 V, D, LAYERS, HEADS = 96, 32, 2, 4
@@ -300,7 +304,7 @@ def test_checkpoint_steps_come_from_names():
     ("file", "is a file"),
     ("missing", "does not exist"),
     ("hub-offline", "hf_model=nobody/no-such-model could not be loaded"),
-    ("no-attention", "has no attention heads primacy can read"),
+    ("no-attention", "hf_model={tmp}/mamba (falcon_mamba) has no attention heads primacy can read"),
     ("layers", "layers=[2] is invalid: the model has 2 layers"),
     ("two-sources", "hf_model and config/ckpt_path are two sources"),
     ("series-grid", "give several revisions of one model, or several directories"),
@@ -313,10 +317,11 @@ def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, 
     empty = tmp_path / "empty"
     empty.mkdir()
     (tmp_path / "weights.bin").write_text("x")
-    if case == "no-attention":
+    if case == "no-attention":  # FalconMamba's norms on B, C and Δ are not read: neither attention nor plain Mamba
         torch.manual_seed(0)
-        config = transformers.MambaConfig(vocab_size=V, hidden_size=16, state_size=4, num_hidden_layers=1)
+        config = transformers.FalconMambaConfig(vocab_size=V, hidden_size=16, state_size=4, num_hidden_layers=1)
         transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "mamba")
+        capsys.readouterr()  # saving may draw a progress bar: only the command's error is read
     if case == "qwen-v1":  # the config of Qwen-7B (v1): its model class is remote code
         (tmp_path / "qwen").mkdir()
         (tmp_path / "qwen" / "config.json").write_text(json.dumps(
@@ -329,7 +334,7 @@ def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, 
               "two-sources": ["--hf_model", models["llama"], "--config", tmp_path / "config.yaml"],
               "series-grid": ["--hf_model", models["llama"], models["neox"], "--revision", "step1", "step2"]}[case]
     _fails_in_one_line(["analyze", "icl", *source, "--out", tmp_path / "out", "--prompts", 2, "--n_items", 11],
-                       expected, capsys)
+                       expected.format(tmp=tmp_path), capsys)
     assert not (tmp_path / "out").exists(), "nothing written"
 
 
@@ -392,3 +397,73 @@ def test_the_analysis_finds_the_head_a_trained_model_copies_with(tmp_path):
         with heads.ablate_heads([head]):
             copy_loss[head] = float(heads.token_losses(tokens)[:, 17:].mean())  # the second r after its first token
     assert max(copy_loss, key=copy_loss.get) == best, f"ablating {best} must hurt copying most: {copy_loss}"
+
+
+def _mamba(path):
+    """A tiny Hugging Face Mamba (2 layers, 32 inner channels each) saved in ``path``."""
+    torch.manual_seed(0)
+    config = transformers.MambaConfig(vocab_size=V, hidden_size=16, state_size=4, num_hidden_layers=2, expand=2,
+                                      conv_kernel=3, bos_token_id=0, eos_token_id=1)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    return path
+
+
+def test_a_hugging_face_mambas_influence_rebuilds_each_mixers_output_in_float64(tmp_path):
+    """out_proj((Σ_s weights · u) · silu(z)) is the mixer's own output: the influence is exact, not an attribution."""
+    heads = load_pretrained(str(_mamba(tmp_path / "mamba")))
+    heads.model.double()
+    tokens = _prompts(heads, batch=2)
+    seen = {}
+    hooks = [m.register_forward_hook(lambda module, args, out, i=i: seen.__setitem__(i, (args[0], out)))
+             for i, m in enumerate(heads.mixers)]
+    with torch.no_grad():
+        heads.model(tokens, use_cache=False)
+    for hook in hooks:
+        hook.remove()
+    for i, mixer in enumerate(heads.mixers):
+        x, out = seen[i]
+        weights, u, gate = mamba_mixer_influence(mixer, x)  # B E T T, B E T, B E T
+        assert weights.dtype == torch.float64 and (weights.triu(1) == 0).all()
+        mixed = torch.einsum("bets,bes->bet", weights, u) * F.silu(gate)  # B E T
+        rebuilt = mixer.out_proj(mixed.transpose(1, 2))
+        assert (rebuilt - out).abs().max() <= 1e-10
+
+
+def test_analyze_icl_and_ablation_read_a_hugging_face_mambas_inner_channels(tmp_path, capsys):
+    model = _mamba(tmp_path / "mamba")
+    out = tmp_path / "icl"
+    _run("analyze", "icl", "--hf_model", model, "--out", out, "--n_items", 11, "--prompts", 4, "--group", 8,
+         "--formats", "png")
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["model_type"], summary["unit"], summary["units_per_head"]) == ("mamba", "inner channel", 8)
+    assert (summary["n_layers"], summary["n_heads"]) == (2, 4) and np.isfinite(summary["icl_score"])
+    ablation = tmp_path / "ablation"
+    _run("analyze", "ablation", "--hf_model", model, "--heads", out / "heads.csv", "--out", ablation, "--n_items", 8,
+         "--sequences", 6, "--random", 2, "--group", 8, "--formats", "png")
+    assert json.loads((ablation / "ablation.json").read_text())["k"] == 1
+    capsys.readouterr()
+
+
+def test_ablating_a_mamba_head_zeroes_its_channels_at_the_output_projection(tmp_path):
+    heads = load_pretrained(str(_mamba(tmp_path / "mamba")), group=8)
+    heads.model.double()
+    tokens = _prompts(heads, batch=3)
+    with heads.ablate_heads([(1, 2)]):
+        ablated = heads.token_losses(tokens)
+    with torch.no_grad():
+        heads.mixers[1].out_proj.weight[:, 16:24] = 0.0
+    torch.testing.assert_close(ablated, heads.token_losses(tokens), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("group,message", [
+    (5, "group=5 is invalid for hf_model={path}: it must divide the 32 inner channels of a layer"),
+    (2, None),
+])
+def test_a_group_is_for_mamba_channels_only(models, tmp_path, group, message):
+    mamba = str(_mamba(tmp_path / "mamba"))
+    if message is not None:
+        with pytest.raises(UsageError, match=re.escape(message.format(path=mamba))):
+            load_pretrained(mamba, group=group)
+    with pytest.raises(UsageError, match=re.escape(f"group={group} is invalid for hf_model={models['gpt2']}: its "
+                                                   "heads are its attention heads (group 1)")):
+        load_pretrained(str(models["gpt2"]), group=group)

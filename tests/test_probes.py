@@ -11,6 +11,7 @@ import torch
 from conftest import QUIET, ROOT
 
 from primacy.analysis.probes import MEASURES, measure_probes, probe_sums, strongest_head
+from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.cli import main
 from primacy.models.lists import SequenceModel
@@ -138,8 +139,20 @@ def test_analyze_probes_writes_tables_arrays_summary_and_figure(trained_run, tmp
     assert "largest old-new gap" in capsys.readouterr().out
 
 
+def test_s4d_channels_look_alike_at_old_and_new_probes():
+    """A time-invariant layer's influence ignores the tokens, so its channels put the same weight on the study items
+    whether the probe was studied or not: every measure but match_weight is equal for old and new probes."""
+    torch.manual_seed(0)
+    model = SequenceModel(S4DBackbone(d_model=8, d_state=4), vocab_size=32, n_items=L).eval()
+    task = VerificationTask(n_items=L, vocab_size=32, num_held_out=12, num_test_sets=5, num_val_sets=2)
+    means = measure_probes(model, task.test_design(), 3, batch_size=24).means()
+    for m in ("max_weight", "entropy", "study_mass"):
+        assert means[m].shape == (1, 8, 2, L)  # one layer of 8 channels
+        np.testing.assert_allclose(means[m][:, :, 0], means[m][:, :, 1], rtol=1e-6, err_msg=m)
+
+
 @pytest.mark.parametrize("case,message", [
-    ("s4d", "has backbone S4DBackbone: analyze probes needs a TransformerBackbone run"),
+    ("lstm", "has backbone LSTMBackbone: analyze probes needs attention or an exact token-to-token influence"),
     ("induction", "has task InductionTask: analyze probes needs a VerificationTask run"),
     ("existing", "already holds probes.csv: choose another directory or pass --overwrite"),
     ("sets", "sets=6 is invalid: the run has num_test_sets=5"),
@@ -147,8 +160,8 @@ def test_analyze_probes_writes_tables_arrays_summary_and_figure(trained_run, tmp
 def test_unusable_runs_and_settings_are_one_line_errors(trained_run, tmp_path, capsys, case, message):
     out = tmp_path / "probes"
     args = probe_args(trained_run, out)
-    if case in ("s4d", "induction"):
-        config = {"s4d": "quickstart.yaml", "induction": "induction-quickstart.yaml"}[case]
+    if case in ("lstm", "induction"):
+        config = {"lstm": "quickstart-lstm.yaml", "induction": "induction-quickstart.yaml"}[case]
         args[args.index("--config") + 1] = str(ROOT / "configs" / config)
     elif case == "existing":
         out.mkdir()

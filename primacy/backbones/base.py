@@ -16,6 +16,8 @@ class Backbone(nn.Module, ABC):
         forward(x): (B, T, D) -> (B, T, D); output t depends on inputs 0..t only.
     Optional:
         dt(): the positive discretisation steps by layer name (each a (channels,) tensor); empty if none.
+        dt_per_token(x) -> {layer name: (B, T, channels)}: for a backbone whose step depends on the input (Mamba's
+            selection), the step each position of x (B, T, D) takes, without gradients; the names are dt()'s.
         initial_state(batch_size) and step(x_t, state) -> (y_t, state): one position at a time (a recurrence, or
             a cache of the past), x_t and y_t (B, D); stepping from the initial state through x[:, t] must give
             forward(x)[:, t]. Models that feed their outputs back (free recall) then take one step per output

@@ -55,6 +55,34 @@ def toeplitz(kernel: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Te
     return weights
 
 
+def selective_scan_weights(dt: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                           d: torch.Tensor) -> torch.Tensor:
+    """Mamba's selective scan h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t, y_t = C_t h_t + D u_t unrolled exactly (Ali,
+    Zimerman & Wolf 2024, "The hidden attention of Mamba models"): Δ dt (B, T, E), A a (E, N), B and C b, c (B, T, N),
+    D d (E,) -> weights (B, E, T, T) with
+
+        weights[b, e, t, s] = Σ_n C_t[n] · exp(Σ_{s<k≤t} Δ_k[e] A[e, n]) · Δ_s[e] B_s[n]   for s ≤ t,
+
+    plus D[e] on the diagonal and 0 above it, so that y[b, t, e] = Σ_s weights[b, e, t, s] · u[b, s, e]. The exponent
+    is a segment sum (``segment_sums``: no difference of cumulative sums, so no cancellation) and never positive for
+    A < 0, Δ > 0. Holds (B, E, N, T, T) entries at a time."""
+    length = dt.shape[1]
+    decay = torch.exp(segment_sums((dt[..., None] * a).permute(0, 2, 3, 1)))  # B E N T T
+    weights = torch.einsum("btn,bents,bse,bsn->bets", c, decay, dt, b)  # B E T T
+    return weights + torch.diag_embed(d[:, None].expand(-1, length))  # D on the diagonal
+
+
+def segment_sums(x: torch.Tensor) -> torch.Tensor:
+    """x (..., T) -> (..., T, T) with [..., t, s] = Σ_{s<k≤t} x[..., k] for s ≤ t and -inf above the diagonal, summed
+    directly (as Mamba-2's segsum) rather than as a difference of cumulative sums."""
+    length = x.shape[-1]
+    below = torch.ones(length, length, dtype=torch.bool, device=x.device).tril(-1)  # T T: k > s
+    terms = x[..., :, None].expand(*x.shape, length).masked_fill(~below, 0.0)  # ... T T: [k, s] = x_k for k > s
+    sums = terms.cumsum(dim=-2)  # ... T T: [t, s] = Σ_{s<k≤t} x_k
+    causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()  # T T
+    return sums.masked_fill(~causal, float("-inf"))
+
+
 Unit = tuple[int, int]  # (layer, unit), 0-based: the index into ``Backbone.influence``'s list and into its C units
 
 

@@ -6,9 +6,10 @@ from primacy import moved
 from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.callbacks.config import RunConfig
 from primacy.callbacks.results import ResultsWriter
-from primacy.callbacks.trackers import DtTracker, HeadScoreTracker, TrainingRecorder
+from primacy.callbacks.trackers import DtTracker, HeadScoreTracker, TokenDtTracker, TrainingRecorder
 
-__all__ = ["DtTracker", "HeadScoreTracker", "ResultsWriter", "RunCheckpoint", "RunConfig", "TrainingRecorder"]
+__all__ = ["DtTracker", "HeadScoreTracker", "ResultsWriter", "RunCheckpoint", "RunConfig", "TokenDtTracker",
+           "TrainingRecorder"]
 
 
 def __getattr__(name: str) -> object:  # names of the module primacy.callbacks was before it became this package

@@ -1,5 +1,6 @@
-"""Trackers of a value over training: DtTracker (the backbone's Δt) and HeadScoreTracker (attention-head scores),
-each saved in the checkpoint and written to <run>/results at the end of fit."""
+"""Trackers of a value over training: DtTracker (the backbone's Δt), TokenDtTracker (the Δt each position takes) and
+HeadScoreTracker (attention-head scores), each saved in the checkpoint and written to <run>/results at the end of
+fit."""
 
 from __future__ import annotations
 
@@ -129,6 +130,92 @@ class DtTracker(TrainingRecorder):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.steps = list(state_dict["steps"])
         self.values = [np.asarray(v) for v in state_dict["values"]]
+        self.layers, self.channels = list(state_dict["layers"]), list(state_dict["channels"])
+
+
+class TokenDtTracker(TrainingRecorder):
+    """Records the Δt each position of a fixed set of validation sequences takes during training: Mamba's selection
+    step (``Backbone.dt_per_token``), which depends on the token, or a fixed Δt (``dt()``, S4 and S4D) at every
+    position, the time-invariant control.
+
+    Every ``every_n_steps`` optimiser steps (and at the first and last step) it stores the Δt of every layer, channel
+    and position averaged over the sequences (the first ``sequences`` of the task's first validation batch: an
+    induction task's [BOS] r r prompts, a verification task's study-and-query trials), without gradients and in eval
+    mode, so training goes as without it. At the end of ``fit`` it writes <run>/results/token_dt.npz (``steps`` (S,),
+    ``dt`` (S, T, C), ``tokens`` (sequences, T), ``layers``, ``channels``) and the figure token_dt. The history is part
+    of the checkpoint, so a resumed run keeps it.
+
+    Args:
+        every_n_steps: recording interval in optimiser steps.
+        sequences: validation sequences the Δt is averaged over.
+        formats: figure file formats; [] writes the history alone.
+        dpi: resolution of raster figures.
+    """
+
+    def __init__(self, every_n_steps: int = 250, sequences: int = 16, formats: list[str] = ["png"],  # noqa: B006
+                 dpi: int = 150) -> None:
+        super().__init__(every_n_steps)
+        positive(sequences=sequences, dpi=dpi)
+        figure_formats(formats)
+        self.sequences, self.formats, self.dpi = sequences, list(formats), dpi
+        self.tokens: torch.Tensor | None = None  # sequences T, from the first validation batch
+        self.values: list[np.ndarray] = []  # each (T, C)
+        self.layers: list[str] = []
+        self.channels: list[int] = []
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        backbone = pl_module.backbone
+        if not callable(getattr(backbone, "dt_per_token", None)) and not backbone.dt():
+            raise UsageError(f"TokenDtTracker: backbone {type(backbone).__name__} has no Δt: it needs an SSM (S4, "
+                             "S4D, or Mamba's selection step)")
+
+    def token_dt(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, torch.Tensor]:
+        """Δt of each layer at each position of the sequences: {layer: (sequences, T, channels)}."""
+        if self.tokens is None:
+            self.tokens = next(iter(trainer.datamodule.val_dataloader()))["tokens"][: self.sequences].cpu()
+        backbone, training = pl_module.backbone, pl_module.training
+        pl_module.eval()
+        try:
+            with torch.no_grad():
+                x = pl_module.embedding(self.tokens.to(pl_module.device))  # B T D
+                if callable(getattr(backbone, "dt_per_token", None)):
+                    return backbone.dt_per_token(x)
+                return {name: dt.expand(*x.shape[:2], -1) for name, dt in backbone.dt().items()}  # a fixed Δt
+        finally:
+            pl_module.train(training)
+
+    def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        step = trainer.global_step
+        if self.steps and self.steps[-1] == step:
+            return
+        dts = self.token_dt(trainer, pl_module)
+        self.layers, self.channels = list(dts), [int(v.shape[-1]) for v in dts.values()]
+        self.values.append(torch.cat([v.float().mean(0) for v in dts.values()], dim=-1).cpu().numpy())  # T C
+        self.steps.append(step)
+
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
+        steps, dt = np.asarray(self.steps, dtype=np.int64), np.stack(self.values)  # S, (S T C)
+        files.save_npz(out / "token_dt.npz", steps=steps, dt=dt, tokens=self.tokens.numpy(),
+                       layers=np.asarray(self.layers), channels=np.asarray(self.channels, dtype=np.int64))
+        if self.formats:
+            title = (f"{type(pl_module.backbone).__name__}: Δt by position of {len(self.tokens)} validation "
+                     "sequences over training")
+            figures.save(figures.dt.token_dt(steps, dt, self.layers, self.channels, title), out / "token_dt",
+                         self.formats, self.dpi)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": list(self.steps), "values": [v.tolist() for v in self.values], "layers": list(self.layers),
+                "channels": list(self.channels), "sequences": self.sequences}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if state_dict.get("sequences") != self.sequences:
+            rank_zero_warn(f"TokenDtTracker: the checkpoint's history averaged {state_dict.get('sequences')} "
+                           f"sequences, this run {self.sequences}: the history starts afresh")
+            return
+        self.steps = list(state_dict["steps"])
+        self.values = [np.asarray(v, dtype=np.float32) for v in state_dict["values"]]
         self.layers, self.channels = list(state_dict["layers"]), list(state_dict["channels"])
 
 

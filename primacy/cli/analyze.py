@@ -11,11 +11,10 @@ from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.heads.analysis import check_prompt_items
 from primacy.analysis.heads.emergence import HEAD_CHOICES, emergence_step
 from primacy.analysis.heads.scores import QUERY_WINDOWS
-from primacy.backbones.transformer import TransformerBackbone
 from primacy.checks import figure_formats, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
 from primacy.rundir.layout import SUMMARY
-from primacy.rundir.runs import require_backbone, require_influence, require_task
+from primacy.rundir.runs import require_influence, require_task
 from primacy.tasks.verification import VerificationTask
 from primacy.workflows.analyses import (
     AblationSettings,
@@ -87,9 +86,10 @@ def _source_arguments(parser: argparse.ArgumentParser, several: bool) -> None:
                        help="the hub revision (a branch, tag or commit)" + (
                            "; several revisions of one model (e.g. step1000 step2000 for Pythia) are a series of "
                            "checkpoints, each step read from its name" if several else ""))
-    group.add_argument("--group", type=int, default=None,
-                       help="a run without attention: its units (S4/S4D channels, Mamba inner channels, mLSTM heads) "
-                            "merged this many consecutive ones to a head (default 1: each unit is a head)")
+    group.add_argument("--group", type=int, default=1,
+                       help="a model without attention (a run's S4/S4D channels, Mamba inner channels or mLSTM heads; "
+                            "a Hugging Face Mamba's inner channels): this many consecutive units make one head "
+                            "(default 1: each unit is a head)")
     group.add_argument("--dtype", choices=list(DTYPES), default=None, help="weights of --hf_model (default float32)")
     group.add_argument("--device", choices=DEVICES, default=None, help="where --hf_model runs (default cpu)")
 
@@ -128,6 +128,7 @@ def _listed(value: str | list[str] | None) -> list[str] | None:
 
 def _sources(options: argparse.Namespace, command: str) -> list[Checkpoint]:
     """The checkpoints the options name, checked before any model is loaded."""
+    positive(group=options.group)
     run = options.config is not None or options.ckpt_path is not None
     if options.hf_model is not None and run:
         raise UsageError("hf_model and config/ckpt_path are two sources: give --hf_model, or --config with "
@@ -141,15 +142,10 @@ def _sources(options: argparse.Namespace, command: str) -> list[Checkpoint]:
                 raise UsageError(f"{name}={getattr(options, name)} only applies to --hf_model: a run's checkpoint "
                                  f"loads as it was trained")
         require_influence(options.config, command)  # attention, or units with an exact influence
-        if options.group is not None:
-            positive(group=options.group)
-        return trained_checkpoints(options.config, _listed(options.ckpt_path), options.group or 1)
-    if options.group is not None:
-        raise UsageError(f"group={options.group} only applies to a run trained here (--config): a pretrained "
-                         "model's heads are its attention heads")
+        return trained_checkpoints(options.config, _listed(options.ckpt_path), options.group)
     transformers_module()  # a one-line message now, not after the other checks, when it is missing
     return pretrained_checkpoints(_listed(options.hf_model), _listed(options.revision), options.dtype or "float32",
-                                  options.device or "cpu")
+                                  options.device or "cpu", options.group)
 
 
 def icl_command(args: list[str]) -> None:
@@ -264,7 +260,7 @@ def probes_command(args: list[str]) -> None:
     options = parser.parse_args(args)
     positive(sets=options.sets, batch_size=options.batch_size)
     out = _check_outputs(options.out, PROBE_FILES, options.overwrite, options.formats)
-    require_backbone(options.config, TransformerBackbone, "analyze probes")  # it reads attention weights
+    require_influence(options.config, "analyze probes")  # it reads attention, or an exact influence
     require_task(options.config, VerificationTask, "analyze probes")  # it needs study items and old/new queries
     run = ProbeRun(Path(options.config), Path(options.ckpt_path), Path(options.config).parent.name)
     content = analyze_probes([run], out, options.sets, options.batch_size, options.formats)

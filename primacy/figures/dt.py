@@ -1,4 +1,5 @@
-"""Δt figures (Fig. 4): every channel's Δt over training, and its distribution before and after."""
+"""Δt figures (Fig. 4): every channel's Δt over training, and its distribution before and after; and the Δt each
+position takes (Mamba's selection step, beside a fixed Δt)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,34 @@ def dt_trajectory(steps: np.ndarray, dt: np.ndarray, title: str = "") -> Figure:
     ax.set_xlabel("training step")
     ax.set_ylabel("channel (sorted by Δt)")
     ax.set_title(title, fontsize=10)
+    return fig
+
+
+def token_dt(steps: np.ndarray, dt: np.ndarray, layers: list[str], channels: list[int], title: str = "") -> Figure:
+    """Δt by position: per layer, the channels' median log10 Δt at each position over training (top, a heatmap) and
+    at the last recorded step with its 25-75 % band over channels (bottom). A fixed Δt gives vertical stripes and a
+    flat line; a selective one shows which positions open (large Δt: the state takes the token in) or close the gate.
+
+    steps: (S,); dt: (S, T, C), C = sum(channels), the layers' channels side by side in ``layers`` order.
+    """
+    log_dt = np.log10(np.asarray(dt, float))  # S T C
+    bounds = np.cumsum([0, *channels])
+    fig, axes = plt.subplots(2, len(layers), figsize=(4.2 * len(layers), 5.6), squeeze=False, constrained_layout=True)
+    positions = np.arange(log_dt.shape[1])
+    for i, name in enumerate(layers):
+        layer = log_dt[:, :, bounds[i] : bounds[i + 1]]  # S T C_i
+        mesh = axes[0, i].pcolormesh(positions, np.asarray(steps), np.median(layer, axis=2), cmap=CMAP,
+                                     shading="nearest")
+        fig.colorbar(mesh, ax=axes[0, i], label="median log10 Δt")
+        axes[0, i].set_ylabel("training step")
+        axes[0, i].set_title(name, fontsize=10)
+        low, mid, high = np.quantile(layer[-1], (0.25, 0.5, 0.75), axis=1)  # T each
+        axes[1, i].fill_between(positions, low, high, alpha=0.3, color="tab:blue", label="25-75 % of channels")
+        axes[1, i].plot(positions, mid, color="tab:blue", label="median")
+        axes[1, i].set_xlabel("position")
+        axes[1, i].set_ylabel(f"log10 Δt at step {int(steps[-1])}")
+        axes[1, i].legend(frameon=False, fontsize=8)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 

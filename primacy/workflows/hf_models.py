@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from primacy.analysis.heads.pretrained import PretrainedHeads, vocabulary
+from primacy.analysis.heads.pretrained import MAMBA_TYPES, PretrainedHeads, PretrainedMamba, vocabulary
 from primacy.checks import one_of
 from primacy.errors import UsageError
 
@@ -54,9 +54,10 @@ def check_source(name: str) -> None:
 
 
 def load_pretrained(name: str, revision: str | None = None, dtype: str = "float32",
-                    device: str = "cpu") -> PretrainedHeads:
+                    device: str = "cpu", group: int = 1) -> PretrainedHeads | PretrainedMamba:
     """A causal LM from a hub id or local directory, with eager attention, its tokenizer's vocabulary (or the
-    config's without one); every failure is a one-line UsageError naming the parameter."""
+    config's without one): its attention heads, or a Mamba's inner channels ``group`` to a head; every failure is a
+    one-line UsageError naming the parameter."""
     transformers = transformers_module()
     one_of("dtype", dtype, DTYPES)
     one_of("device", device, DEVICES)
@@ -76,8 +77,12 @@ def load_pretrained(name: str, revision: str | None = None, dtype: str = "float3
         tokenizer = transformers.AutoTokenizer.from_pretrained(name, revision=revision)
     except (OSError, ValueError, KeyError, TypeError):  # no tokenizer files: token ids from the config
         tokenizer = None
-    vocab_size = model.get_input_embeddings().weight.shape[0]
-    return PretrainedHeads(model, vocabulary(tokenizer, model.config, vocab_size), where, tokenizer)
+    vocab = vocabulary(tokenizer, model.config, model.get_input_embeddings().weight.shape[0])
+    if getattr(model.config, "model_type", None) in MAMBA_TYPES:
+        return PretrainedMamba(model, vocab, where, tokenizer, group)
+    if group != 1:
+        raise UsageError(f"group={group} is invalid for {where}: its heads are its attention heads (group 1)")
+    return PretrainedHeads(model, vocab, where, tokenizer)
 
 
 def checkpoint_name_step(name: str, required: bool = True) -> int | None:

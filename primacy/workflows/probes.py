@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from primacy.analysis.behaviour.comparison import mean_and_se
+from primacy.analysis.heads.model import head_model
 from primacy.analysis.heads.probes import MEASURES, PROBES, capture_bytes, measure_probes, strongest_head
 from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
@@ -39,6 +40,7 @@ def analyze_probes(runs: Sequence[ProbeRun], out: Path, sets: int | None = None,
     total, strongest = None, []
     for run in runs:
         model, task = load_run(run.config, run.checkpoint)
+        model = head_model(model)
         n_sets = min(PROBE_SETS, task.num_test_sets) if sets is None else sets
         if n_sets > task.num_test_sets:
             raise UsageError(f"sets={n_sets} is invalid: the run has num_test_sets={task.num_test_sets}, give at most "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from primacy.analysis.heads.model import HeadModel, head_model
-from primacy.analysis.heads.pretrained import PretrainedHeads
+from primacy.analysis.heads.pretrained import PretrainedHeads, PretrainedMamba
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import checkpoint_step
 from primacy.rundir.runs import load_run
@@ -50,14 +50,16 @@ class PretrainedCheckpoint:
     step: int | None = None
     dtype: str = "float32"
     device: str = "cpu"
+    group: int = 1  # a Mamba's inner channels per head
 
     def load(self) -> tuple[HeadModel, int | None]:
         """The model and the paper's n for pretrained models' prompts."""
-        return load_pretrained(self.name, self.revision, self.dtype, self.device), PAPER_PROMPT_ITEMS
+        return load_pretrained(self.name, self.revision, self.dtype, self.device, self.group), PAPER_PROMPT_ITEMS
 
-    def describe(self, model: PretrainedHeads) -> dict:
+    def describe(self, model: PretrainedHeads | PretrainedMamba) -> dict:
         return {"hf_model": self.name, "revision": self.revision, "step": self.step, "dtype": self.dtype,
-                "model_type": model.model_type, **model.vocab.describe()}
+                "model_type": model.model_type, **model.vocab.describe(), "unit": getattr(model, "unit", "head"),
+                "units_per_head": self.group}
 
     def written_after(self, path: Path) -> bool:
         local = Path(self.name).expanduser() / "config.json"
@@ -76,7 +78,7 @@ def trained_checkpoints(config: str | Path, ckpts: list[str] | list[Path], group
 
 
 def pretrained_checkpoints(names: list[str], revisions: list[str] | None, dtype: str,
-                           device: str) -> list[PretrainedCheckpoint]:
+                           device: str, group: int = 1) -> list[PretrainedCheckpoint]:
     """One model, or a series of checkpoints of one model (several revisions of a name, or several directories),
     in step order; a series takes each step from the revision's or directory's name (``step1000``)."""
     revisions = revisions or [None]
@@ -89,8 +91,8 @@ def pretrained_checkpoints(names: list[str], revisions: list[str] | None, dtype:
     if len(pairs) == 1:
         (name, revision), = pairs
         return [PretrainedCheckpoint(name, revision, checkpoint_name_step(revision or name, required=False), dtype,
-                                     device)]
-    series = [PretrainedCheckpoint(name, revision, checkpoint_name_step(revision or name), dtype, device)
+                                     device, group)]
+    series = [PretrainedCheckpoint(name, revision, checkpoint_name_step(revision or name), dtype, device, group)
               for name, revision in pairs]
     steps = [c.step for c in series]
     if len(set(steps)) < len(steps):

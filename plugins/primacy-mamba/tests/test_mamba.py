@@ -223,16 +223,28 @@ def test_a_sequence_model_over_mamba_keeps_the_model_contract():
 
 @pytest.mark.skipif(not QUICKSTART.is_file(), reason="needs a primacy checkout's configs/")
 def test_quickstart_config_trains_and_records_dt(tmp_path):
+    """DtTracker (the config's) records each channel's mean Δt; TokenDtTracker the Δt each position takes, which a
+    selective scan sets from the token."""
     run = tiny_fit(tmp_path / "run", None, None, None, config=QUICKSTART, steps=6,
                    data_settings={"n_items": 8, "vocab_size": 64, "batch_size": 8, "num_held_out": 16,
                                   "num_test_sets": 2, "num_val_sets": 2},
-                   backbone_settings={"d_model": 16}, args=["--trainer.val_check_interval", "3"])
+                   backbone_settings={"d_model": 16},
+                   args=["--trainer.val_check_interval", "3", "--trainer.callbacks+=TokenDtTracker",
+                         "--trainer.callbacks.every_n_steps", "3", "--trainer.callbacks.sequences", "4"])
     summary = json.loads((run / "results" / "summary.json").read_text())
     assert summary["backbone"] == "MambaBackbone" and summary["n_items"] == 8
     history = np.load(run / "results" / "dt_history.npz")
     assert list(history["layers"]) == ["layer0"] and list(history["channels"]) == [32]
     assert history["dt"].shape[1] == 32 and (history["dt"] > 0).all() and len(history["steps"]) >= 2
     assert not np.allclose(history["dt"][0], history["dt"][-1]), "Δt follows the inputs and the training"
+    by_token = np.load(run / "results" / "token_dt.npz")
+    assert by_token["steps"].tolist() == [0, 3, 6] and by_token["dt"].shape == (3, 16, 32)  # 8 study + 8 queries
+    assert not np.allclose(by_token["dt"][-1], by_token["dt"][-1, :1]), "a selective Δt differs between positions"
+    model = SequenceModel.load_from_checkpoint(run / "checkpoints" / "last.ckpt", map_location="cpu").eval()
+    with torch.no_grad():
+        expected = model.backbone.dt_per_token(model.embedding(torch.as_tensor(by_token["tokens"])))["layer0"]
+    np.testing.assert_allclose(by_token["dt"][-1], expected.mean(0).numpy(), rtol=1e-5)
+    assert (run / "results" / "token_dt.png").is_file()
 
 
 def test_ablating_an_inner_channel_is_zeroing_its_column_of_the_output_projection():

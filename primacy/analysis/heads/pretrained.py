@@ -1,4 +1,5 @@
-"""Pretrained Hugging Face causal language models as ``HeadModel``s, for ``primacy analyze icl|ablation --hf_model``.
+"""Pretrained Hugging Face causal language models as ``HeadModel``s, for ``primacy analyze icl|ablation --hf_model``:
+``PretrainedHeads`` for attention, ``PretrainedMamba`` for Mamba's selective scan (its exact influence).
 
 A model loaded with eager attention (``primacy.workflows.hf_models.load_pretrained`` reads it from a hub id or a
 local directory; this module reads no file) is seen as heads. Its attention is read where the model computes it:
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from primacy.analysis.heads.model import Head, OVCircuit
+from primacy.analysis.heads.model import Head, OVCircuit, influence_shares
+from primacy.backbones.influence import selective_scan_weights, unit_pair, zero_units
 from primacy.errors import UsageError
 
 FAMILIES = {  # attention family: the child modules that identify it
@@ -118,6 +120,18 @@ class _Pretrained:
         # the longest input its positions allow (None: the config does not say)
         self.max_length = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
 
+    def _run_hooked(self, tokens: torch.Tensor, handles: list, mode: TorchFunctionMode | None = None) -> None:
+        """The model on ``tokens`` without gradients (inside ``mode``, if given) until a hook raises ``_Done`` or the
+        pass ends; the hooks' ``handles`` are removed after, whatever happens."""
+        try:
+            with torch.no_grad(), mode or nullcontext():
+                self.model(tokens.to(self.device), use_cache=False)
+        except _Done:
+            pass
+        finally:
+            for handle in handles:
+                handle.remove()
+
     def tokenize(self, texts: Sequence[str]) -> list[torch.Tensor]:
         """Each text's token ids (1-D int64), without the special tokens a tokenizer may add."""
         if self.tokenizer is None or self.vocab.source != "tokenizer":
@@ -192,8 +206,8 @@ class PretrainedHeads(_Pretrained):
         self.attention_modules = [m for m in model.modules() if family(m) is not None]
         n_layers = getattr(config, "num_hidden_layers", None)
         if not self.attention_modules or len(self.attention_modules) != n_layers:
-            raise UsageError(f"hf_model={name} ({self.model_type}) has no attention heads primacy can read: it knows "
-                             f"GPT-2, GPT-NeoX and q/k/v/o-projection (Llama, Mistral, Qwen2) attention")
+            raise UsageError(f"{name} ({self.model_type}) has no attention heads primacy can read: it knows "
+                             f"GPT-2, GPT-NeoX and q/k/v/o-projection (Llama, Mistral, Qwen2) attention, and Mamba")
         self.families = [family(m) for m in self.attention_modules]
         self.n_layers, self.n_heads = n_layers, config.num_attention_heads
         self.n_kv_heads = getattr(config, "num_key_value_heads", None) or self.n_heads
@@ -217,19 +231,12 @@ class PretrainedHeads(_Pretrained):
 
         handles = [m.register_forward_pre_hook(enter(i)) for i, m in enumerate(self.attention_modules)]
         handles += [m.register_forward_hook(leave(i)) for i, m in enumerate(self.attention_modules)]
-        try:
-            with torch.no_grad(), tap:
-                self.model(tokens.to(self.device), use_cache=False)
-        except _Done:
-            pass
-        finally:
-            for handle in handles:
-                handle.remove()
+        self._run_hooked(tokens, handles, tap)
         expected = (len(tokens), self.n_heads, tokens.shape[1], tokens.shape[1])
         for layer in layers:
             calls = tap.calls.get(layer, [])
             if len(calls) != 1 or tuple(calls[0][0].shape) != expected:
-                raise UsageError(f"hf_model={self.name} ({self.model_type}) has no attention weights primacy can "
+                raise UsageError(f"{self.name} ({self.model_type}) has no attention weights primacy can "
                                  f"read in layer {layer}: its eager attention made {len(calls)} softmax calls, not "
                                  f"one of shape {expected}")
         scores = torch.stack([tap.calls[layer][0][0] for layer in layers]).cpu()  # layers B heads T T
@@ -277,6 +284,90 @@ class PretrainedHeads(_Pretrained):
 
         handles = [getattr(self.attention_modules[layer], OUTPUT[self.families[layer]]).register_forward_pre_hook(
             zero(chosen)) for layer, chosen in by_layer.items()]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+MAMBA_TYPES = ("mamba",)  # model types whose mixers are Mamba-1's (FalconMamba adds norms on B, C and Δ: not read)
+
+
+def mamba_mixer_influence(mixer: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The exact influence of a Hugging Face ``MambaMixer`` on its input x (B, T, D): weights (B, E, T, T)
+    (``selective_scan_weights``), the scan's input u (B, E, T) and the gate z (B, E, T), computed from the mixer's own
+    modules as its forward does, so that out_proj((Σ_s weights · u) · silu(z)) is its output. No gradients."""
+    n, rank = mixer.ssm_state_size, mixer.time_step_rank
+    length = x.shape[1]
+    with torch.no_grad():
+        u, gate = mixer.in_proj(x).transpose(1, 2).chunk(2, dim=1)  # B E T each
+        u = mixer.act(mixer.conv1d(u)[..., :length])  # B E T: the causal convolution (padding k - 1, cut to T)
+        dt_low, b, c = torch.split(mixer.x_proj(u.transpose(1, 2)), [rank, n, n], dim=-1)  # B T R, B T N, B T N
+        dt = F.softplus(dt_low @ mixer.dt_proj.weight.T + mixer.dt_proj.bias)  # B T E
+        work = torch.promote_types(x.dtype, torch.float32)  # float32 at least, as the model's own scan runs
+        a = -torch.exp(mixer.A_log.to(work))  # E N
+        weights = selective_scan_weights(dt.to(work), a, b.to(work), c.to(work), mixer.D.to(work))  # B E T T
+    return weights, u, gate
+
+
+class PretrainedMamba(_Pretrained):
+    """``HeadModel`` of a Hugging Face Mamba (``MambaForCausalLM``; ``primacy.workflows.hf_models.load_pretrained``
+    makes one): each layer's selective scan read through its exact influence (``mamba_mixer_influence``), its inner
+    channels ``group`` to a head, as ``primacy.analysis.heads.model.InfluenceHeads`` reads primacy's own Mamba runs
+    (weights are shares of absolute influence, scores their logarithm; ablating a head zeroes its channels at the
+    output projection's input; no OV circuit)."""
+
+    def __init__(self, model: nn.Module, vocab: Vocabulary, name: str, tokenizer=None, group: int = 1) -> None:
+        super().__init__(model, vocab, name, tokenizer)
+        if self.model_type not in MAMBA_TYPES:
+            raise UsageError(f"{name} ({self.model_type}) is not a Mamba primacy can read: it knows "
+                             f"{', '.join(MAMBA_TYPES)}")
+        self.mixers = [layer.mixer for layer in model.base_model.layers]
+        inner = self.mixers[0].intermediate_size
+        if group < 1 or inner % group:
+            raise UsageError(f"group={group} is invalid for {name}: it must divide the {inner} inner channels of a "
+                             "layer")
+        self.group, self.unit = group, "inner channel"
+        self.n_layers, self.n_heads = len(self.mixers), inner // group
+
+    def attention(self, tokens: torch.Tensor, layers: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs: dict[int, torch.Tensor] = {}
+        last = max(layers)
+
+        def keep(layer: int):
+            def hook(module, args):
+                if layer in layers:
+                    inputs[layer] = args[0].detach()
+                if layer == last:
+                    raise _Done
+            return hook
+
+        self._run_hooked(tokens, [mixer.register_forward_pre_hook(keep(i)) for i, mixer in enumerate(self.mixers)])
+        shares = [influence_shares(mamba_mixer_influence(self.mixers[layer], inputs[layer])[0], self.group)
+                  for layer in layers]
+        return torch.stack([scores for scores, _ in shares]).cpu(), torch.stack([share for _, share in shares]).cpu()
+
+    def ov_circuit(self, layer: int, head: int) -> OVCircuit | None:
+        return None
+
+    @contextmanager
+    def ablate_heads(self, heads: Iterable[Head]) -> Iterator[None]:
+        """Zero the heads' inner channels at their layer's output-projection input (forward pre-hooks; no weight is
+        touched) while the block is open."""
+        chosen = [unit_pair(item, [self.n_heads] * self.n_layers, "head") for item in heads]
+        by_layer: dict[int, frozenset[int]] = {}
+        for layer, head in chosen:
+            channels = range(head * self.group, (head + 1) * self.group)
+            by_layer[layer] = by_layer.get(layer, frozenset()) | frozenset(channels)
+
+        def zero(channels: frozenset[int]):
+            def hook(module, args):
+                return (zero_units(args[0], channels, dim=-1), *args[1:])  # B T E
+            return hook
+
+        handles = [self.mixers[layer].out_proj.register_forward_pre_hook(zero(channels))
+                   for layer, channels in by_layer.items()]
         try:
             yield
         finally:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from primacy.analysis.heads.model import HeadModel, head_model
 from primacy.errors import UsageError
 from primacy.tasks.verification import CyclicDesign
 
@@ -84,31 +85,26 @@ def probe_sums(weights: Sequence[torch.Tensor], study_pos: torch.Tensor) -> Prob
     return ProbeStats(sums, counts)
 
 
-def capture_bytes(model: nn.Module, batch_size: int, n_items: int) -> int:
+def capture_bytes(model: HeadModel, batch_size: int, n_items: int) -> int:
     """Memory the captured attention of one batch takes: pre- and post-softmax (B, H, 2L, 2L) float32 per layer."""
-    backbone = model.backbone
-    return 2 * 4 * len(backbone.blocks) * batch_size * backbone.n_heads * (2 * n_items) ** 2
+    return 2 * 4 * model.n_layers * batch_size * model.n_heads * (2 * n_items) ** 2
 
 
-def measure_probes(model: nn.Module, design: CyclicDesign, n_sets: int, batch_size: int) -> ProbeStats:
-    """Run ``model`` (a SequenceModel with a TransformerBackbone) over every trial of the first ``n_sets`` sets of
-    ``design``, ``batch_size`` trials at a time, and sum the probe statistics of its attention."""
-    backbone = getattr(model, "backbone", None)
-    if not hasattr(backbone, "capture_attention"):
-        raise UsageError(f"backbone {type(backbone).__name__} has no attention to capture: use a TransformerBackbone")
+def measure_probes(model: HeadModel | nn.Module, design: CyclicDesign, n_sets: int, batch_size: int) -> ProbeStats:
+    """Run ``model`` (a SequenceModel whose backbone has attention or an exact influence, or its ``HeadModel``)
+    over every trial of the first ``n_sets`` sets of ``design``, ``batch_size`` trials at a time, and sum the probe
+    statistics of its attention."""
+    model = head_model(model)
     n_sets_available, n_items = design.study.shape
     if not 1 <= n_sets <= n_sets_available:
         raise UsageError(f"sets={n_sets} is invalid: it must lie in [1, {n_sets_available}], the sets of the test "
                          "design (the run's num_test_sets)")
-    model.eval()
-    total = None
-    with torch.no_grad():
-        for index in torch.arange(n_sets * 2 * n_items).split(batch_size):  # the sets' trials are the first ones
-            trials = design.batch(index)
-            with backbone.capture_attention() as layers:
-                model.backbone(model.embedding(trials["tokens"]))  # the readout does not change attention
-            stats = probe_sums([a.weights for a in layers], trials["study_pos"])
-            total = stats if total is None else total + stats
+    total, layers = None, list(range(model.n_layers))
+    for index in torch.arange(n_sets * 2 * n_items).split(batch_size):  # the sets' trials are the first ones
+        trials = design.batch(index)
+        _, weights = model.attention(trials["tokens"], layers)  # layers B H T T; the readout does not change them
+        stats = probe_sums(list(weights), trials["study_pos"])
+        total = stats if total is None else total + stats
     return total
 
 

@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from mambapy.mamba import MambaConfig, RMSNorm
 from primacy.backbones.base import Backbone
 from primacy.backbones.influence import Influence, ablating
@@ -97,6 +98,21 @@ class MambaBackbone(Backbone):
             for layer, dt in zip(self.layers, last_dt):
                 layer.mixer.last_dt = dt
         return layers
+
+    def dt_per_token(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The selection step each position of x (B, T, D) takes, per layer (``dt()``'s names): softplus(dt_proj(u_t)
+        + bias), (B, T, E·D), as the pure path of forward computes it, without gradients; dt() is left as it was."""
+        steps, last_dt = {}, [layer.mixer.last_dt for layer in self.layers]
+        try:
+            with torch.no_grad():
+                for i, layer in enumerate(self.layers):
+                    _, _, dt_raw, _, _, _ = layer.mixer._scan_inputs(layer.norm(x))  # B T E·D
+                    steps[f"layer{i}"] = F.softplus(dt_raw + layer.mixer.dt_proj.bias)
+                    x = layer(x)  # B T D
+        finally:
+            for layer, dt in zip(self.layers, last_dt):
+                layer.mixer.last_dt = dt
+        return steps
 
     def ablate(self, units: Iterable[tuple[int, int]]) -> AbstractContextManager[None]:
         """``Backbone.ablate``: a unit (layer, e) is inner channel e of a layer; its gated scan output is zero before

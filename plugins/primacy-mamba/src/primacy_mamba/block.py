@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from mambapy.mamba import MambaBlock, MambaConfig, RMSNorm
-from primacy.backbones.influence import Influence, zero_units
+from primacy.backbones.influence import Influence, selective_scan_weights, zero_units
 from primacy.checks import fits_in_memory
 from torch import nn
 
@@ -62,14 +62,10 @@ class MambaMixer(MambaBlock):
         return self.out_proj(zero_units(y, self.ablated, dim=-1))  # B T D
 
     def influence(self, x: torch.Tensor) -> Influence:
-        """The selective scan on this mixer's input x (B, T, D) unrolled exactly (Ali, Zimerman & Wolf 2024, "The
-        hidden attention of Mamba models"); a unit is an inner channel e, its N-dim state summed exactly.
-
-        weights[b, e, t, s] = Σ_n C_t[n] · exp(Σ_{s<k≤t} Δ_k[e] A[e, n]) · Δ_s[e] B_s[n] for s ≤ t, plus D[e] on
-        the diagonal; values = u (B, E·D, T), the scan's input after the convolution and SiLU; output = the pure
-        scan (the one forward runs on the CPU) before the silu(z) gate. The exponent is a segment sum (no difference
-        of cumulative sums, so no cancellation) and never positive (A < 0, Δ > 0). Needs O(B·E·D·N·T²) memory.
-        """
+        """The selective scan on this mixer's input x (B, T, D) unrolled exactly (``selective_scan_weights``, Ali,
+        Zimerman & Wolf 2024); a unit is an inner channel e, its N-dim state summed exactly. values = u (B, E·D, T),
+        the scan's input after the convolution and SiLU; output = the pure scan (the one forward runs on the CPU)
+        before the silu(z) gate. Needs O(B·E·D·N·T²) memory."""
         batch, length = x.shape[:2]
         inner, n = self.config.d_inner, self.config.d_state
         entries = batch * inner * n * length**2  # of the (B, E·D, N, T, T) segment sums: at most 3 alive, float64
@@ -79,9 +75,7 @@ class MambaMixer(MambaBlock):
             dt = F.softplus(dt_raw + self.dt_proj.bias)  # B T E·D
             scan = self.selective_scan if self.config.pscan else self.selective_scan_seq
             output = scan(u, dt, a, b, c, self.D.float())  # B T E·D
-            decay = torch.exp(segment_sums((dt[..., None] * a).permute(0, 2, 3, 1)))  # B E·D N T T
-            weights = torch.einsum("btn,bents,bse,bsn->bets", c, decay, dt, b)  # B E·D T T
-            weights = weights + torch.diag_embed(self.D.float()[:, None].expand(-1, length))  # D on the diagonal
+            weights = selective_scan_weights(dt, a, b, c, self.D.float())  # B E·D T T
         return Influence(weights, u.transpose(1, 2), output.transpose(1, 2), "inner channel")
 
     def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,17 +113,6 @@ class MambaMixer(MambaBlock):
             z=z.transpose(1, 2).contiguous(), delta_bias=self.dt_proj.bias.float(), delta_softplus=True,
         )  # B E·D T
         return y.transpose(1, 2)  # B T E·D
-
-
-def segment_sums(x: torch.Tensor) -> torch.Tensor:
-    """x (..., T) -> (..., T, T) with [..., t, s] = Σ_{s<k≤t} x[..., k] for s ≤ t and -inf above the diagonal, summed
-    directly (as Mamba-2's segsum) rather than as a difference of cumulative sums."""
-    length = x.shape[-1]
-    below = torch.ones(length, length, dtype=torch.bool, device=x.device).tril(-1)  # T T: k > s
-    terms = x[..., :, None].expand(*x.shape, length).masked_fill(~below, 0.0)  # ... T T: [k, s] = x_k for k > s
-    sums = terms.cumsum(dim=-2)  # ... T T: [t, s] = Σ_{s<k≤t} x_k
-    causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()  # T T
-    return sums.masked_fill(~causal, float("-inf"))
 
 
 class MambaLayer(nn.Module):

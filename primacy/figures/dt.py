@@ -3,6 +3,8 @@ position takes (Mamba's selection step, beside a fixed Δt)."""
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
@@ -34,7 +36,8 @@ def token_dt(steps: np.ndarray, dt: np.ndarray, layers: list[str], channels: lis
     """
     log_dt = np.log10(np.asarray(dt, float))  # S T C
     bounds = np.cumsum([0, *channels])
-    fig, axes = plt.subplots(2, len(layers), figsize=(4.2 * len(layers), 5.6), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(2, len(layers), figsize=(max(6.4, 4.2 * len(layers)), 5.6), squeeze=False,
+                             constrained_layout=True)
     positions = np.arange(log_dt.shape[1])
     for i, name in enumerate(layers):
         layer = log_dt[:, :, bounds[i] : bounds[i + 1]]  # S T C_i
@@ -49,7 +52,7 @@ def token_dt(steps: np.ndarray, dt: np.ndarray, layers: list[str], channels: lis
         axes[1, i].set_xlabel("position")
         axes[1, i].set_ylabel(f"log10 Δt at step {int(steps[-1])}")
         axes[1, i].legend(frameon=False, fontsize=8)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(textwrap.fill(title, 80), fontsize=10)
     return fig
 
 

@@ -2,6 +2,8 @@
 submitit (its local executor: real subprocesses, the cluster's code path without the scheduler)."""
 
 import csv
+import dataclasses
+import functools
 import json
 import os
 import re
@@ -21,7 +23,8 @@ from primacy import figures
 from primacy.analysis.serial_position import summarize
 from primacy.cli import main
 from primacy.rundir import results
-from primacy.workflows import launchers
+from primacy.workflows import launchers, pages
+from primacy.workflows.analyses import AblationSettings
 from primacy.workflows.pages import FIGURES, draw, markdown_table
 from primacy.workflows.reproduce import CONFIGS, Run
 
@@ -261,7 +264,11 @@ def _csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys):
+def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monkeypatch):
+    # the analyses at a tenth of their defaults' work: what is tested is which checkpoints they read and write
+    settings = dataclasses.replace(pages.emergence_settings(), prompts=8)
+    monkeypatch.setattr(pages, "emergence_settings", lambda: settings)
+    monkeypatch.setattr(pages, "AblationSettings", functools.partial(AblationSettings, sequences=16, random=2))
     out = tmp_path / "induction"
     command = ["reproduce", "induction", "--seeds", "2", "--out", str(out), "--jobs", "2", "--trainer.max_steps", "4",
                "--checkpoint.every_n_train_steps", "2", "--trainer.logger", "false", "--trainer.val_check_interval", "4",
@@ -336,6 +343,7 @@ def test_killed_reproduce_resumes_the_interrupted_run(tmp_path):
     assert (out / "fig3.png").is_file()
 
 
+@pytest.mark.slow  # 20 s: submitit's own local executor; test_slurm_array_job_parameters checks what primacy hands it
 def test_submitit_array_job_on_the_local_executor(tmp_path):
     extra_module("submitit")
     out = tmp_path / "fig3"

@@ -1,4 +1,5 @@
-"""Attention heads: a model seen as heads (``model``: primacy's transformers; ``pretrained``: Hugging Face ones),
+"""Attention heads: a model seen as heads (``model``: primacy's Transformers, and the units of its backbones with an
+exact influence; ``pretrained``: Hugging Face models with attention, and Mamba's),
 their scores on the repeated-token prompt (``scores``), every head's scores, lag-CRP and CMR fits (``analysis``),
 probe attention in verification (``probes``), head ablation and the ICL score (``ablation``), heads over training
 (``emergence``) and natural text's windows and frequent tokens (``natural_text``).

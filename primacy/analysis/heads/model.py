@@ -5,7 +5,7 @@ sequences, each head's OV circuit, head ablation and next-token losses, plus the
 ``RunHeads`` provides it for a primacy model with a TransformerBackbone; ``InfluenceHeads`` for a primacy model
 whose backbone has an exact token-to-token influence (S4, S4D, Mamba, xLSTM's mLSTM blocks: ``Backbone.influence``),
 its units (channels, inner channels, heads) in the role of heads; ``primacy.analysis.heads.pretrained.PretrainedHeads``
-for a Hugging Face causal language model.
+for a Hugging Face causal language model (``PretrainedMamba`` for a Hugging Face Mamba).
 
 A unit without softmax has no attention probabilities and no pre-softmax scores. ``InfluenceHeads`` puts in their
 place each query's share of absolute influence, share[t, s] = |w[t, s]| / Σ_{s' ≤ t} |w[t, s']| (in [0, 1], summing

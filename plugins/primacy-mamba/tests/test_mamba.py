@@ -24,6 +24,7 @@ from primacy.testing import check_backbone, check_influence, check_model, fixed_
 
 import primacy_mamba.backbone
 import primacy_mamba.block
+import primacy_mamba.scan
 from primacy_mamba import MambaBackbone
 
 QUICKSTART = Path(__file__).resolve().parents[3] / "configs" / "quickstart-mamba.yaml"
@@ -35,13 +36,30 @@ def test_contract(kwargs):
     check_backbone(MambaBackbone, **kwargs)
 
 
-def test_parallel_scan_matches_the_sequential_reference():
+@pytest.mark.parametrize("scan", ["recurrent", "parallel"])
+def test_each_scan_matches_the_sequential_reference_with_its_gradients_in_float64(scan, monkeypatch):
+    monkeypatch.setattr(primacy_mamba.scan, "CACHE_ELEMENTS", 2 * 13 * 16 * 16)  # slices of 2 sequences: 2 and 1
+    monkeypatch.setattr(primacy_mamba.scan, "STEP_ELEMENTS", 1)
     torch.manual_seed(0)
-    fast = MambaBackbone(d_model=8, n_layers=2).double()
+    fast = MambaBackbone(d_model=8, n_layers=2, scan=scan).double()
     slow = MambaBackbone(d_model=8, n_layers=2, scan="sequential").double()
     slow.load_state_dict(fast.state_dict())
     x = torch.randn(3, 13, 8, dtype=torch.float64)  # 13: the parallel scan pads to 16
-    assert torch.allclose(fast(x), slow(x), atol=1e-10)
+    weights = torch.randn(3, 13, 8, dtype=torch.float64)
+    grads = [torch.autograd.grad((model(x) * weights).sum(), list(model.parameters())) for model in (fast, slow)]
+    torch.testing.assert_close(fast(x), slow(x), rtol=0, atol=1e-10)
+    for name, g_fast, g_slow in zip(dict(fast.named_parameters()), *grads):
+        torch.testing.assert_close(g_fast, g_slow, rtol=0, atol=1e-10, msg=name)
+
+
+def test_the_recurrent_scans_backward_is_its_forwards_derivative():
+    torch.manual_seed(0)
+    batch, length, channels, n = 3, 6, 4, 3
+    u, b, c = (torch.randn(batch, length, k, dtype=torch.float64) for k in (channels, n, n))
+    dt = torch.rand(batch, length, channels, dtype=torch.float64)
+    a, d = -torch.rand(channels, n, dtype=torch.float64), torch.randn(channels, dtype=torch.float64)
+    inputs = [t.requires_grad_() for t in (u, dt, a, b, c, d)]
+    assert torch.autograd.gradcheck(primacy_mamba.scan.selective_scan, inputs)
 
 
 @pytest.mark.parametrize("kwargs", [{"n_layers": 2}, {"d_conv": 1, "expand": 1}, {"scan": "sequential", "d_state": 3}])
@@ -139,7 +157,7 @@ def test_auto_uses_the_pure_scan_on_cpu_and_says_so_once(caplog):
         model(torch.randn(1, 4, 8))
     records = [r for r in caplog.records if r.name == "primacy_mamba"]
     assert len(records) == 1
-    assert "pure-PyTorch mambapy scan" in records[0].getMessage() and "on cpu" in records[0].getMessage()
+    assert "pure-PyTorch recurrent scan" in records[0].getMessage() and "on cpu" in records[0].getMessage()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
@@ -188,7 +206,7 @@ def test_fused_path_passes_the_kernel_what_it_expects(monkeypatch):
         ({"dt_min": 0.2, "dt_max": 0.1}, "dt_min=0.2, dt_max=0.1 is not a valid Δt range"),
         ({"dt_min": 0.0}, "dt_min=0.0, dt_max=0.1 is not a valid Δt range"),
         ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of 'auto', 'pure', 'fused'"),
-        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'parallel', 'sequential'"),
+        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'recurrent', 'parallel', 'sequential'"),
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):

@@ -19,8 +19,8 @@ from torch import nn
 from primacy_mamba.block import MambaLayer
 from primacy_mamba.kernels import Kernel, check_kernel, log, use_fused
 
-Scan = Literal["parallel", "sequential"]
-_SCANS = ("parallel", "sequential")
+Scan = Literal["recurrent", "parallel", "sequential"]
+_SCANS = ("recurrent", "parallel", "sequential")
 
 
 class MambaBackbone(Backbone):
@@ -37,11 +37,13 @@ class MambaBackbone(Backbone):
         expand: E, the inner width is E·D.
         dt_min, dt_max: softplus(dt_proj.bias), Δt at zero input, starts log-uniform in this range per channel.
         dt_rank: rank R of the Δt projection (E·D -> R -> E·D); None means ceil(D / 16), as in Mamba.
-        kernel: ``pure`` runs mambapy's PyTorch scan; ``fused`` mamba_ssm's CUDA kernel (needs
+        kernel: ``pure`` runs the scan in PyTorch (``scan``); ``fused`` mamba_ssm's CUDA kernel (needs
             ``pip install 'primacy-mamba[cuda]'`` and the model on a GPU); ``auto`` the fused kernel when both
             hold, otherwise the pure one. Both use the same parameters, so checkpoints move between them.
-        scan: the pure path's algorithm: ``parallel`` (mambapy's Blelloch scan, the fast one) or
-            ``sequential`` (a step-by-step loop, the slow reference).
+        scan: the pure path's algorithm: ``recurrent`` (``primacy_mamba.scan``: a loop over time with a
+            hand-derived backward that recomputes the states; the fastest on a CPU and the leanest in memory),
+            ``parallel`` (mambapy's Blelloch scan, which keeps the states for backward; the default before
+            primacy-mamba 0.2) or ``sequential`` (mambapy's step-by-step loop, the slow reference).
     """
 
     def __init__(
@@ -55,7 +57,7 @@ class MambaBackbone(Backbone):
         dt_max: float = 1e-1,
         dt_rank: int | None = None,
         kernel: Kernel = "auto",
-        scan: Scan = "parallel",
+        scan: Scan = "recurrent",
     ) -> None:
         super().__init__()
         for name, value in (("d_model", d_model), ("n_layers", n_layers), ("d_state", d_state), ("d_conv", d_conv),
@@ -73,7 +75,7 @@ class MambaBackbone(Backbone):
             dt_min=dt_min, dt_max=dt_max, dt_rank="auto" if dt_rank is None else dt_rank,
             pscan=scan == "parallel", use_cuda=False,  # primacy_mamba picks the kernel itself, per forward pass
         )
-        self.layers = nn.ModuleList(MambaLayer(self.config) for _ in range(n_layers))
+        self.layers = nn.ModuleList(MambaLayer(self.config, scan) for _ in range(n_layers))
         self.norm_f = RMSNorm(d_model, self.config.rms_norm_eps)
         self._logged: str | None = None
 
@@ -136,7 +138,7 @@ class MambaBackbone(Backbone):
 
     def _log_choice(self, fused: bool, reason: str) -> None:
         """Logs the kernel on the first forward pass, and again only if it changes (say, after moving to a GPU)."""
-        choice = "the fused mamba_ssm kernel" if fused else "the pure-PyTorch mambapy scan"
+        choice = "the fused mamba_ssm kernel" if fused else f"the pure-PyTorch {self.scan} scan"
         if choice != self._logged:
             log.info("MambaBackbone uses %s (%s)", choice, reason)
             self._logged = choice

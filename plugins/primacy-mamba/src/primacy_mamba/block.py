@@ -13,6 +13,7 @@ from primacy.checks import fits_in_memory
 from torch import nn
 
 from primacy_mamba.kernels import fused_scan
+from primacy_mamba.scan import selective_scan
 
 
 class MambaMixer(MambaBlock):
@@ -20,10 +21,12 @@ class MambaMixer(MambaBlock):
     can hand the selective scan to mamba_ssm's fused CUDA kernel, and which keeps the mean Δt of its last pass.
 
     Both paths read the same parameters, so a state dict moves freely between CPU (pure) and GPU (fused) runs.
+    ``scan`` is the pure path's algorithm (``MambaBackbone``'s argument).
     """
 
-    def __init__(self, config: MambaConfig) -> None:
+    def __init__(self, config: MambaConfig, scan: str = "recurrent") -> None:
         super().__init__(config)
+        self.scan = scan
         self.last_dt: torch.Tensor | None = None  # (E·D,): not a buffer, so it stays out of the state dict
         self.ablated: frozenset[int] = frozenset()  # inner channels whose output is zeroed (MambaBackbone.ablate)
         self.A_log._optim = {"weight_decay": 0.0}  # mambapy marks these _no_weight_decay; primacy reads _optim
@@ -57,9 +60,15 @@ class MambaMixer(MambaBlock):
         else:
             dt = F.softplus(dt_raw + self.dt_proj.bias)  # B T E·D
             self.last_dt = dt.detach().mean(dim=(0, 1))  # E·D
-            scan = self.selective_scan if self.config.pscan else self.selective_scan_seq
-            y = scan(u, dt, a, b, c, self.D.float()) * F.silu(z)  # B T E·D
+            y = self._pure_scan(u, dt, a, b, c) * F.silu(z)  # B T E·D
         return self.out_proj(zero_units(y, self.ablated, dim=-1))  # B T D
+
+    def _pure_scan(self, u: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor
+                   ) -> torch.Tensor:
+        """The scan in PyTorch, y (B, T, E·D) before the gate, by ``self.scan``: ``recurrent`` (primacy_mamba.scan),
+        ``parallel`` (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop, the reference)."""
+        scans = {"recurrent": selective_scan, "parallel": self.selective_scan, "sequential": self.selective_scan_seq}
+        return scans[self.scan](u, dt, a, b, c, self.D.float())
 
     def influence(self, x: torch.Tensor) -> Influence:
         """The selective scan on this mixer's input x (B, T, D) unrolled exactly (``selective_scan_weights``, Ali,
@@ -73,8 +82,7 @@ class MambaMixer(MambaBlock):
         with torch.no_grad():
             u, _, dt_raw, b, c, a = self._scan_inputs(x)
             dt = F.softplus(dt_raw + self.dt_proj.bias)  # B T E·D
-            scan = self.selective_scan if self.config.pscan else self.selective_scan_seq
-            output = scan(u, dt, a, b, c, self.D.float())  # B T E·D
+            output = self._pure_scan(u, dt, a, b, c)  # B T E·D
             weights = selective_scan_weights(dt, a, b, c, self.D.float())  # B E·D T T
         return Influence(weights, u.transpose(1, 2), output.transpose(1, 2), "inner channel")
 
@@ -118,9 +126,9 @@ class MambaMixer(MambaBlock):
 class MambaLayer(nn.Module):
     """x + mixer(RMSNorm(x)): the residual block of Mamba (and of mambapy's ResidualBlock, same parameter names)."""
 
-    def __init__(self, config: MambaConfig) -> None:
+    def __init__(self, config: MambaConfig, scan: str = "recurrent") -> None:
         super().__init__()
-        self.mixer = MambaMixer(config)
+        self.mixer = MambaMixer(config, scan)
         self.norm = RMSNorm(config.d_model, config.rms_norm_eps)
 
     def forward(self, x: torch.Tensor, fused: bool = False) -> torch.Tensor:

@@ -24,9 +24,10 @@ from primacy.analysis.serial_position import summarize
 from primacy.cli import main
 from primacy.rundir import results
 from primacy.workflows import launchers, pages
-from primacy.workflows.analyses import AblationSettings
+from primacy.workflows.analyses import AblationSettings, analyze_checkpoints
 from primacy.workflows.pages import FIGURES, draw, markdown_table
 from primacy.workflows.reproduce import CONFIGS, Run
+from primacy.workflows.sources import trained_checkpoints
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
 TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",
@@ -303,6 +304,40 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monke
     main(command)  # nothing trains and no checkpoint is analysed again
     assert logs(out) == before
     assert {path: path.stat().st_mtime_ns for path in analysed} == analysed
+
+
+def test_influence_figure_reads_a_backbone_without_attention_by_its_panels_units_per_head(tmp_path, monkeypatch):
+    settings = dataclasses.replace(pages.emergence_settings(), prompts=8)
+    monkeypatch.setattr(pages, "emergence_settings", lambda: settings)
+    monkeypatch.setattr(pages, "AblationSettings", functools.partial(AblationSettings, sequences=16, random=2))
+    monkeypatch.setattr(figures, "FORMATS", ("png",))  # the figures are test_induction_figure's; PDFs double them
+    out = tmp_path / "influence"
+    command = ["reproduce", "influence", "--panels", "S4D", "--seeds", "1", "--out", str(out),
+               "--trainer.max_steps", "2", "--checkpoint.every_n_train_steps", "2", "--trainer.logger", "false",
+               "--trainer.val_check_interval", "2", "--trainer.enable_model_summary", "false",
+               "--data.init_args.batch_size", "8",
+               "--data.init_args.num_val_prompts", "8", "--data.init_args.num_test_prompts", "8"]
+    main(command)
+    run = out / "induction-s4d" / "seed0"
+    summary = json.loads((run / "icl" / "step2" / "summary.json").read_text())
+    assert (summary["unit"], summary["units_per_head"]) == ("channel", 16)
+    assert len(_csv(run / "icl" / "step2" / "heads.csv")) == 64 // 16  # one layer, four heads of 16 channels
+    ablation = json.loads((run / "ablation" / "ablation.json").read_text())
+    assert ablation["units_per_head"] == 16 and ablation["k"] >= 1
+    assert [row["panel"] for row in _csv(out / "influence.csv")] == ["S4D"]
+    assert (run / "results" / "token_dt.npz").is_file()  # the config's TokenDtTracker
+
+    assert (out / "induction-s4d" / "mean" / "emergence.png").is_file() and (out / "influence.png").is_file()
+
+    analysed = [run / "icl" / "step2" / "summary.json", run / "ablation" / "ablation.json"]
+    before = [path.stat().st_mtime_ns for path in analysed]
+    checkpoints = trained_checkpoints(run / "config.yaml", [run / "checkpoints" / "epoch=0-step=2.ckpt"], 16)
+    analyze_checkpoints(checkpoints, run / "icl", dataclasses.replace(settings, formats=()), reuse=True)
+    assert pages._ablation(run, 2, 16) == ablation  # analysed with the same units per head: read back
+    assert [path.stat().st_mtime_ns for path in analysed] == before
+    analyze_checkpoints([dataclasses.replace(checkpoints[0], group=64)], run / "icl",
+                        dataclasses.replace(settings, formats=()), reuse=True)  # with other units: analysed again
+    assert json.loads(analysed[0].read_text())["units_per_head"] == 64
 
 
 def _wait_for(predicate, what: str, seconds: float = 120) -> None:

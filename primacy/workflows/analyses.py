@@ -20,7 +20,7 @@ from primacy.analysis.heads.ablation import ablation_study, icl_scores, repeated
 from primacy.analysis.heads.analysis import HeadAnalysis, HeadResult, analyze_heads, summary
 from primacy.analysis.heads.emergence import as_float, closest_heads, emergence_row, top_heads
 from primacy.analysis.heads.model import HeadModel, check_length
-from primacy.analysis.heads.probes import MEASURES, PROBES, ProbeStats, head_summary
+from primacy.analysis.heads.probes import MEASURES, PROBES, ProbeStats, early_minus_late, head_summary
 from primacy.checks import one_of, positive
 from primacy.errors import UsageError
 from primacy.rundir.layout import SUMMARY
@@ -170,9 +170,10 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
                         report: Callable[[str], None] = print, draw: Literal["every", "final"] = "every") -> list[dict]:
     """``analyze icl`` of checkpoints of one model in step order (``trained_checkpoints``, ``pretrained_checkpoints``),
     each into ``out/step<N>``, then ``emergence.csv`` and the emergence figure in ``out``; returns the emergence rows.
-    With ``reuse``, a checkpoint already analysed with the same settings (its summary.json newer than the checkpoint)
-    is read back, not analysed again. ``draw``: which checkpoints get their figures, ``every`` one or the ``final``
-    one only (the others get their tables; five figures a checkpoint took longer to draw than to analyse)."""
+    With ``reuse``, a checkpoint already analysed with the same settings and units per head (its summary.json newer
+    than the checkpoint) is read back, not analysed again. ``draw``: which checkpoints get their figures, ``every``
+    one or the ``final`` one only (the others get their tables; five figures a checkpoint took longer to draw than to
+    analyse)."""
     one_of("draw", draw, ("every", "final"))
     tables_only = replace(settings, formats=())
     analysed = []  # (step, heads.csv rows, ICL score) per checkpoint
@@ -182,7 +183,8 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
         summary_file = target / SUMMARY
         done = reuse and summary_file.is_file() and not source.written_after(summary_file)
         content = json.loads(summary_file.read_text()) if done else None
-        if content is None or not settings.matches(content):
+        same_group = content is not None and content.get("units_per_head", 1) == source.group
+        if content is None or not settings.matches(content) or not same_group:
             content = analyze_checkpoint(source, target, step_settings)
         analysed.append((source.step, read_heads(target / "heads.csv"), as_float(content["icl_score"])))
     final = settings.top_heads_from == "final"
@@ -201,10 +203,12 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
 
 def write_emergence(rows: list[dict], out: Path, formats: tuple[str, ...] | list[str], seeds: dict | None = None,
                     title: str = "") -> None:
-    """emergence.csv (``rows``) and the emergence figure; ``seeds`` maps names to per-seed rows drawn beneath."""
+    """emergence.csv (``rows``) and the emergence figure in each of ``formats`` (none: the table alone); ``seeds``
+    maps names to per-seed rows drawn beneath."""
     out.mkdir(parents=True, exist_ok=True)
     files.write_csv(out / "emergence.csv", files.plain(rows))
-    figures.save(figures.heads.emergence(rows, seeds or {}, title), out / "emergence", formats)
+    if formats:
+        figures.save(figures.heads.emergence(rows, seeds or {}, title), out / "emergence", formats)
 
 
 def ranked_heads(path: str | Path, key: str) -> list[tuple[int, int]]:
@@ -238,7 +242,8 @@ class AblationSettings:
     seed: int = 0
     formats: tuple[str, ...] = figures.FORMATS
     batch_size: int = 64  # sequences per forward pass
-    text: TextSettings = field(default_factory=TextSettings)  # the sequences' vocabulary, or the paper's ICL score on natural text
+    text: TextSettings = field(default_factory=TextSettings)  # the sequences' vocabulary, or the paper's ICL
+    # score on natural text
 
 
 def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Path, settings: AblationSettings) -> dict:
@@ -268,7 +273,9 @@ def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Pa
 
 
 def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str]) -> dict:
-    """probes.csv, probes.npz, summary.json and the probes figure of one probe analysis."""
+    """probes.csv, probes.npz, summary.json and the probes figure of one probe analysis. probes.npz also holds
+    ``study_weight`` (layers, heads, 2, L), the ``study_profile`` by study position, and summary.json its early
+    minus late quarter per layer (the heads' mean profile), old and new probes."""
     out.mkdir(parents=True, exist_ok=True)
     means, trials = stats.means(), stats.trials
     layers, heads, _, n_items = trials.shape
@@ -276,11 +283,17 @@ def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str
         {"layer": layer, "head": head, "probe": PROBES[k], "query_position": j,
          **{m: float(means[m][layer, head, k, j]) for m in MEASURES}, "n": int(n)}
         for (layer, head, k, j), n in np.ndenumerate(trials)])
+    profile = stats.study_profile()  # layers heads 2 L, by study position
     files.save_npz(out / "probes.npz", probes=np.array(PROBES), **means,
-                   **{f"n_{m}": stats.counts[m] for m in MEASURES})
+                   **{f"n_{m}": stats.counts[m] for m in MEASURES}, study_weight=profile,
+                   n_study_weight=stats.study_counts)
+    by_layer = early_minus_late(np.nanmean(profile, axis=1))  # layers 2: the heads' mean profile
     content = {**settings, "n_layers": layers, "n_heads": heads, "n_items": n_items,
                **{f"{probe}_probes": int(trials[0, 0, k].sum()) for k, probe in enumerate(PROBES)},
+               "study_weight_early_minus_late": [{"layer": layer, **{probe: float(by_layer[layer, k])
+                                                                     for k, probe in enumerate(PROBES)}}
+                                                 for layer in range(layers)],
                "heads": head_summary(means)}
     files.write_json(out / SUMMARY, content)
-    figures.save(figures.heads.probe_attention(means), out / "probes", formats)
+    figures.save(figures.heads.probe_attention(means, profile), out / "probes", formats)
     return content

@@ -45,6 +45,7 @@ class Panel:
     label: str  # the paper's letter or column
     title: str
     configs: tuple[str, str]  # config names at the cpu and the paper scale
+    groups: tuple[int, int] = (1, 1)  # units read as one head at each scale, for a backbone without attention
 
     def config(self, scale: str) -> str:
         return self.configs[SCALES.index(scale)]
@@ -72,8 +73,8 @@ class FigureSpec:
         return replace(self, panels=tuple(p for p in self.panels if any(known[n] is p for n in names)))
 
 
-def _panel(label: str, title: str, cpu: str, paper: str) -> Panel:
-    return Panel(label, title, (cpu, paper))
+def _panel(label: str, title: str, cpu: str, paper: str, groups: tuple[int, int] = (1, 1)) -> Panel:
+    return Panel(label, title, (cpu, paper), groups)
 
 
 B = ("fig3b-hippo-legs-L32", "fig3b-hippo-legs-L128")
@@ -116,6 +117,13 @@ FIGURES = {
     ), "probes"),
     "induction": FigureSpec("induction", "Induction heads and CMR over training (Ji-An et al. 2024, Fig. 7)", (
         _panel("I", "Transformer trained on repeated random tokens", "induction-attn-2L", "induction-4L"),
+    ), "emergence"),
+    # Units per head: as many heads per layer as the Transformer's (4 at cpu scale, 8 at paper scale).
+    "influence": FigureSpec("influence", "Induction without attention: heads, channels and kernels over training", (
+        _panel("Transformer", "attention heads", "induction-attn-2L", "induction-4L"),
+        _panel("Mamba", "inner channels, selective scan", "induction-mamba-2L", "induction-mamba-4L", (32, 64)),
+        _panel("xLSTM", "mLSTM heads", "induction-xlstm-2L", "induction-xlstm-4L"),
+        _panel("S4D", "channels, convolution kernel", "induction-s4d", "induction-s4d", (16, 32)),
     ), "emergence"),
 }
 
@@ -299,33 +307,35 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
     settings = emergence_settings()
     written, table, models = [], [], []
     for panel in spec.panels:
-        name = panel.config(scale)
+        name, group = panel.config(scale), panel.groups[SCALES.index(scale)]
         seeds = {}
         for run in (run for run in runs if run.panel == name):
             files_of = RunDir(run.dir)
-            ckpts = trained_checkpoints(files_of.config, files_of.numbered_checkpoints())
+            ckpts = trained_checkpoints(files_of.config, files_of.numbered_checkpoints(), group)
             print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
             seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, files_of.icl, settings, reuse=True,
                                                              report=lambda line: None, draw="final")
-            ablation = _ablation(run.dir, rows[-1]["step"])
+            ablation = _ablation(run.dir, rows[-1]["step"], group)
             table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows, ablation)})
         mean = across_seeds(list(seeds.values()))
         label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
         write_emergence(mean, out / name / "mean", figures.FORMATS, seeds, label)
-        written += [out / name / "mean" / f for f in ("emergence.csv", "emergence.png", "emergence.pdf")]
+        written += [out / name / "mean" / f"emergence.{ext}" for ext in ("csv", *figures.FORMATS)]
         models.append((mean, seeds, label))
     written += figures.save(figures.heads.emergence_page(models, f"{spec.title} · {scale} scale"), out / spec.name)
     return [*written, files.write_csv(out / f"{spec.name}.csv", table)]
 
 
-def _ablation(run: Path, step: int) -> dict[str, Any]:
+def _ablation(run: Path, step: int, group: int = 1) -> dict[str, Any]:
     """`analyze ablation` of a run's final checkpoint, its most CMR-like heads by the final analysis (Ji-An et al.
-    Fig. 8), into <run>/ablation; an ablation newer than that analysis is read back."""
+    Fig. 8; ``group`` units to a head), into <run>/ablation; an ablation newer than that analysis is read back."""
     heads, out = RunDir(run).icl / f"step{step}" / "heads.csv", RunDir(run).ablation
     done = out / "ablation.json"
     if done.is_file() and done.stat().st_mtime >= heads.stat().st_mtime:
-        return json.loads(done.read_text())
-    source = TrainedCheckpoint(RunDir(run).config, RunDir(run).last_checkpoint, step)
+        content = json.loads(done.read_text())
+        if content.get("units_per_head", 1) == group:
+            return content
+    source = TrainedCheckpoint(RunDir(run).config, RunDir(run).last_checkpoint, step, group)
     return ablate_checkpoint(source, ranked_heads(heads, "cmr_distance"), out, AblationSettings(formats=("png",)))
 
 

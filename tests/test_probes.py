@@ -44,6 +44,7 @@ def loop_reference(weights: list[torch.Tensor], study_pos: torch.Tensor) -> tupl
     """The definitions, one trial, head and query position at a time."""
     sums = {m: np.zeros((LAYERS, HEADS, 2, L)) for m in MEASURES}
     counts = {m: np.zeros((LAYERS, HEADS, 2, L), dtype=np.int64) for m in MEASURES}
+    sums["study"], counts["study"] = np.zeros((LAYERS, HEADS, 2, L)), np.zeros((LAYERS, HEADS, 2), dtype=np.int64)
     for layer, w in enumerate(weights):
         for b in range(B):
             for h in range(HEADS):
@@ -54,6 +55,8 @@ def loop_reference(weights: list[torch.Tensor], study_pos: torch.Tensor) -> tupl
                     values = {"max_weight": max(row), "study_mass": mass}
                     if mass > 0:
                         values["entropy"] = -sum(x / mass * math.log(x / mass) for x in row if x > 0)
+                        sums["study"][layer, h, probe] += [x / mass for x in row]  # by study position
+                        counts["study"][layer, h, probe] += 1
                     if probe == 0:
                         values["match_weight"] = row[int(study_pos[b, j])]
                     for m, value in values.items():
@@ -70,6 +73,9 @@ def test_probe_statistics_equal_a_loop_over_trials_heads_and_positions():
     for m in MEASURES:
         np.testing.assert_allclose(stats.sums[m], sums[m], rtol=1e-12, atol=1e-12, err_msg=m)
         np.testing.assert_array_equal(stats.counts[m], counts[m], err_msg=m)
+    np.testing.assert_allclose(stats.study, sums["study"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(stats.study_counts, counts["study"])
+    np.testing.assert_allclose(np.nansum(stats.study_profile(), -1), 1.0, rtol=1e-12)  # a distribution over items
     assert stats.counts["entropy"].sum() == stats.trials.sum() - 1  # the query with no weight on study keys
     assert (stats.counts["match_weight"][:, :, 1] == 0).all() and np.isnan(stats.means()["match_weight"][:, :, 1]).all()
 
@@ -82,6 +88,8 @@ def test_two_half_batches_add_up_to_the_whole_batch():
     for m in MEASURES:
         np.testing.assert_allclose(halves.sums[m], whole.sums[m], rtol=1e-12, atol=0, err_msg=m)
         np.testing.assert_array_equal(halves.counts[m], whole.counts[m], err_msg=m)
+    np.testing.assert_allclose(halves.study, whole.study, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(halves.study_counts, whole.study_counts)
 
 
 def test_the_model_is_measured_alike_in_any_batch_size():
@@ -135,6 +143,13 @@ def test_analyze_probes_writes_tables_arrays_summary_and_figure(trained_run, tmp
     assert head["new"]["match_weight"] is None and head["old_minus_new"]["match_weight"] is None
     expected = float(arrays["max_weight"][0, 0, 0].mean() - arrays["max_weight"][0, 0, 1].mean())
     assert head["old_minus_new"]["max_weight"] == pytest.approx(expected)
+    assert arrays["study_weight"].shape == (2, 2, 2, L) and (arrays["n_study_weight"] > 0).all()
+    np.testing.assert_allclose(arrays["study_weight"].sum(-1), 1.0, rtol=1e-6)
+    profile = arrays["study_weight"][1].mean(0)  # layer 1: the heads' mean profile, old and new probes
+    q = max(1, L // 4)
+    expected = profile[:, :q].sum(-1) - profile[:, -q:].sum(-1)
+    assert [row["old"] for row in summary["study_weight_early_minus_late"]][1] == pytest.approx(expected[0])
+    assert summary["study_weight_early_minus_late"][1]["new"] == pytest.approx(expected[1])
     assert (out / "probes.png").stat().st_size > 0
     assert "largest old-new gap" in capsys.readouterr().out
 
@@ -149,6 +164,21 @@ def test_s4d_channels_look_alike_at_old_and_new_probes():
     for m in ("max_weight", "entropy", "study_mass"):
         assert means[m].shape == (1, 8, 2, L)  # one layer of 8 channels
         np.testing.assert_allclose(means[m][:, :, 0], means[m][:, :, 1], rtol=1e-6, err_msg=m)
+
+
+def test_an_s4d_channels_weight_by_study_position_is_its_kernel_at_the_query_lags():
+    """Where an S4D channel's queries put their weight on the study items is its convolution kernel K read at lags
+    L + j - i, and nothing else: the study profile is the mean over query positions j of |K[L+j-i]| / Σ_i' |K[L+j-i']|,
+    whatever the tokens (its primacy or recency in the weights is the kernel's shape)."""
+    torch.manual_seed(0)
+    model = SequenceModel(S4DBackbone(d_model=8, d_state=4), vocab_size=32, n_items=L).eval()
+    task = VerificationTask(n_items=L, vocab_size=32, num_held_out=12, num_test_sets=5, num_val_sets=2)
+    profile = measure_probes(model, task.test_design(), 3, batch_size=24).study_profile()  # 1 8 2 L
+    kernel = model.backbone.influence(torch.zeros(1, 2 * L, 8))[0].weights[0].abs()  # 8 T T: K[t - s] at (t, s)
+    lags = kernel[:, L:, :L]  # 8 L(query) L(study)
+    expected = (lags / lags.sum(-1, keepdim=True)).mean(1).double().numpy()  # 8 L
+    for probe in (0, 1):
+        np.testing.assert_allclose(profile[0, :, probe], expected, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("case,message", [

@@ -161,29 +161,35 @@ def ablation_scores(summary: dict, k: int | str, rank_by: str) -> Figure:
     return fig
 
 
-def probe_attention(means: dict[str, np.ndarray]) -> Figure:
+def probe_attention(means: dict[str, np.ndarray], study: np.ndarray | None = None) -> Figure:
     """Verification probes: each head's attention on the study items against query position, old probes solid, new
-    (distractors) dashed; rows max weight and entropy, one column per layer. ``means`` as from
-    ``ProbeStats.means()``: arrays (layers, heads, 2, L), probe 0 old and 1 new. The dotted line is uniform
-    attention over the L study items (weight 1/L, entropy log L)."""
-    rows = (("max_weight", "max weight on a study item"), ("entropy", "entropy over study items (nats)"))
+    (distractors) dashed; rows max weight and entropy, one column per layer, and with ``study`` (a
+    ``ProbeStats.study_profile()``, (layers, heads, 2, L)) a third row: the share of that weight on each study
+    position. ``means`` as from ``ProbeStats.means()``: arrays (layers, heads, 2, L), probe 0 old and 1 new. The
+    dotted line is uniform attention over the L study items (weight 1/L, entropy log L, share 1/L)."""
+    rows = [("max_weight", "max weight on a study item", "query position"),
+            ("entropy", "entropy over study items (nats)", "query position")]
+    curves = dict(means)
+    if study is not None:
+        rows.append(("study", "share of it on each study item", "study position"))
+        curves["study"] = study
     layers, heads, _, n_items = means["max_weight"].shape
-    fig, axes = plt.subplots(len(rows), layers, figsize=(3.4 * layers + 0.6, 5.6), constrained_layout=True,
-                             squeeze=False, sharex=True, sharey="row")
+    fig, axes = plt.subplots(len(rows), layers, figsize=(3.4 * layers + 0.6, 2.8 * len(rows)),
+                             constrained_layout=True, squeeze=False, sharey="row")
     colours = sns.color_palette("tab10", heads)
     j = np.arange(n_items)
-    for r, (measure, label) in enumerate(rows):
-        uniform = 1 / n_items if measure == "max_weight" else np.log(n_items)
+    for r, (measure, label, x_label) in enumerate(rows):
+        uniform = np.log(n_items) if measure == "entropy" else 1 / n_items
         for layer in range(layers):
             ax = axes[r, layer]
             for head in range(heads):
-                ax.plot(j, means[measure][layer, head, 0], "-", color=colours[head], lw=1.2)
-                ax.plot(j, means[measure][layer, head, 1], "--", color=colours[head], lw=1.2)
+                ax.plot(j, curves[measure][layer, head, 0], "-", color=colours[head], lw=1.2)
+                ax.plot(j, curves[measure][layer, head, 1], "--", color=colours[head], lw=1.2)
             ax.axhline(uniform, color="0.6", ls=":", lw=0.8, zorder=0)
             if r == 0:
                 ax.set_title(f"layer {layer}")
-            if r == len(rows) - 1:
-                ax.set_xlabel("query position")
+            if r == len(rows) - 1 or x_label != rows[r + 1][2]:
+                ax.set_xlabel(x_label)
         axes[r, 0].set_ylabel(label)
     handles = [Line2D([], [], color=colours[h], label=f"head {h}") for h in range(heads)]
     handles += [Line2D([], [], color="k", ls="-", label="old probe"), Line2D([], [], color="k", ls="--", label="new probe"),

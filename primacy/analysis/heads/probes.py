@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from primacy.analysis.behaviour.serial_position import quarter
 from primacy.analysis.heads.model import HeadModel, head_model
 from primacy.errors import UsageError
 from primacy.tasks.verification import CyclicDesign
@@ -30,14 +31,29 @@ class ProbeStats:
 
     A count is smaller than the number of trials where a measure is undefined: ``match_weight`` for new probes
     (always) and ``entropy`` for a query whose weight on the study keys underflowed to zero.
+
+    ``study`` is indexed by study position instead: (layers, heads, 2, L) sums over trials and query positions of
+    the share of the study keys' weight that falls on study position i, w[t, i] / Σ_i' w[t, i'], with
+    ``study_counts`` (layers, heads, 2) the (trial, query) pairs that entered them (those whose study mass is > 0).
     """
 
     sums: dict[str, np.ndarray]
     counts: dict[str, np.ndarray]
+    study: np.ndarray
+    study_counts: np.ndarray
 
     def __add__(self, other: ProbeStats) -> ProbeStats:
         return ProbeStats({m: self.sums[m] + other.sums[m] for m in MEASURES},
-                          {m: self.counts[m] + other.counts[m] for m in MEASURES})
+                          {m: self.counts[m] + other.counts[m] for m in MEASURES},
+                          self.study + other.study, self.study_counts + other.study_counts)
+
+    def study_profile(self) -> np.ndarray:
+        """Where the queries' weight on the study items falls: the mean share on each study position over every
+        query position and trial, (layers, heads, 2, L) summing to 1 over the last axis; NaN where no query had
+        weight on the study items. A flat profile is 1 / L; more on early positions is primacy in the weights."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            counts = self.study_counts[..., None]
+            return np.where(counts > 0, self.study / np.maximum(counts, 1), np.nan)
 
     @property
     def trials(self) -> np.ndarray:
@@ -82,7 +98,10 @@ def probe_sums(weights: Sequence[torch.Tensor], study_pos: torch.Tensor) -> Prob
         defined = valid[m].double()  # layers B H L
         sums[m] = torch.einsum("zbhj,bjk->zhkj", torch.where(valid[m], values[m], 0.0), kind).numpy()  # layers H 2 L
         counts[m] = torch.einsum("zbhj,bjk->zhkj", defined, kind).round().long().numpy()  # layers H 2 L
-    return ProbeStats(sums, counts)
+    shares = torch.nan_to_num(p, nan=0.0)  # layers B H L(query) L(study); rows without study mass count nothing
+    study = torch.einsum("zbhji,bjk->zhki", shares, kind).numpy()  # layers H 2 L(study)
+    study_counts = torch.einsum("zbhj,bjk->zhk", valid["entropy"].double(), kind).round().long().numpy()  # layers H 2
+    return ProbeStats(sums, counts, study, study_counts)
 
 
 def capture_bytes(model: HeadModel, batch_size: int, n_items: int) -> int:
@@ -106,6 +125,14 @@ def measure_probes(model: HeadModel | nn.Module, design: CyclicDesign, n_sets: i
         stats = probe_sums(list(weights), trials["study_pos"])
         total = stats if total is None else total + stats
     return total
+
+
+def early_minus_late(profile: np.ndarray) -> np.ndarray:
+    """The weight on the first quarter of the study positions minus that on the last quarter (the quarters of
+    ``primacy.analysis.behaviour.serial_position``), over the last axis of a ``study_profile``: 0 for a flat profile,
+    > 0 where the weights favour early items (primacy), < 0 late ones (recency)."""
+    q = quarter(profile.shape[-1])
+    return profile[..., :q].sum(-1) - profile[..., -q:].sum(-1)
 
 
 def head_summary(means: dict[str, np.ndarray]) -> list[dict]:

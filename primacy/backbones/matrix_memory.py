@@ -1,0 +1,228 @@
+"""The modern recurrent family's shared frame: token mixers whose state per head is a matrix S (d_k × d_v) that keys
+and values write and queries read, in a stack of pre-norm residual blocks.
+
+Every such mixer has two exact forms of the same map, and each family module (linear_attention, retnet, gla,
+deltanet) writes both from its paper's recurrence:
+
+- parallel: outputs O = A V per head, with A (T, T) lower triangular built from queries, keys and gates
+  (``_weights``); the one training runs, O(T²) per head. A is the layer's exact token-to-token influence.
+- recurrent: S_t from S_{t-1} and position t's key, value and gates, o_t read from S_t (``_recur``); what ``step``
+  runs, O(1) per position. ``influence`` computes its output with it, so the reconstruction test compares the two.
+
+Legend: B batch, T time, H heads, K key width d_k, V value width d_v, D model width.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from primacy.backbones.base import Backbone
+from primacy.backbones.influence import Influence, ablating, zero_units
+from primacy.checks import fits_in_memory, positive
+from primacy.errors import UsageError
+
+
+@dataclass
+class Heads:
+    """What a mixer reads from its input, per head: q, k (B, H, T, K), v (B, H, T, V) and the family's gates
+    (``gates``: name -> (B, H, T) or (B, H, T, K))."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    gates: dict[str, torch.Tensor]
+
+    def at(self, t: int) -> Heads:
+        """Position t alone: q, k (B, H, K), v (B, H, V), gates without their time axis."""
+        return Heads(self.q[:, :, t], self.k[:, :, t], self.v[:, :, t], {n: g[:, :, t] for n, g in self.gates.items()})
+
+
+class MatrixMemory(nn.Module):
+    """One token mixer: q, k, v projections (through a short causal depthwise convolution when ``conv_kernel`` > 1,
+    as GLA and DeltaNet use it), the family's mixing (``_weights`` and ``_recur``), then per head an RMSNorm, a
+    SiLU output gate and the output projection (with ``gate``), or the output projection alone.
+
+    Subclasses implement ``_features`` (q, k, v and gates from the convolved projections), ``_weights``,
+    ``_initial`` and ``_recur``; each must also accept a one-position input in ``_features`` (for ``step``).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int, gate: bool) -> None:
+        super().__init__()
+        self.n_heads, self.d_key, self.d_value, self.conv_kernel = n_heads, d_key, d_value, conv_kernel
+        width = n_heads * (2 * d_key + d_value)
+        self.qkv = nn.Linear(d_model, width, bias=False)
+        self.conv = nn.Conv1d(width, width, conv_kernel, groups=width, padding=conv_kernel - 1) if conv_kernel > 1 \
+            else None
+        self.norm = nn.RMSNorm(d_value, eps=1e-6) if gate else None
+        self.gate = nn.Linear(d_model, n_heads * d_value, bias=False) if gate else None
+        self.out = nn.Linear(n_heads * d_value, d_model, bias=False)
+        self.ablated: frozenset[int] = frozenset()  # heads whose mixing output is zero (MatrixMemoryBackbone.ablate)
+
+    # --- the family's own parts -------------------------------------------------------------------------------------
+    @abstractmethod
+    def _features(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor, start: int) -> Heads:
+        """From the (convolved) projections q, k (B, H, T, K), v (B, H, T, V) of input x (B, T, D), whose first
+        position is ``start`` of the sequence: the heads' queries, keys, values and gates."""
+
+    @abstractmethod
+    def _weights(self, heads: Heads) -> torch.Tensor:
+        """The parallel form: A (B, H, T, T), lower triangular, with O = A V."""
+
+    @abstractmethod
+    def _initial(self, batch_size: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The recurrent state before position 0: at least ``S`` (B, H, K, V)."""
+
+    @abstractmethod
+    def _recur(self, heads: Heads, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The recurrent form at one position (``heads`` from ``Heads.at``): o_t (B, H, V) and the next state."""
+
+    # --- shared -----------------------------------------------------------------------------------------------------
+    def _heads(self, x: torch.Tensor, window: torch.Tensor | None = None, start: int = 0) -> tuple[Heads, torch.Tensor]:
+        """Heads of x (B, T, D), and the last conv_kernel - 1 projections (B, width, conv_kernel - 1) for the next
+        step; ``window`` holds those of the positions before x (zeros before the first)."""
+        batch, length, _ = x.shape
+        p = self.qkv(x).transpose(1, 2)  # B width T
+        if self.conv is not None:
+            if window is None:
+                window = p.new_zeros(*p.shape[:2], self.conv_kernel - 1)
+            p = torch.cat([window, p], dim=2)  # B width (kernel-1)+T
+            window = p[:, :, -(self.conv_kernel - 1):]
+            p = F.conv1d(p, self.conv.weight, self.conv.bias, groups=p.shape[1])  # B width T: causal, valid
+        split = [self.n_heads * self.d_key] * 2 + [self.n_heads * self.d_value]
+        q, k, v = (part.reshape(batch, self.n_heads, -1, length).transpose(2, 3)  # B H T K|V
+                   for part in torch.split(p, split, dim=1))
+        return self._features(q, k, v, x, start), window
+
+    def _output(self, o: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Mixing output o (B, H, T, V) of input x (B, T, D) -> (B, T, D): ablation, per-head norm and gate, out."""
+        o = zero_units(o, self.ablated, dim=1)
+        if self.norm is not None:
+            o = self.norm(o)
+        o = o.transpose(1, 2).reshape(*x.shape[:2], -1)  # B T H·V
+        if self.gate is not None:
+            o = o * F.silu(self.gate(x))
+        return self.out(o)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, T, D), by the parallel form."""
+        heads, _ = self._heads(x)
+        return self._output(self._weights(heads) @ heads.v, x)  # B H T V -> B T D
+
+    def initial_state(self, batch_size: int) -> dict[str, torch.Tensor]:
+        weight = self.qkv.weight
+        state = self._initial(batch_size, weight)
+        state["t"] = torch.zeros((), dtype=torch.long, device=weight.device)
+        if self.conv is not None:
+            state["window"] = weight.new_zeros(batch_size, weight.shape[0], self.conv_kernel - 1)
+        return state
+
+    def step(self, x_t: torch.Tensor, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """One position by the recurrent form: x_t (B, D) -> (B, D)."""
+        heads, window = self._heads(x_t[:, None], state.get("window"), int(state["t"]))
+        o, new = self._recur(heads.at(0), state)  # B H V
+        new["t"] = state["t"] + 1
+        if window is not None:
+            new["window"] = window
+        return self._output(o[:, :, None], x_t[:, None])[:, 0], new
+
+    def influence(self, x: torch.Tensor) -> Influence:
+        """A (B, H, T, T) on x (B, T, D), the values V (B, H, T, V) it mixes, and as output the recurrent form's
+        o_t over the whole sequence (an independent path: Σ_s A[t, s] v_s must equal it)."""
+        with torch.no_grad():
+            heads, _ = self._heads(x)
+            state, outputs = self._initial(x.shape[0], x), []
+            for t in range(x.shape[1]):
+                o, state = self._recur(heads.at(t), state)
+                outputs.append(o)
+            return Influence(self._weights(heads), heads.v, torch.stack(outputs, dim=2), "head")
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + Mixer(RMSNorm(x)), then x + MLP(RMSNorm(x)) with a GELU feed-forward layer."""
+
+    def __init__(self, mixer: MatrixMemory, d_model: int, d_ff: int | None) -> None:
+        super().__init__()
+        self.norm1, self.mixer = nn.RMSNorm(d_model, eps=1e-6), mixer
+        self.norm2 = nn.RMSNorm(d_model, eps=1e-6) if d_ff else None
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model)) if d_ff else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.mixer(self.norm1(x))
+        return x if self.mlp is None else x + self.mlp(self.norm2(x))
+
+    def step(self, x_t: torch.Tensor, state: dict) -> tuple[torch.Tensor, dict]:
+        y_t, state = self.mixer.step(self.norm1(x_t), state)
+        x_t = x_t + y_t
+        return (x_t if self.mlp is None else x_t + self.mlp(self.norm2(x_t))), state
+
+
+class MatrixMemoryBackbone(Backbone):
+    """A stack of ``Block``s around one family's mixer, then a final RMSNorm. Subclasses build the mixers
+    (``_mixer``) and give typed constructors; shared arguments are checked here."""
+
+    def __init__(self, d_model: int, n_layers: int, n_heads: int, d_key: int | None, d_value: int | None,
+                 conv_kernel: int, mlp: bool, d_ff: int | None) -> None:
+        super().__init__()
+        positive(d_model=d_model, n_layers=n_layers, n_heads=n_heads, conv_kernel=conv_kernel)
+        if (d_key is None or d_value is None) and d_model % n_heads:
+            raise UsageError(f"d_model={d_model} is invalid with n_heads={n_heads}: it must be divisible by n_heads "
+                             "(or give d_key and d_value)")
+        d_key, d_value = d_key or d_model // n_heads, d_value or d_model // n_heads
+        positive(d_key=d_key, d_value=d_value)
+        if d_ff is not None and not mlp:
+            raise UsageError(f"d_ff={d_ff} is only used with mlp=True: leave it null for a mixer-only model")
+        if d_ff is not None and d_ff < 1:
+            raise UsageError(f"d_ff={d_ff} is invalid: it must be at least 1 (or null for 4·d_model)")
+        width = n_heads * (3 * d_key + 3 * d_value) + 8 * d_model * mlp  # per row of d_model: qkv, gate, out, MLP
+        fits_in_memory("the layers' weights", 4 * n_layers * d_model * width, d_model=d_model, n_layers=n_layers)
+        self.d_model, self.n_heads, self.d_key, self.d_value = d_model, n_heads, d_key, d_value
+        hidden = (d_ff or 4 * d_model) if mlp else None
+        self.blocks = nn.ModuleList(Block(self._mixer(d_model, n_heads, d_key, d_value, conv_kernel), d_model, hidden)
+                                    for _ in range(n_layers))
+        self.norm = nn.RMSNorm(d_model, eps=1e-6)
+
+    @abstractmethod
+    def _mixer(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int) -> MatrixMemory:
+        """One layer's mixer."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)  # B T D
+        return self.norm(x)
+
+    def initial_state(self, batch_size: int) -> list[dict[str, torch.Tensor]]:
+        """Per layer: the matrix memory S (B, H, K, V) and what else the family keeps, the position t and the
+        convolution's last inputs."""
+        return [block.mixer.initial_state(batch_size) for block in self.blocks]
+
+    def step(self, x_t: torch.Tensor, state: list[dict]) -> tuple[torch.Tensor, list[dict]]:
+        """One position, x_t (B, D) -> y_t (B, D), by each layer's recurrent form."""
+        states = []
+        for block, layer_state in zip(self.blocks, state):
+            x_t, layer_state = block.step(x_t, layer_state)
+            states.append(layer_state)
+        return self.norm(x_t), states
+
+    def influence(self, x: torch.Tensor) -> list[Influence]:
+        """Each layer's A (B, H, T, T) on x (B, T, D), in layer order, a unit being a head; the layer's input is the
+        normalised residual stream, as forward computes it; values are the heads' value vectors (B, H, T, V)."""
+        layers = []
+        with torch.no_grad():
+            for block in self.blocks:
+                layers.append(block.mixer.influence(block.norm1(x)))
+                x = block(x)
+        return layers
+
+    def ablate(self, units: Iterable[tuple[int, int]]) -> AbstractContextManager[None]:
+        """``Backbone.ablate``: a unit (layer, h) is head h of a layer; its mixing output is zero before the per-head
+        norm, gate and output projection, in forward and step."""
+        mixers = [block.mixer for block in self.blocks]
+        return ablating(mixers, units, [self.n_heads] * len(mixers), "head")
+

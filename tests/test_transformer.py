@@ -9,13 +9,13 @@ from primacy.testing import check_backbone
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16}, {"n_layers": 1, "d_ff": 8},
-                                    {"mlp": False, "layer_norm": False}])
+                                    {"mlp": False, "layer_norm": False}, {"window": 3}])
 def test_contract(kwargs):
     check_backbone(TransformerBackbone, n_heads=2, **kwargs)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16},
-                                    {"mlp": False, "layer_norm": False}])
+                                    {"mlp": False, "layer_norm": False}, {"window": 5}])
 def test_stepping_with_the_key_value_cache_is_forward_in_float64_ablated_heads_included(kwargs):
     torch.manual_seed(0)
     model = TransformerBackbone(d_model=16, n_layers=3, n_heads=4, **kwargs).double().eval()
@@ -31,6 +31,24 @@ def test_stepping_with_the_key_value_cache_is_forward_in_float64_ablated_heads_i
     assert not torch.allclose(model(x), full), "the ablation acts"
     with model.capture_attention(), pytest.raises(UsageError, match="cannot be captured"):
         model.step(x[:, 0], model.initial_state(2))
+
+
+def test_a_window_hides_every_position_window_or_more_steps_back():
+    """One layer of sliding-window attention: output t does not move when inputs at s ≤ t - window do, and the
+    captured weights are zero there and still distributions over the window."""
+    torch.manual_seed(0)
+    model = TransformerBackbone(d_model=16, n_layers=1, n_heads=4, window=4).double().eval()
+    x = torch.randn(2, 12, 16, dtype=torch.float64)
+    moved = x.clone()
+    moved[:, :3] = torch.randn(2, 3, 16, dtype=torch.float64)  # positions 0..2: out of sight from t ≥ 6
+    with torch.no_grad(), model.capture_attention() as layers:
+        before, after = model(x), model(moved)
+    torch.testing.assert_close(before[:, 6:], after[:, 6:], rtol=0, atol=1e-12)
+    assert not torch.allclose(before[:, 3:6], after[:, 3:6])
+    weights = layers[0].weights  # B h T T
+    lag = torch.arange(12)[:, None] - torch.arange(12)[None, :]
+    assert (weights[..., (lag < 0) | (lag >= 4)] == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 12, dtype=torch.float64))
 
 
 def test_captured_weights_are_causal_distributions_and_match_the_fused_output():
@@ -131,6 +149,7 @@ def test_attention_only_has_no_mlp_and_no_layer_norm():
         ({"positional": "learned"}, "max_length=None is invalid for learned positions"),
         ({"max_length": 64}, "max_length=64 is only used by positional='learned'"),
         ({"mlp": False, "d_ff": 32}, "d_ff=32 is only used with mlp=True"),
+        ({"window": 0}, "window=0 is invalid: it must be at least 1"),
     ],
 )
 def test_bad_settings_are_rejected(kwargs, message):

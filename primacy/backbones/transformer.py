@@ -35,14 +35,20 @@ class Attention:
     weights: torch.Tensor
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal attention of queries q on keys k (B, h, T, d_h): the scores q·k/√d_h with -inf above the diagonal and
-    their softmax over keys (B, h, T, T) each, the weights exactly zero above the diagonal."""
-    t = q.shape[-2]
+def causal_attention(q: torch.Tensor, k: torch.Tensor, window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal attention of queries q on keys k (B, h, T, d_h): the scores q·k/√d_h with -inf above the diagonal (and,
+    with a ``window``, on keys ``window`` or more positions back) and their softmax over keys (B, h, T, T) each, the
+    weights exactly zero where the scores are -inf."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # B h T T
-    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)  # T T
-    scores = scores.masked_fill(future, float("-inf"))
+    scores = scores.masked_fill(~visible(q.shape[-2], window, q.device), float("-inf"))
     return scores, scores.softmax(dim=-1)  # B h T T each
+
+
+def visible(length: int, window: int | None, device: torch.device | None = None) -> torch.Tensor:
+    """(T, T) bool: query t sees key s when s ≤ t and, with a ``window``, t - s < window."""
+    lag = torch.arange(length, device=device)
+    lag = lag[:, None] - lag[None, :]  # T T: t - s
+    return (lag >= 0) if window is None else (lag >= 0) & (lag < window)
 
 
 def sinusoidal_positions(length: int, d_model: int, device: torch.device | None = None, start: int = 0
@@ -62,12 +68,13 @@ class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention through the fused kernel; the explicit path only while capturing.
 
     Heads in ``ablated`` (set by TransformerBackbone.ablate_heads) have their value vectors zeroed on both paths,
-    so they add nothing to the output projection; their attention is still computed (and captured).
+    so they add nothing to the output projection; their attention is still computed (and captured). With a
+    ``window``, each query sees only its ``window`` most recent keys, itself included (sliding-window attention).
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout: float, window: int | None = None) -> None:
         super().__init__()
-        self.n_heads, self.dropout = n_heads, dropout
+        self.n_heads, self.dropout, self.window = n_heads, dropout, window
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.captured: list[Attention] | None = None  # set by TransformerBackbone.capture_attention
@@ -84,7 +91,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self._heads(x)  # B h T d_h each
         dropout = self.dropout if self.training else 0.0
         if self.captured is None:
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)  # B h T d_h
+            out = self._fused(q, k, v, dropout)  # B h T d_h
         else:
             out = self._explicit(q, k, v, dropout)
         return self.proj(out.transpose(1, 2).reshape(b, t, d))  # B T D
@@ -99,8 +106,16 @@ class CausalSelfAttention(nn.Module):
         v = self._ablate(v)
         keys, values = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # B h t+1 d_h
         dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, keys, values, dropout_p=dropout)  # B h 1 d_h: every key is in the past
+        seen = slice(-self.window, None) if self.window is not None else slice(None)  # the cache keeps every key
+        out = F.scaled_dot_product_attention(q, keys[:, :, seen], values[:, :, seen], dropout_p=dropout)  # B h 1 d_h
         return self.proj(out.transpose(1, 2).reshape(b, d)), (keys, values)
+
+    def _fused(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float) -> torch.Tensor:
+        """The fused kernel's attention (B, h, T, d_h), causal, within the window if there is one."""
+        if self.window is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        mask = visible(q.shape[-2], self.window, q.device)  # T T
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
 
     def _ablate(self, v: torch.Tensor) -> torch.Tensor:
         """v (B, h, T, d_h) with the ablated heads' values exact zeros, as if their W_V and b_V were zero."""
@@ -111,11 +126,11 @@ class CausalSelfAttention(nn.Module):
         attention probabilities (B, h, T, T), values the heads' value vectors (B, h, T, d_h), output the heads'
         outputs before the output projection from the fused kernel forward uses."""
         q, k, v = self._heads(x)  # B h T d_h each
-        output = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # B h T d_h
-        return Influence(causal_attention(q, k)[1], v, output, "head")
+        output = self._fused(q, k, v, 0.0)  # B h T d_h
+        return Influence(causal_attention(q, k, self.window)[1], v, output, "head")
 
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float) -> torch.Tensor:
-        scores, weights = causal_attention(q, k)  # B h T T each
+        scores, weights = causal_attention(q, k, self.window)  # B h T T each
         self.captured.append(Attention(scores.detach(), weights.detach()))
         return F.dropout(weights, dropout, self.training) @ v  # B h T d_h
 
@@ -130,10 +145,11 @@ class Block(nn.Module):
     Without ``mlp`` the block is attention only; without ``layer_norm`` the LayerNorms are identities.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, mlp: bool, layer_norm: bool) -> None:
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, mlp: bool, layer_norm: bool,
+                 window: int | None = None) -> None:
         super().__init__()
         self.norm1, self.norm2 = _norm(d_model, layer_norm), _norm(d_model, layer_norm)
-        self.attn = CausalSelfAttention(d_model, n_heads, dropout)
+        self.attn = CausalSelfAttention(d_model, n_heads, dropout, window)
         self.mlp = (nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model), nn.Dropout(dropout))
                     if mlp else None)
         self.drop = nn.Dropout(dropout)
@@ -170,6 +186,8 @@ class TransformerBackbone(Backbone):
         mlp: feed-forward layers in each block; False gives the attention-only Transformer of the induction-head
             literature (Elhage et al. 2021), together with ``layer_norm=False``.
         layer_norm: the pre-norm and final LayerNorms; False makes them identities.
+        window: sliding-window attention: each query sees its ``window`` most recent positions (itself included);
+            null: every earlier position. ``step`` keeps every key in its cache and attends to the last ``window``.
     """
 
     def __init__(
@@ -183,9 +201,12 @@ class TransformerBackbone(Backbone):
         max_length: int | None = None,
         mlp: bool = True,
         layer_norm: bool = True,
+        window: int | None = None,
     ) -> None:
         super().__init__()
         positive(d_model=d_model, n_layers=n_layers, n_heads=n_heads)
+        if window is not None and window < 1:
+            raise UsageError(f"window={window} is invalid: it must be at least 1 (or null for full causal attention)")
         if d_model % n_heads:
             raise UsageError(f"d_model={d_model} is invalid with n_heads={n_heads}: it must be divisible by n_heads")
         if d_ff is not None and not mlp:
@@ -202,12 +223,14 @@ class TransformerBackbone(Backbone):
         width = 4 * d_model + 2 * (d_ff or 4 * d_model) * mlp  # attention (Q, K, V, O) and MLP weights per row
         fits_in_memory("the layers' weights", 4 * n_layers * d_model * width, d_model=d_model, n_layers=n_layers)
         self.d_model, self.n_heads, self.positional, self.max_length = d_model, n_heads, positional, max_length
+        self.window = window
         self.position = nn.Embedding(max_length, d_model) if positional == "learned" else None
         if self.position is not None:
             nn.init.normal_(self.position.weight, std=0.02)
         self.drop = nn.Dropout(dropout)
         width = d_ff or 4 * d_model
-        self.blocks = nn.ModuleList(Block(d_model, n_heads, width, dropout, mlp, layer_norm) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, width, dropout, mlp, layer_norm, window)
+                                    for _ in range(n_layers))
         self.norm = _norm(d_model, layer_norm)
 
     def _positions(self, length: int, device: torch.device, start: int = 0) -> torch.Tensor:

@@ -1,0 +1,166 @@
+"""A hybrid of a state-space model and local attention (as Jamba and Griffin interleave them): S4D layers, which
+keep a compressed trace of the whole past, and sliding-window attention layers, which see the last few positions
+exactly. ``pattern`` says which layer comes where; the window trades how much of the recent past is kept verbatim.
+
+Each layer is a pre-norm residual block, x + Layer(RMSNorm(x)); attention blocks add a GELU MLP with ``mlp``. The
+attention has no positional encoding of its own (as in Jamba): position reaches it through the SSM layers before it.
+
+Legend: B batch, T time, D model width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Literal
+
+import torch
+from torch import nn
+
+from primacy.backbones.base import Backbone
+from primacy.backbones.influence import Influence, unit_pair
+from primacy.backbones.s4d import S4DBackbone
+from primacy.backbones.transformer import Block as AttentionBlock
+from primacy.checks import one_of, positive
+from primacy.errors import UsageError
+
+Layer = Literal["ssm", "attention"]
+_LAYERS = ("ssm", "attention")
+
+
+class SSMLayer(nn.Module):
+    """x + S4D(RMSNorm(x)): one S4D block (LegS, its own output GLU) in a pre-norm residual."""
+
+    def __init__(self, d_model: int, d_state: int) -> None:
+        super().__init__()
+        self.norm, self.ssm = nn.RMSNorm(d_model, eps=1e-6), S4DBackbone(d_model=d_model, d_state=d_state)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.ssm(self.norm(x))
+
+    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y_t, state = self.ssm.step(self.norm(x_t), state)
+        return x_t + y_t, state
+
+    def initial_state(self, batch_size: int) -> torch.Tensor:
+        return self.ssm.initial_state(batch_size)
+
+    def influence(self, x: torch.Tensor) -> Influence:
+        return self.ssm.influence(self.norm(x))[0]
+
+    def units(self) -> int:
+        return self.ssm.d_model
+
+    def ablate(self, units: list[int]) -> AbstractContextManager[None]:
+        return self.ssm.ablate([(0, unit) for unit in units])
+
+
+class WindowLayer(nn.Module):
+    """x + SlidingWindowAttention(RMSNorm(x)) (then x + MLP(RMSNorm(x))): a Transformer block with a window."""
+
+    def __init__(self, d_model: int, n_heads: int, window: int, mlp: bool, d_ff: int | None) -> None:
+        super().__init__()
+        self.block = AttentionBlock(d_model, n_heads, d_ff or 4 * d_model, 0.0, mlp, layer_norm=False, window=window)
+        self.block.norm1 = nn.RMSNorm(d_model, eps=1e-6)  # the block's norms are identities without layer_norm
+        if mlp:
+            self.block.norm2 = nn.RMSNorm(d_model, eps=1e-6)
+        self.n_heads, self.d_model = n_heads, d_model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x)
+
+    def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        return self.block.step(x_t, state)
+
+    def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        empty = self.block.attn.qkv.weight.new_zeros(batch_size, self.n_heads, 0, self.d_model // self.n_heads)
+        return empty, empty
+
+    def influence(self, x: torch.Tensor) -> Influence:
+        return self.block.attn.influence(self.block.norm1(x))
+
+    def units(self) -> int:
+        return self.n_heads
+
+    @contextmanager
+    def ablate(self, units: list[int]):
+        attention, before = self.block.attn, self.block.attn.ablated
+        attention.ablated = before | set(units)
+        try:
+            yield
+        finally:
+            attention.ablated = before
+
+
+class HybridBackbone(Backbone):
+    """S4D and sliding-window attention layers in the order ``pattern`` gives, then a final RMSNorm.
+
+    Args:
+        d_model: width D (divisible by ``n_heads``).
+        pattern: the layers, first to last, each ``ssm`` or ``attention``.
+        window: positions each attention query sees, itself included.
+        n_heads: heads per attention layer.
+        d_state: S4D state size N per channel (even).
+        mlp: a GELU feed-forward layer after each attention layer.
+        d_ff: its width; null: 4·d_model.
+    """
+
+    def __init__(self, d_model: int = 64, pattern: list[Layer] = ["ssm", "attention"],  # noqa: B006
+                 window: int = 8, n_heads: int = 4, d_state: int = 64, mlp: bool = True,
+                 d_ff: int | None = None) -> None:
+        super().__init__()
+        positive(d_model=d_model, window=window, n_heads=n_heads)
+        if not pattern:
+            raise UsageError("pattern=[] is invalid: give at least one layer, each 'ssm' or 'attention'")
+        for layer in pattern:
+            one_of("pattern", layer, _LAYERS)
+        if "attention" in pattern and d_model % n_heads:
+            raise UsageError(f"d_model={d_model} is invalid with n_heads={n_heads}: it must be divisible by n_heads")
+        if d_ff is not None and not mlp:
+            raise UsageError(f"d_ff={d_ff} is only used with mlp=True: leave it null for attention layers without MLP")
+        self.d_model, self.pattern, self.window = d_model, list(pattern), window
+        self.layers = nn.ModuleList(SSMLayer(d_model, d_state) if kind == "ssm"
+                                    else WindowLayer(d_model, n_heads, window, mlp, d_ff) for kind in pattern)
+        self.norm = nn.RMSNorm(d_model, eps=1e-6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)  # B T D
+        return self.norm(x)
+
+    def dt(self) -> dict[str, torch.Tensor]:
+        """The S4D layers' Δt, named by their place in ``pattern`` (``layer0``, ...)."""
+        return {f"layer{i}": layer.ssm.step_size().detach() for i, layer in enumerate(self.layers)
+                if isinstance(layer, SSMLayer)}
+
+    def initial_state(self, batch_size: int) -> list:
+        """Per layer: an S4D layer's complex state (B, D, N/2) or an attention layer's key-value cache."""
+        return [layer.initial_state(batch_size) for layer in self.layers]
+
+    def step(self, x_t: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
+        states = []
+        for layer, layer_state in zip(self.layers, state):
+            x_t, layer_state = layer.step(x_t, layer_state)
+            states.append(layer_state)
+        return self.norm(x_t), states
+
+    def influence(self, x: torch.Tensor) -> list[Influence]:
+        """Each layer's exact form on its normalised input, in layer order: an S4D layer's channels (its kernel), an
+        attention layer's heads (their windowed attention)."""
+        layers = []
+        with torch.no_grad():
+            for layer in self.layers:
+                layers.append(layer.influence(x))
+                x = layer(x)
+        return layers
+
+    @contextmanager
+    def ablate(self, units: Iterable[tuple[int, int]]):
+        """``Backbone.ablate``: (layer, unit) is a channel of an S4D layer or a head of an attention layer."""
+        sizes = [layer.units() for layer in self.layers]
+        chosen = [unit_pair(item, sizes, "unit") for item in units]
+        with ExitStack() as stack:
+            for index, layer in enumerate(self.layers):
+                stack.enter_context(layer.ablate([unit for at, unit in chosen if at == index]))
+            yield

@@ -24,7 +24,8 @@ import yaml
 from primacy import files
 from primacy.errors import UsageError
 from primacy.workflows import aggregate
-from primacy.workflows.pages import SCALES, FigureSpec, Panel, rounded, table_cell
+from primacy.workflows.pages import SCALES, FigureSpec, Panel
+from primacy.workflows.tables import rounded, table_cell
 
 AGGREGATES = "aggregates"
 

@@ -1,0 +1,68 @@
+"""The tables `primacy reproduce` writes beside its figures, for docs: mean ± SE over seeds, marked where a panel
+differs from the figure's reference panel by more than two standard errors of the difference."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+DT_QUANTILES = (0.05, 0.5, 0.95)
+SMALL_DT = 0.03  # the paper: after training, Δt concentrates at or below about this
+
+
+# The markdown table's columns: (title, the row's key of the mean; its SE is key + "_se", when the row has one)
+TABLE_COLUMNS = (("overall", "overall_accuracy"), ("early − late", "early_minus_late"),
+                 ("primacy", "primacy_index"), ("recency", "recency_index"),
+                 ("early-query decay", "early_query_decay"), ("median Δt after", "dt_final_median"))
+
+
+def markdown_table(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
+    """A figure's table for docs: mean ± SE over seeds (n), a † where a panel differs from the ``reference`` panel by
+    more than twice the standard error of the difference, sqrt(SE_a² + SE_b²); then the bottom-left block against
+    the rest of the first query quarter, and Δt quantiles (every channel of every seed) before and after training."""
+    header = ["panel", "L", "n", *[title for title, _ in TABLE_COLUMNS], "bottom-left / rest",
+              "Δt 5/50/95 % before", "Δt 5/50/95 % after", f"Δt ≤ {SMALL_DT} before → after"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [str(row["panel"]), str(row["n_items"]), str(row["seeds"])]
+        cells += [table_cell(row, key, reference) for _, key in TABLE_COLUMNS]
+        cells.append(f"{_number(row['bottom_left'])} / {_number(row['rest'])}")
+        for when in ("initial", "final"):
+            quantiles = [row[f"dt_{when}_q{round(q * 100):02d}"] for q in DT_QUANTILES]
+            cells.append("—" if None in quantiles else " / ".join(f"{q:.2g}" for q in quantiles))
+        before, after = row[f"dt_initial_below_{SMALL_DT}"], row[f"dt_final_below_{SMALL_DT}"]
+        cells.append("—" if before is None else f"{before:.2f} → {after:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if reference is not None:
+        lines += ["", f"† differs from panel {reference['panel']} by more than 2 SE of the difference."]
+    return "\n".join(lines) + "\n"
+
+
+def table_cell(row: dict[str, Any], key: str, reference: dict[str, Any] | None) -> str:
+    mean, se = row.get(key), row.get(f"{key}_se")
+    if mean is None:
+        return "—"
+    if se is None:
+        text = _number(mean)
+    else:  # both to the SE's precision: 3 decimals, or the SE's 2 significant digits when it is below 0.001
+        decimals = 3 if se >= 0.001 or se == 0 else 1 - math.floor(math.log10(se))
+        text = f"{mean:.{decimals}f} ± {se:.{decimals}f}".replace("-", "−")
+    if reference is not None and reference is not row and reference.get(key) is not None and se is not None:
+        other_se = reference.get(f"{key}_se")
+        if other_se is not None and abs(mean - reference[key]) > 2 * (se**2 + other_se**2) ** 0.5:
+            text += " †"
+    return text
+
+
+def _number(x: float | None) -> str:
+    """3 decimals, or 2 significant digits for small numbers (Δt), with a true minus sign."""
+    if x is None:
+        return "—"
+    text = f"{x:.3f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"
+    return text.replace("-", "−")
+
+
+def rounded(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None or np.isnan(x) else round(float(x), digits)

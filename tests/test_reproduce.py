@@ -23,6 +23,7 @@ from primacy import figures
 from primacy.analysis.serial_position import summarize
 from primacy.cli import main
 from primacy.rundir import results
+from primacy.testing import tiny_fit
 from primacy.workflows import launchers, pages
 from primacy.workflows.analyses import AblationSettings, analyze_checkpoints
 from primacy.workflows.pages import FIGURES, draw, markdown_table
@@ -137,6 +138,31 @@ def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     assert lines[2].split(" | ")[3:5] == ["0.700 ± 0.010", "−0.004"]
     assert lines[3].split(" | ")[3] == "0.730 ± 0.010 †" and lines[4].split(" | ")[3] == "0.720 ± 0.010"
     assert lines[2].split(" | ")[-3:] == ["—", "—", "— |"]  # no Δt
+
+
+def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp_path):
+    """`reproduce weights` on two tiny S4D verification runs: each seed's probe analysis in <run>/probes, the table's
+    early-minus-late of the weights the mean of the seeds' (new probes, layer 0), the page drawn; a second draw
+    reads the analyses back."""
+    runs = []
+    for seed in (0, 1):
+        run = Run("quickstart", seed, tmp_path / "out" / "quickstart" / f"seed{seed}", ROOT / "configs" /
+                  "quickstart.yaml", ())
+        tiny_fit(run.dir, seed=seed, backbone_settings={"d_model": 8, "d_state": 4},
+                 data_settings={"num_test_sets": 3}, args=["--data.init_args.seed", str(seed)])
+        runs.append(run)
+    spec = FIGURES["weights"].select(["S4D"])
+    draw(spec, "cpu", tmp_path / "out", runs)
+    seeds = [json.loads((run.dir / "probes" / "summary.json").read_text()) for run in runs]
+    assert all(summary["n_sets"] == 3 for summary in seeds)  # at most WEIGHT_SETS, as many as the run has
+    table = _csv(tmp_path / "out" / "weights.csv")
+    expected = np.mean([summary["study_weight_early_minus_late"][0]["new"] for summary in seeds])
+    assert float(table[0]["weight_early_minus_late_L0"]) == pytest.approx(expected, abs=1e-4)
+    assert table[0]["seeds"] == "2" and (tmp_path / "out" / "weights.png").is_file()
+    assert "weight early − late, layer 0" in (tmp_path / "out" / "weights.md").read_text()
+    before = [(run.dir / "probes" / "summary.json").stat().st_mtime_ns for run in runs]
+    draw(spec, "cpu", tmp_path / "out", runs)
+    assert [(run.dir / "probes" / "summary.json").stat().st_mtime_ns for run in runs] == before
 
 
 def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_deleted_one(tmp_path, capsys):

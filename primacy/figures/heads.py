@@ -3,6 +3,8 @@ pure functions, no file I/O."""
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -195,6 +197,31 @@ def probe_attention(means: dict[str, np.ndarray], study: np.ndarray | None = Non
     handles += [Line2D([], [], color="k", ls="-", label="old probe"), Line2D([], [], color="k", ls="--", label="new probe"),
                 Line2D([], [], color="0.6", ls=":", label="uniform over study items")]
     axes[0, -1].legend(handles=handles, fontsize=7, frameon=False)
+    return fig
+
+
+def study_weights(columns: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], title: str) -> Figure:
+    """Memory verification, one column per model: accuracy by study position (mean ± SE over seeds) above the share
+    of the queries' weight on each study position, one line per layer (mean ± SE over seeds; the dotted line is a
+    flat 1/L). ``columns`` are (title, accuracy mean (L,), its SE (L,), weights mean (layers, L), their SE)."""
+    fig, axes = plt.subplots(2, len(columns), figsize=(3.6 * len(columns) + 0.4, 5.8), constrained_layout=True,
+                             squeeze=False, sharex=True, sharey="row")
+    for col, (label, accuracy, accuracy_se, weights, weights_se) in enumerate(columns):
+        i = np.arange(len(accuracy))
+        top, bottom = axes[0, col], axes[1, col]
+        top.plot(i, accuracy, "o-", ms=2.5, color="k", lw=1.2)
+        top.fill_between(i, accuracy - accuracy_se, accuracy + accuracy_se, color="k", alpha=0.15, lw=0)
+        top.set_title(textwrap.fill(label, 34), fontsize=9)
+        palette = sns.color_palette("viridis", len(weights))
+        for layer, (mean, se) in enumerate(zip(weights, weights_se)):
+            bottom.plot(i, mean, "-", color=palette[layer], lw=1.3, label=f"layer {layer}")
+            bottom.fill_between(i, mean - se, mean + se, color=palette[layer], alpha=0.2, lw=0)
+        bottom.axhline(1 / len(accuracy), color="0.6", ls=":", lw=0.8, zorder=0)
+        bottom.legend(fontsize=7, frameon=False)
+        bottom.set_xlabel("study position")
+    axes[0, 0].set_ylabel("accuracy")
+    axes[1, 0].set_ylabel("share of the query's weight\non the study items (new probes)")
+    fig.suptitle(title, fontsize=11)
     return fig
 
 

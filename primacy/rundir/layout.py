@@ -23,6 +23,7 @@ class RunDir:
     ``results/``               what the test wrote (``results``): ``summary.json`` (``summary``) and the files of the
                                model's kind of result (``primacy.rundir.kinds``), ``dt_history.npz`` (``dt_history``)
     ``icl/``, ``ablation/``    the analyses ``primacy reproduce induction`` makes of the run's checkpoints
+    ``probes/``                ``analyze probes`` of the last checkpoint, as ``primacy reproduce weights`` makes it
     """
 
     path: Path
@@ -79,6 +80,10 @@ class RunDir:
     @property
     def ablation(self) -> Path:
         return self.path / "ablation"
+
+    @property
+    def probes(self) -> Path:
+        return self.path / "probes"
 
     def is_tested(self) -> bool:
         """Whether a test has written the run's results (its summary.json exists)."""

@@ -18,6 +18,7 @@ from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.analysis.behaviour.serial_position import quarter
 from primacy.analysis.heads.emergence import across_seeds, emergence_step, measures
+from primacy.analysis.heads.probes import early_minus_late
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.kinds import StudyQueryResults
@@ -32,7 +33,7 @@ from primacy.workflows.analyses import (
     write_emergence,
 )
 from primacy.workflows.probes import ProbeRun, analyze_probes
-from primacy.workflows.tables import DT_QUANTILES, SMALL_DT, markdown_table, rounded
+from primacy.workflows.tables import DT_QUANTILES, SMALL_DT, markdown_table, rounded, weights_table
 from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
 
 SCALES = ("cpu", "paper")
@@ -113,6 +114,13 @@ FIGURES = {
     "transformer": FigureSpec("transformer", "Appendix: the Transformer at the ceiling", (
         _panel("T", "Transformer", "transformer-L32", "transformer-L128"),
     ), "probes"),
+    "weights": FigureSpec("weights", "Where the queries' weights fall on memory verification: heads, units and "
+                          "kernels by study position", (
+        _panel("S4D", "channels, convolution kernel", "quickstart", "verification-s4d-legs-L128"),
+        _panel("Transformer", "attention heads", "transformer-L32", "transformer-L128"),
+        _panel("Mamba", "inner channels, selective scan", "quickstart-mamba", "mamba-L128"),
+        _panel("xLSTM", "mLSTM heads", "quickstart-xlstm", "xlstm-L128"),
+    ), "weights", reference="S4D"),
     "induction": FigureSpec("induction", "Induction heads and CMR over training (Ji-An et al. 2024, Fig. 7)", (
         _panel("I", "Transformer trained on repeated random tokens", "induction-attn-2L", "induction-4L"),
     ), "emergence"),
@@ -133,6 +141,8 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
         return _draw_emergence(spec, scale, out, runs)
     if spec.layout == "humans":
         return _draw_humans(spec, scale, out, runs)
+    if spec.layout == "weights":
+        return _draw_weights(spec, scale, out, runs)
     panels = []
     for panel in spec.panels:
         name = panel.config(scale)
@@ -266,6 +276,54 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         models.append((mean, seeds, label))
     written += figures.save(figures.heads.emergence_page(models, f"{spec.title} · {scale} scale"), out / spec.name)
     return [*written, files.write_csv(out / f"{spec.name}.csv", table)]
+
+
+WEIGHT_SETS, WEIGHT_BATCH = 16, 8  # at most these test sets (2L trials each) per run's probe analysis, 8 trials a pass
+
+
+def _draw_weights(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
+    """Each panel's aggregate (its serial-position curve), `analyze probes` of each seed's last checkpoint (into
+    <run>/probes, reused when newer than the checkpoint), and the page: accuracy and the share of the queries'
+    weight on the study items by study position (new probes: the positional part, not the match), one column per
+    panel, with a table of the early-minus-late quarter of both and Δt after training, mean ± SE over seeds."""
+    written, table, columns = [], [], []
+    for panel in spec.panels:
+        name = panel.config(scale)
+        dirs = [run.dir for run in runs if run.panel == name]
+        summary = aggregate.aggregate(dirs, out / name / "mean")
+        profiles = np.stack([_study_weights(d) for d in dirs])  # seeds layers L: new probes, mean over heads
+        histories = [results.read_dt_history(RunDir(d).dt_history) for d in dirs if RunDir(d).dt_history.is_file()]
+        weights_mean, weights_se = mean_and_se(early_minus_late(profiles))  # layers each
+        row = {"panel": panel.label, "config": name, "seeds": len(dirs), "n_items": profiles.shape[-1],
+               "early_minus_late": rounded(summary["early_minus_late"]["mean"]),
+               "early_minus_late_se": rounded(summary["early_minus_late"]["se"])}
+        for layer, (mean, se) in enumerate(zip(weights_mean, weights_se)):
+            row[f"weight_early_minus_late_L{layer}"], row[f"weight_early_minus_late_L{layer}_se"] = rounded(mean), \
+                rounded(se)
+        medians = np.array([[float(np.median(h["dt"][-1]))] for h in histories])  # seeds 1
+        dt_mean, dt_se = mean_and_se(medians) if len(medians) else ([None], [None])
+        row["dt_final_median"], row["dt_final_median_se"] = rounded(dt_mean[0], 5), rounded(dt_se[0], 5)
+        table.append(row)
+        curve = summary["serial_position_curve"]
+        columns.append((f"{panel.label}  {panel.title} · n={len(dirs)}", np.array(curve["mean"], dtype=float),
+                        np.array(curve["se"], dtype=float), *mean_and_se(profiles)))
+    title = f"{spec.title} · {scale} scale"
+    written += figures.save(figures.heads.study_weights(columns, title), out / spec.name)
+    return [*written, files.write_csv(out / f"{spec.name}.csv", table),
+            files.write_text(out / f"{spec.name}.md", weights_table(table))]
+
+
+def _study_weights(run: Path) -> np.ndarray:
+    """(layers, L): the share of the queries' weight on each study position at new probes, mean over heads, from
+    `analyze probes` of the run's last checkpoint (made now unless a newer one is in <run>/probes)."""
+    files_of = RunDir(run)
+    out, checkpoint = files_of.probes, files_of.last_checkpoint
+    done = out / SUMMARY
+    if not (done.is_file() and done.stat().st_mtime >= checkpoint.stat().st_mtime):
+        analyze_probes([ProbeRun(files_of.config, checkpoint, run.name)], out, batch_size=WEIGHT_BATCH,
+                       formats=("png",), at_most=WEIGHT_SETS)
+    with np.load(out / "probes.npz") as arrays:
+        return np.nanmean(arrays["study_weight"][:, :, 1], axis=1)  # layers L
 
 
 def _ablation(run: Path, step: int, group: int = 1) -> dict[str, Any]:

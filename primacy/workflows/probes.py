@@ -30,8 +30,8 @@ class ProbeRun:
 
 
 def analyze_probes(runs: Sequence[ProbeRun], out: Path, sets: int | None = None, batch_size: int = 32,
-                   formats: Sequence[str] = ("png", "pdf")) -> dict:
-    """The probe attention of each run on its first ``sets`` test sets (None: ``PROBE_SETS``, or all a run has if
+                   formats: Sequence[str] = ("png", "pdf"), at_most: int = PROBE_SETS) -> dict:
+    """The probe attention of each run on its first ``sets`` test sets (None: ``at_most``, or all a run has if
     fewer), summed head by head over the runs (the seeds of one config: a head's index means nothing across seeds, so
     those rows mix heads), and each run's strongest head with the mean and standard error over runs of its measures
     (``strongest_heads``, ``strongest_head_mean``): written to ``out`` (``write_probes``); returns summary.json's
@@ -41,7 +41,7 @@ def analyze_probes(runs: Sequence[ProbeRun], out: Path, sets: int | None = None,
     for run in runs:
         model, task = load_run(run.config, run.checkpoint)
         model = head_model(model)
-        n_sets = min(PROBE_SETS, task.num_test_sets) if sets is None else sets
+        n_sets = min(at_most, task.num_test_sets) if sets is None else sets
         if n_sets > task.num_test_sets:
             raise UsageError(f"sets={n_sets} is invalid: the run has num_test_sets={task.num_test_sets}, give at most "
                              f"{task.num_test_sets}")

@@ -66,3 +66,18 @@ def _number(x: float | None) -> str:
 
 def rounded(x: float | None, digits: int = 4) -> float | None:
     return None if x is None or np.isnan(x) else round(float(x), digits)
+
+
+def weights_table(rows: list[dict[str, Any]]) -> str:
+    """The weights page's table for docs: behaviour's and each layer's weights' early-minus-late, Δt after."""
+    layers = max(sum(key.startswith("weight_early_minus_late_L") and not key.endswith("_se") for key in row)
+                 for row in rows)
+    header = ["panel", "L", "n", "accuracy early − late", *[f"weight early − late, layer {i}" for i in range(layers)],
+              "median Δt after"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [str(row["panel"]), str(row["n_items"]), str(row["seeds"]), table_cell(row, "early_minus_late", None)]
+        cells += [table_cell(row, f"weight_early_minus_late_L{i}", None) for i in range(layers)]
+        cells.append(table_cell(row, "dt_final_median", None))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -344,7 +344,7 @@ def test_influence_figure_reads_a_backbone_without_attention_by_its_panels_units
                "--data.init_args.batch_size", "8",
                "--data.init_args.num_val_prompts", "8", "--data.init_args.num_test_prompts", "8"]
     main(command)
-    run = out / "induction-s4d" / "seed0"
+    run = out / "induction-v64-s4d" / "seed0"
     summary = json.loads((run / "icl" / "step2" / "summary.json").read_text())
     assert (summary["unit"], summary["units_per_head"]) == ("channel", 16)
     assert len(_csv(run / "icl" / "step2" / "heads.csv")) == 64 // 16  # one layer, four heads of 16 channels
@@ -353,7 +353,7 @@ def test_influence_figure_reads_a_backbone_without_attention_by_its_panels_units
     assert [row["panel"] for row in _csv(out / "influence.csv")] == ["S4D"]
     assert (run / "results" / "token_dt.npz").is_file()  # the config's TokenDtTracker
 
-    assert (out / "induction-s4d" / "mean" / "emergence.png").is_file() and (out / "influence.png").is_file()
+    assert (out / "induction-v64-s4d" / "mean" / "emergence.png").is_file() and (out / "influence.png").is_file()
 
     analysed = [run / "icl" / "step2" / "summary.json", run / "ablation" / "ablation.json"]
     before = [path.stat().st_mtime_ns for path in analysed]

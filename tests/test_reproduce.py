@@ -165,7 +165,8 @@ def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp
     assert [(run.dir / "probes" / "summary.json").stat().st_mtime_ns for run in runs] == before
 
 
-def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_deleted_one(tmp_path, capsys):
+def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_deleted_one(tmp_path, capsys,
+                                                                                           monkeypatch):
     out = tmp_path / "fig4"
     sweep = ["reproduce", "fig4", "--out", str(out), "--panels", "4", "6", *SMALL]
     command = [*sweep, "--seeds", "1", "--jobs", "2", "--trainer.max_steps", "4"]
@@ -178,6 +179,7 @@ def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_d
     assert [(row["panel"], row["seeds"]) for row in _csv(out / "fig4.csv")] == [("4", "1"), ("6", "1")]
     with np.load(runs[1] / "results" / "dt_history.npz") as history:  # the paper's footnote: Δt stays at its init
         assert np.array_equal(history["dt"][0], history["dt"][-1])
+    monkeypatch.setattr(figures, "FORMATS", ("png",))  # the redraws below: PDFs tested above, and half their time
 
     capsys.readouterr()
     main([*sweep, "--seeds", "2", "--status", "--trainer.max_steps", "4"])

@@ -46,7 +46,7 @@ FIT = [
      "--data.init_args.condition halves: expected one of 'half', 'uniform'"),
     ("backbone-misspelt", ["--model.init_args.backbone", "S4Dbackbone"],
      ("backbone 'S4Dbackbone' is not registered: did you mean S4DBackbone or S4Backbone",
-      "registered backbones: LSTMBackbone, ")),
+      "registered backbones: DeltaNetBackbone, ", "LSTMBackbone, ")),
     ("d-model-zero", ["--model.init_args.backbone.init_args.d_model", "0"],
      "d_model=0 is invalid: it must be at least 1"),
     ("d-model-huge", ["--model.init_args.backbone.init_args.d_model", "10000000000"],

@@ -14,7 +14,8 @@ from primacy.tasks.free_recall import FreeRecallTask
 from primacy.testing import check_model, check_task, tiny_args, tiny_fit, tiny_settings
 
 # which registered task each registered model is built for (its quickstart's)
-TASKS_OF = {"SequenceModel": ["VerificationTask"], "RecallModel": ["ReconstructionTask", "AssociativeRecallTask"],
+TASKS_OF = {"SequenceModel": ["VerificationTask"],
+            "RecallModel": ["ReconstructionTask", "AssociativeRecallTask", "MQARTask"],
             "FreeRecallModel": ["FreeRecallTask"], "LanguageModel": ["InductionTask"]}
 PAIRS = [(model, task) for model, tasks in TASKS_OF.items() for task in tasks]
 # Held-out sets most of all sets (10 of C(5, 2) = 10 sets, 5 held out), so a leak shows at once.
@@ -25,12 +26,15 @@ CROWDED = {
     "AssociativeRecallTask": {"n_items": 2, "n_keys": 5, "n_values": 3, "p_unseen": 0.25, "num_held_out": 5,
                               "num_test_sets": 3, "num_val_sets": 2},
     "FreeRecallTask": {"n_items": 2, "vocab_size": 5, "num_held_out": 5, "num_test_sets": 3, "num_val_sets": 2},
+    "MQARTask": {"n_items": 2, "length": 12, "n_keys": 5, "n_values": 3, "num_held_out": 5, "num_test_sets": 3,
+                 "num_val_sets": 2},
 }
 
 
 def study_items(task: str, n_items: int):
-    """Where a task's trials hold their study set: associative recall's keys alternate with values."""
-    return (lambda batch: batch["tokens"][:, 0 : 2 * n_items : 2]) if task == "AssociativeRecallTask" else None
+    """Where a task's trials hold their study set: associative recall's and MQAR's keys alternate with values."""
+    pairs = task in ("AssociativeRecallTask", "MQARTask")
+    return (lambda batch: batch["tokens"][:, 0 : 2 * n_items : 2]) if pairs else None
 
 
 def test_every_registered_model_and_task_is_checked():

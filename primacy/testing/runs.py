@@ -30,6 +30,8 @@ TINY_SETTINGS: dict[str, dict[str, object]] = {
                               "batch_size": 4, "num_held_out": 12, "num_test_sets": 3, "num_val_sets": 2},
     "FreeRecallTask": {"n_items": 4, "vocab_size": 16, "batch_size": 4, "num_held_out": 12, "num_test_sets": 5,
                        "num_val_sets": 2},
+    "MQARTask": {"n_items": 4, "length": 20, "n_keys": 16, "n_values": 8, "batch_size": 4, "num_held_out": 12,
+                 "num_test_sets": 3, "num_val_sets": 2},
 }
 TINY_MODEL: dict[str, object] = {"warmup_steps": 2}
 TINY_BACKBONE: dict[str, object] = {"d_model": 8}
@@ -108,6 +110,7 @@ TINY_RUNS: dict[str, list[str]] = {
         extra=["--trainer.callbacks.n_items", "11", "--trainer.callbacks.formats", "[png]"]),
     "reconstruction": _tiny_run("quickstart-reconstruction.yaml", "ReconstructionTask", extra=_NO_FIGURES_AT_ALL),
     "recall": _tiny_run("quickstart-recall.yaml", "AssociativeRecallTask", extra=_NO_FIGURES_AT_ALL),
+    "mqar": _tiny_run("quickstart-mqar.yaml", "MQARTask", extra=NO_FIGURES),
     "free_recall": _tiny_run("quickstart-free-recall.yaml", "FreeRecallTask", extra=_NO_FIGURES_AT_ALL,
                              model={**TINY_MODEL, "decoding": "sampled"}),
 }

@@ -55,11 +55,11 @@ from primacy.testing import QUIET, TINY_RUNS  # noqa: E402, F401 (imported by th
 # `-m slow`; the bitwise resume after Ctrl-C stays in the default run for every task. A kill differs from Ctrl-C only
 # in which checkpoint the run resumes from (the last periodic one, written by the same callback), and costs a new
 # Python process (5 s of imports) per task.
-LATER_TASKS = ("reconstruction", "recall", "free_recall", "mqar")
+LATER_TASKS = ("reconstruction", "recall", "free_recall", "mqar", "selective_copying")
 # The held-out tasks (HeldOutTask) split their evaluation across processes with the same code: recall keeps the
 # uneven three-process split in the default run, the others test it with `-m slow` (two processes by default);
 # recall and induction, on three processes by default, test their two-process case with `-m slow`.
-THREE_PROCESS_SLOW = ("verification", "reconstruction", "free_recall", "mqar")
+THREE_PROCESS_SLOW = ("verification", "reconstruction", "free_recall", "mqar", "selective_copying")
 TWO_PROCESS_SLOW = ("recall", "induction")
 SLOW_SPLITS = tuple(f"[{t}-3]" for t in THREE_PROCESS_SLOW) + tuple(f"[{t}-2]" for t in TWO_PROCESS_SLOW)
 TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves",

@@ -17,7 +17,7 @@ CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglo
 HELD_OUT = ["--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1"]
 TASK_SIZES = {  # the smallest evaluation of each task, by class name
     "VerificationTask": HELD_OUT, "ReconstructionTask": HELD_OUT, "AssociativeRecallTask": HELD_OUT,
-    "FreeRecallTask": HELD_OUT, "MQARTask": HELD_OUT,
+    "FreeRecallTask": HELD_OUT, "MQARTask": HELD_OUT, "SelectiveCopyingTask": HELD_OUT,
     "InductionTask": ["--data.init_args.num_test_prompts", "4", "--data.init_args.num_val_prompts", "4"],
 }
 

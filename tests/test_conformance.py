@@ -15,7 +15,7 @@ from primacy.testing import check_model, check_task, tiny_args, tiny_fit, tiny_s
 
 # which registered task each registered model is built for (its quickstart's)
 TASKS_OF = {"SequenceModel": ["VerificationTask"],
-            "RecallModel": ["ReconstructionTask", "AssociativeRecallTask", "MQARTask"],
+            "RecallModel": ["ReconstructionTask", "AssociativeRecallTask", "MQARTask", "SelectiveCopyingTask"],
             "FreeRecallModel": ["FreeRecallTask"], "LanguageModel": ["InductionTask"]}
 PAIRS = [(model, task) for model, tasks in TASKS_OF.items() for task in tasks]
 # Held-out sets most of all sets (10 of C(5, 2) = 10 sets, 5 held out), so a leak shows at once.
@@ -28,12 +28,17 @@ CROWDED = {
     "FreeRecallTask": {"n_items": 2, "vocab_size": 5, "num_held_out": 5, "num_test_sets": 3, "num_val_sets": 2},
     "MQARTask": {"n_items": 2, "length": 12, "n_keys": 5, "n_values": 3, "num_held_out": 5, "num_test_sets": 3,
                  "num_val_sets": 2},
+    "SelectiveCopyingTask": {"n_items": 2, "length": 8, "vocab_size": 3, "num_held_out": 4, "num_test_sets": 2,
+                             "num_val_sets": 2},
 }
 
 
 def study_items(task: str, n_items: int):
-    """Where a task's trials hold their study set: associative recall's and MQAR's keys alternate with values."""
+    """Where a task's trials hold their study set: associative recall's and MQAR's keys alternate with values;
+    selective copying's list is what its markers ask for."""
     pairs = task in ("AssociativeRecallTask", "MQARTask")
+    if task == "SelectiveCopyingTask":  # the data tokens, scattered among noise: the targets, in order
+        return lambda batch: batch["targets"]
     return (lambda batch: batch["tokens"][:, 0 : 2 * n_items : 2]) if pairs else None
 
 

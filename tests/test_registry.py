@@ -17,7 +17,8 @@ CONFIG_OF = {"SequenceModel": "quickstart", "RecallModel": "quickstart-recall",
              "FreeRecallModel": "quickstart-free-recall", "LanguageModel": "induction-quickstart",
              "VerificationTask": "quickstart", "ReconstructionTask": "quickstart-reconstruction",
              "AssociativeRecallTask": "quickstart-recall", "FreeRecallTask": "quickstart-free-recall",
-             "InductionTask": "induction-quickstart", "MQARTask": "quickstart-mqar"}
+             "InductionTask": "induction-quickstart", "MQARTask": "quickstart-mqar",
+             "SelectiveCopyingTask": "quickstart-selective-copying"}
 SECTION = {"model": "model", "task": "data"}
 TEXTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "configs").rglob("*.yaml"))]
 

@@ -32,6 +32,8 @@ TINY_SETTINGS: dict[str, dict[str, object]] = {
                        "num_val_sets": 2},
     "MQARTask": {"n_items": 4, "length": 20, "n_keys": 16, "n_values": 8, "batch_size": 4, "num_held_out": 12,
                  "num_test_sets": 3, "num_val_sets": 2},
+    "SelectiveCopyingTask": {"n_items": 4, "length": 16, "vocab_size": 8, "batch_size": 4, "num_held_out": 12,
+                             "num_test_sets": 3, "num_val_sets": 2},
 }
 TINY_MODEL: dict[str, object] = {"warmup_steps": 2}
 TINY_BACKBONE: dict[str, object] = {"d_model": 8}
@@ -111,6 +113,7 @@ TINY_RUNS: dict[str, list[str]] = {
     "reconstruction": _tiny_run("quickstart-reconstruction.yaml", "ReconstructionTask", extra=_NO_FIGURES_AT_ALL),
     "recall": _tiny_run("quickstart-recall.yaml", "AssociativeRecallTask", extra=_NO_FIGURES_AT_ALL),
     "mqar": _tiny_run("quickstart-mqar.yaml", "MQARTask", extra=NO_FIGURES),
+    "selective_copying": _tiny_run("quickstart-selective-copying.yaml", "SelectiveCopyingTask", extra=NO_FIGURES),
     "free_recall": _tiny_run("quickstart-free-recall.yaml", "FreeRecallTask", extra=_NO_FIGURES_AT_ALL,
                              model={**TINY_MODEL, "decoding": "sampled"}),
 }

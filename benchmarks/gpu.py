@@ -69,6 +69,8 @@ TWINS = {
     "xlstm-L128": "quickstart-xlstm",  # the xLSTM quickstart (L = 32, d_model 64, batch 64)
     "verification-s4d-legs-L128": "quickstart",  # S4D with frozen LegS at L = 32: the quickstart
     "induction-4L": "cpu/induction-attn-2L",
+    **{f"induction-v64-{paper}": f"cpu/induction-v64-{cpu}"  # the influence figure's small-vocabulary task
+       for paper, cpu in (("attn-4L", "attn-2L"), ("mamba-4L", "mamba-2L"), ("xlstm-4L", "xlstm-2L"), ("s4d", "s4d"))},
     "reconstruction-s4d-legs-L128": "quickstart-reconstruction",  # S4D, L = 12, K = 32, delays 0-16
     "recall-s4d-legs-L128": "quickstart-recall",  # S4D, L = 8 pairs, 16 keys, 8 values
     "free-recall-s4d-legs-L128": "quickstart-free-recall",  # S4D, L = 32, K = 512

@@ -124,13 +124,13 @@ FIGURES = {
     "induction": FigureSpec("induction", "Induction heads and CMR over training (Ji-An et al. 2024, Fig. 7)", (
         _panel("I", "Transformer trained on repeated random tokens", "induction-attn-2L", "induction-4L"),
     ), "emergence"),
-    # Units per head: as many heads per layer as the Transformer's (4 at cpu scale, 8 at paper scale). At cpu scale the
-    # task's vocabulary is 64 (induction-v64-*), which the attention-free models learn; the paper scale's is 2,048.
+    # Units per head: as many heads per layer as the Transformer's (4 at cpu scale, 8 at paper scale). At both scales
+    # the task's vocabulary is 64 (induction-v64-*), which the attention-free models learn at CPU scale.
     "influence": FigureSpec("influence", "Induction without attention: heads, channels and kernels over training", (
-        _panel("Transformer", "attention heads", "induction-v64-attn-2L", "induction-4L"),
-        _panel("Mamba", "inner channels, selective scan", "induction-v64-mamba-2L", "induction-mamba-4L", (32, 64)),
-        _panel("xLSTM", "mLSTM heads", "induction-v64-xlstm-2L", "induction-xlstm-4L"),
-        _panel("S4D", "channels, convolution kernel", "induction-v64-s4d", "induction-s4d", (16, 32)),
+        _panel("Transformer", "attention heads", "induction-v64-attn-2L", "induction-v64-attn-4L"),
+        _panel("Mamba", "inner channels, selective scan", "induction-v64-mamba-2L", "induction-v64-mamba-4L", (32, 64)),
+        _panel("xLSTM", "mLSTM heads", "induction-v64-xlstm-2L", "induction-v64-xlstm-4L"),
+        _panel("S4D", "channels, convolution kernel", "induction-v64-s4d", "induction-v64-s4d", (16, 32)),
     ), "emergence"),
 }
 

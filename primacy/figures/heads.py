@@ -239,6 +239,7 @@ _EMERGENCE_PANELS = (  # (column, label); a row of the figure per line
     ("cmr_top_beta_rec", "β_rec"),
     ("cmr_top_gamma_ft", "γ_FT"),
 )
+_EMERGENCE_GRID = {"left": 0.045, "right": 0.99, "bottom": 0.09, "top": 0.88, "wspace": 0.2, "hspace": 0.45}
 _UNIT_RANGE = {"top_induction", "cmr_like_share", "beta_enc", "beta_rec", "gamma_ft", "cmr_top_beta_enc",
                "cmr_top_beta_rec", "cmr_top_gamma_ft"}
 
@@ -246,10 +247,11 @@ _UNIT_RANGE = {"top_induction", "cmr_like_share", "beta_enc", "beta_rec", "gamma
 def emergence_page(models: list[tuple[list[dict], dict[str, list[dict]], str]], title: str) -> Figure:
     """Fig. 7 of several models, one above the other under one ``title``: each an ``emergence`` figure of its
     (rows, seeds, label)."""
-    page = plt.figure(figsize=(14.0, 8.6 * len(models)), layout="constrained")
-    for (rows, seeds, label), subfigure in zip(models, page.subfigures(len(models), 1, squeeze=False)[:, 0]):
-        emergence(rows, seeds, label, fig=subfigure)
-    page.suptitle(title, fontsize=12)
+    page = plt.figure(figsize=(14.0, 8.6 * len(models) + 0.4))
+    heading, *parts = page.subfigures(len(models) + 1, 1, height_ratios=[0.4] + [8.6] * len(models))
+    heading.suptitle(title, fontsize=12, y=0.5, va="center")  # a strip of its own above the models
+    for (rows, seeds, label), part in zip(models, parts):
+        emergence(rows, seeds, label, fig=part)
     return page
 
 
@@ -262,8 +264,9 @@ def emergence(rows: list[dict], seeds: dict[str, list[dict]], title: str = "", f
     page of several models) instead of a new one."""
     panels = [(key, label) for key, label in _EMERGENCE_PANELS if key in rows[0]]
     if fig is None:
-        fig = plt.figure(figsize=(14.0, 2.8 * len(panels) // 4), layout="constrained")
-    axes = fig.subplots(len(panels) // 4, 4, sharex=True)
+        fig = plt.figure(figsize=(14.0, 2.8 * len(panels) // 4))
+    # a fixed grid, not the constrained layout: the solver took as long as drawing the page (tests, reproduce)
+    axes = fig.subplots(len(panels) // 4, 4, sharex=True, gridspec_kw=_EMERGENCE_GRID)
     steps = np.array([row["step"] for row in rows])
     top = rows[0]["top"]
     for ax, (key, label) in zip(axes.flat, panels):

@@ -9,10 +9,9 @@ from primacy.errors import UsageError
 from primacy.testing import check_backbone
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"pattern": ["attention", "ssm", "attention"], "window": 2, "n_heads": 2,
-                                         "d_state": 4, "mlp": False}])
-def test_contract(kwargs):
-    check_backbone(HybridBackbone, **kwargs)
+def test_contract():  # with its defaults in tests/test_backbones.py, as every registered backbone
+    check_backbone(HybridBackbone, pattern=["attention", "ssm", "attention"], window=2, n_heads=2, d_state=4,
+                   mlp=False)
 
 
 def test_stepping_is_forward_in_float64_with_an_ssm_channel_and_a_head_ablated():

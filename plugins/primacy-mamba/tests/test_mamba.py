@@ -241,13 +241,13 @@ def test_a_sequence_model_over_mamba_keeps_the_model_contract():
 
 @pytest.mark.skipif(not QUICKSTART.is_file(), reason="needs a primacy checkout's configs/")
 def test_quickstart_config_trains_and_records_dt(tmp_path):
-    """DtTracker (the config's) records each channel's mean Δt; TokenDtTracker the Δt each position takes, which a
+    """The config's DtTracker records each channel's mean Δt; its TokenDtTracker the Δt each position takes, which a
     selective scan sets from the token."""
     run = tiny_fit(tmp_path / "run", None, None, None, config=QUICKSTART, steps=6,
                    data_settings={"n_items": 8, "vocab_size": 64, "batch_size": 8, "num_held_out": 16,
                                   "num_test_sets": 2, "num_val_sets": 2},
                    backbone_settings={"d_model": 16},
-                   args=["--trainer.val_check_interval", "3", "--trainer.callbacks+=TokenDtTracker",
+                   args=["--trainer.val_check_interval", "3",  # the last callback, the config's TokenDtTracker:
                          "--trainer.callbacks.every_n_steps", "3", "--trainer.callbacks.sequences", "4"])
     summary = json.loads((run / "results" / "summary.json").read_text())
     assert summary["backbone"] == "MambaBackbone" and summary["n_items"] == 8

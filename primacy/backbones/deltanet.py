@@ -75,7 +75,7 @@ class DeltaRule(MatrixMemory):
 
 
 class DeltaNetBackbone(MatrixMemoryBackbone):
-    """Pre-norm blocks of DeltaNet (gated DeltaNet with ``gated``) and a GELU MLP with ``mlp``, then a final RMSNorm.
+    """DeltaNet, or gated DeltaNet with ``gated``, in pre-norm blocks with a GELU MLP, then a final RMSNorm.
 
     Args:
         d_model: width D.

@@ -51,22 +51,10 @@ class GatedLinearAttention(MatrixMemory):
 
 
 class GLABackbone(MatrixMemoryBackbone):
-    """Pre-norm blocks of gated linear attention (and a GELU MLP with ``mlp``), then a final RMSNorm. The parallel
-    form holds (B, H, K, T, T) decays, so a length beyond memory is refused in one line.
+    """Gated linear attention (Yang et al. 2024) in pre-norm blocks with a GELU MLP, then a final RMSNorm.
 
-    Args:
-        d_model: width D.
-        n_layers: blocks.
-        n_heads: heads per block.
-        d_key, d_value: per-head widths K and V; null: d_model / n_heads.
-        conv_kernel: width of a causal depthwise convolution on q, k, v; 1: none.
-        mlp: a feed-forward layer in each block.
-        d_ff: its width; null: 4·d_model.
-    """
-
-    def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, d_key: int | None = None,
-                 d_value: int | None = None, conv_kernel: int = 1, mlp: bool = True, d_ff: int | None = None) -> None:
-        super().__init__(d_model, n_layers, n_heads, d_key, d_value, conv_kernel, mlp, d_ff)
+    Arguments as ``MatrixMemoryBackbone``'s. The parallel form holds (B, H, K, T, T) decays, so a length beyond memory
+    is refused in one line."""
 
     def _mixer(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int) -> MatrixMemory:
         return GatedLinearAttention(d_model, n_heads, d_key, d_value, conv_kernel)

@@ -165,10 +165,20 @@ class Block(nn.Module):
 
 class MatrixMemoryBackbone(Backbone):
     """A stack of ``Block``s around one family's mixer, then a final RMSNorm. Subclasses build the mixers
-    (``_mixer``) and give typed constructors; shared arguments are checked here."""
+    (``_mixer``); one whose arguments are these, with these defaults, inherits this constructor.
 
-    def __init__(self, d_model: int, n_layers: int, n_heads: int, d_key: int | None, d_value: int | None,
-                 conv_kernel: int, mlp: bool, d_ff: int | None) -> None:
+    Args:
+        d_model: width D.
+        n_layers: blocks.
+        n_heads: heads per block.
+        d_key, d_value: per-head widths K and V; null: d_model / n_heads.
+        conv_kernel: width of a causal depthwise convolution on q, k, v; 1: none.
+        mlp: a feed-forward layer in each block.
+        d_ff: its width; null: 4·d_model.
+    """
+
+    def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, d_key: int | None = None,
+                 d_value: int | None = None, conv_kernel: int = 1, mlp: bool = True, d_ff: int | None = None) -> None:
         super().__init__()
         positive(d_model=d_model, n_layers=n_layers, n_heads=n_heads, conv_kernel=conv_kernel)
         if (d_key is None or d_value is None) and d_model % n_heads:

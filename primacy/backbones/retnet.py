@@ -59,7 +59,7 @@ class Retention(MatrixMemory):
 
 
 class RetNetBackbone(MatrixMemoryBackbone):
-    """Pre-norm blocks of multi-scale retention (and a GELU MLP with ``mlp``), then a final RMSNorm.
+    """RetNet's multi-scale retention (Sun et al. 2023) in pre-norm blocks with a GELU MLP, then a final RMSNorm.
 
     Args:
         d_model: width D.

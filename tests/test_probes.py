@@ -154,6 +154,26 @@ def test_analyze_probes_writes_tables_arrays_summary_and_figure(trained_run, tmp
     assert "largest old-new gap" in capsys.readouterr().out
 
 
+def test_several_runs_are_summed_head_by_head_with_each_runs_strongest_head_and_their_mean(trained_run, tmp_path):
+    """`reproduce transformer`'s analysis of a panel's seeds (``analyze_probes`` over several runs): the same run twice
+    counts every trial twice, leaves the means as they are, and lists its strongest head once per run."""
+    from primacy.workflows.probes import ProbeRun, analyze_probes
+
+    run = ProbeRun(trained_run / "config.yaml", trained_run / "checkpoints" / "last.ckpt", "seed0")
+    one = analyze_probes([run], tmp_path / "one", sets=3, batch_size=8, formats=())
+    two = analyze_probes([run, ProbeRun(run.config, run.checkpoint, "seed1")], tmp_path / "two", sets=3,
+                         batch_size=8, formats=())
+    assert two["seeds"] == 2 and two["old_probes"] == 2 * one["old_probes"]
+    assert [row["run"] for row in two["strongest_heads"]] == ["seed0", "seed1"]
+    assert two["strongest_heads"][0]["old"] == two["strongest_heads"][1]["old"] == one["strongest_heads"][0]["old"]
+    mean = two["strongest_head_mean"]["old_max_weight"]
+    assert mean["n"] == 2 and mean["se"] == 0
+    assert mean["mean"] == pytest.approx(one["strongest_heads"][0]["old"]["max_weight"])
+    with np.load(tmp_path / "one" / "probes.npz") as a, np.load(tmp_path / "two" / "probes.npz") as b:
+        np.testing.assert_allclose(a["max_weight"], b["max_weight"], rtol=1e-12)
+        np.testing.assert_array_equal(2 * a["n_max_weight"], b["n_max_weight"])
+
+
 def test_s4d_channels_look_alike_at_old_and_new_probes():
     """A time-invariant layer's influence ignores the tokens, so its channels put the same weight on the study items
     whether the probe was studied or not: every measure but match_weight is equal for old and new probes."""

@@ -167,6 +167,7 @@ def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp
 
 def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_deleted_one(tmp_path, capsys,
                                                                                            monkeypatch):
+    monkeypatch.setattr(figures, "FORMATS", ("png",))  # what is tested is the sweep; the fig3 page test has the PDFs
     out = tmp_path / "fig4"
     sweep = ["reproduce", "fig4", "--out", str(out), "--panels", "4", "6", *SMALL]
     command = [*sweep, "--seeds", "1", "--jobs", "2", "--trainer.max_steps", "4"]
@@ -175,11 +176,10 @@ def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_redoes_a_d
     for run in runs:
         assert (run / "results" / "summary.json").is_file(), run
         assert step(run) == 4
-    assert all((out / name).is_file() for name in ("fig4.png", "fig4.pdf", "fig5.png", "fig4.csv"))
+    assert all((out / name).is_file() for name in ("fig4.png", "fig5.png", "fig4.csv"))
     assert [(row["panel"], row["seeds"]) for row in _csv(out / "fig4.csv")] == [("4", "1"), ("6", "1")]
     with np.load(runs[1] / "results" / "dt_history.npz") as history:  # the paper's footnote: Δt stays at its init
         assert np.array_equal(history["dt"][0], history["dt"][-1])
-    monkeypatch.setattr(figures, "FORMATS", ("png",))  # the redraws below: PDFs tested above, and half their time
 
     capsys.readouterr()
     main([*sweep, "--seeds", "2", "--status", "--trainer.max_steps", "4"])
@@ -269,7 +269,10 @@ def test_a_bad_figure_file_is_one_line(content, message, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_transformer_figure_measures_where_the_queries_look(tmp_path):
+@pytest.mark.slow  # 18 s: two Transformer runs; analyze_probes over several runs is in test_probes, the page's other
+# steps (aggregate, heatmaps, sweep) in the fig3 and sweep tests
+def test_transformer_figure_measures_where_the_queries_look(tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "FORMATS", ("png",))  # in this process: the page and the probes' figures
     out = tmp_path / "transformer"
     main(["reproduce", "transformer", "--seeds", "2", "--out", str(out), "--jobs", "2", *TINY])
     probes = out / "transformer-L32" / "mean" / "probes"
@@ -295,6 +298,7 @@ def _csv(path: Path) -> list[dict]:
 
 def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monkeypatch):
     # the analyses at a tenth of their defaults' work: what is tested is which checkpoints they read and write
+    monkeypatch.setattr(figures, "FORMATS", ("png",))
     settings = dataclasses.replace(pages.emergence_settings(), prompts=8)
     monkeypatch.setattr(pages, "emergence_settings", lambda: settings)
     monkeypatch.setattr(pages, "AblationSettings", functools.partial(AblationSettings, sequences=16, random=2))

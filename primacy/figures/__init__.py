@@ -19,11 +19,12 @@ FORMATS = ("png", "pdf")  # what results and pages are written in unless asked o
 DPI = 150
 
 
-def save(fig: Figure, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = DPI) -> list[Path]:
-    """``fig`` written atomically to ``stem``.<format> for every format, then closed (also when a write fails). The
-    layout (constrained or tight) is computed for the first format and kept for the others: the same page in each,
-    and a PDF after a PNG costs half as much (the layout solver was as much time as drawing the page)."""
-    stem = Path(stem)
+def save(fig: Figure, stem: str | Path, formats: Sequence[str] | None = None, dpi: int = DPI) -> list[Path]:
+    """``fig`` written atomically to ``stem``.<format> for every format (None: ``FORMATS``, read at the call), then
+    closed (also when a write fails). The layout (constrained or tight) is computed for the first format and kept for
+    the others: the same page in each, and a PDF after a PNG costs half as much (the layout solver was as much time
+    as drawing the page)."""
+    stem, formats = Path(stem), FORMATS if formats is None else formats
     written = []
     try:
         for fmt in formats:

@@ -58,8 +58,8 @@ class MatrixMemory(nn.Module):
         self.n_heads, self.d_key, self.d_value, self.conv_kernel = n_heads, d_key, d_value, conv_kernel
         width = n_heads * (2 * d_key + d_value)
         self.qkv = nn.Linear(d_model, width, bias=False)
-        self.conv = nn.Conv1d(width, width, conv_kernel, groups=width, padding=conv_kernel - 1) if conv_kernel > 1 \
-            else None
+        # its weights only: _heads pads it causally with the positions before (the step's window, or zeros)
+        self.conv = nn.Conv1d(width, width, conv_kernel, groups=width) if conv_kernel > 1 else None
         self.norm = nn.RMSNorm(d_value, eps=1e-6) if gate else None
         self.gate = nn.Linear(d_model, n_heads * d_value, bias=False) if gate else None
         self.out = nn.Linear(n_heads * d_value, d_model, bias=False)

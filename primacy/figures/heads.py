@@ -204,8 +204,9 @@ def study_weights(columns: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, n
     """Memory verification, one column per model: accuracy by study position (mean ± SE over seeds) above the share
     of the queries' weight on each study position, one line per layer (mean ± SE over seeds; the dotted line is a
     flat 1/L). ``columns`` are (title, accuracy mean (L,), its SE (L,), weights mean (layers, L), their SE)."""
-    fig, axes = plt.subplots(2, len(columns), figsize=(3.6 * len(columns) + 0.4, 5.8), constrained_layout=True,
-                             squeeze=False, sharex=True, sharey="row")
+    width = 3.6 * len(columns) + 0.4
+    fig, axes = plt.subplots(2, len(columns), figsize=(width, 5.8), constrained_layout=True, squeeze=False,
+                             sharex=True, sharey="row")
     for col, (label, accuracy, accuracy_se, weights, weights_se) in enumerate(columns):
         i = np.arange(len(accuracy))
         top, bottom = axes[0, col], axes[1, col]
@@ -219,9 +220,10 @@ def study_weights(columns: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, n
         bottom.axhline(1 / len(accuracy), color="0.6", ls=":", lw=0.8, zorder=0)
         bottom.legend(fontsize=7, frameon=False)
         bottom.set_xlabel("study position")
+        bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0, 0].set_ylabel("accuracy")
     axes[1, 0].set_ylabel("share of the query's weight\non the study items (new probes)")
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(textwrap.fill(title, int(11 * width)), fontsize=11)  # about 11 characters an inch
     return fig
 
 

@@ -327,6 +327,13 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monke
         assert ablation["checkpoint"].endswith("last.ckpt") and int(row["ablated_heads"]) == ablation["k"] == 1
         assert float(row["icl_intact"]) == pytest.approx(ablation["summary"]["intact"]["mean"], abs=1e-4)
     assert (out / "induction.png").stat().st_size > 0 and (panel / "mean" / "emergence.png").is_file()
+    markdown = (out / "induction.md").read_text().splitlines()  # the seeds' mean ± SE
+    icl = [float(row["icl_intact"]) for row in table]
+    assert markdown[0].startswith("| panel | n | emerged at step |") and markdown[2].startswith("| I | 2 | ")
+    cells = [cell.strip() for cell in markdown[2].split("|")[1:-1]]
+    mean, se = (float(part.replace("−", "-")) for part in cells[markdown[0].split("|")[1:-1].index(" ICL intact ")]
+                .split(" ± "))
+    assert mean == pytest.approx(np.mean(icl), abs=1e-3) and se == pytest.approx(abs(icl[0] - icl[1]) / 2, abs=1e-3)
 
     analysed = {path: path.stat().st_mtime_ns
                 for path in [*out.glob("*/seed*/icl/step*/heads.csv"), *out.glob("*/seed*/ablation/ablation.json")]}

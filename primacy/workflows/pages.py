@@ -33,7 +33,7 @@ from primacy.workflows.analyses import (
     write_emergence,
 )
 from primacy.workflows.probes import ProbeRun, analyze_probes
-from primacy.workflows.tables import DT_QUANTILES, SMALL_DT, markdown_table, rounded, weights_table
+from primacy.workflows.tables import DT_QUANTILES, SMALL_DT, emergence_table, markdown_table, rounded, weights_table
 from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
 
 SCALES = ("cpu", "paper")
@@ -256,7 +256,7 @@ def _draw_humans(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> li
 def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
     """`analyze icl` of every numbered checkpoint of every run (into <run>/icl/step<N>, reusing what is done; figures
     for the final one only), each panel's emergence over seeds (<panel>/mean/emergence.csv and figure), the page of
-    every panel and the table of each run's final checkpoint and emergence step."""
+    every panel, the table of each run's final checkpoint and emergence step, and its mean ± SE per panel (.md)."""
     settings = emergence_settings()
     written, table, models = [], [], []
     for panel in spec.panels:
@@ -276,7 +276,8 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         written += [out / name / "mean" / f"emergence.{ext}" for ext in ("csv", *figures.FORMATS)]
         models.append((mean, seeds, label))
     written += figures.save(figures.heads.emergence_page(models, f"{spec.title} · {scale} scale"), out / spec.name)
-    return [*written, files.write_csv(out / f"{spec.name}.csv", table)]
+    return [*written, files.write_csv(out / f"{spec.name}.csv", table),
+            files.write_text(out / f"{spec.name}.md", emergence_table(table))]
 
 
 WEIGHT_SETS, WEIGHT_BATCH = 16, 8  # at most these test sets (2L trials each) per run's probe analysis, 8 trials a pass

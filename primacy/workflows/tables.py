@@ -81,3 +81,29 @@ def weights_table(rows: list[dict[str, Any]]) -> str:
         cells.append(table_cell(row, "dt_final_median", None))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+# emergence pages' markdown table: (title, the per-seed row's key), each as mean ± SE over a panel's seeds
+EMERGENCE_COLUMNS = (("emerged at step", "emerged_at_step"), ("best induction", "best_induction"),
+                     ("top-4 CMR distance", "top_cmr_distance"), ("CMR-like share", "cmr_like_share"),
+                     ("β_enc", "beta_enc"), ("β_rec", "beta_rec"), ("ICL intact", "icl_intact"),
+                     ("ICL, most CMR-like ablated", "icl_top"), ("ICL, random ablated", "icl_random"))
+
+
+def emergence_table(rows: list[dict[str, Any]]) -> str:
+    """An emergence page's table for docs: per panel, the mean ± SE over its seeds (n) of each run's final measures
+    (``EMERGENCE_COLUMNS``; a seed whose head never emerged counts as missing in that column)."""
+    header = ["panel", "n", *[title for title, _ in EMERGENCE_COLUMNS]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for panel in dict.fromkeys(row["panel"] for row in rows):
+        seeds = [row for row in rows if row["panel"] == panel]
+        summary: dict[str, Any] = {}
+        for _, key in EMERGENCE_COLUMNS:
+            values = np.array([np.nan if row.get(key) is None else float(row[key]) for row in seeds])
+            defined = values[~np.isnan(values)]
+            summary[key] = float(defined.mean()) if defined.size else None
+            summary[f"{key}_se"] = float(defined.std(ddof=1) / np.sqrt(defined.size)) if defined.size > 1 else None
+        lines.append("| " + " | ".join([str(panel), str(len(seeds)),
+                                        *[table_cell(summary, key, None) for _, key in EMERGENCE_COLUMNS]]) + " |")
+    return "\n".join(lines) + "\n"
+

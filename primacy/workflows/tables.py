@@ -103,7 +103,9 @@ def emergence_table(rows: list[dict[str, Any]]) -> str:
             defined = values[~np.isnan(values)]
             summary[key] = float(defined.mean()) if defined.size else None
             summary[f"{key}_se"] = float(defined.std(ddof=1) / np.sqrt(defined.size)) if defined.size > 1 else None
-        lines.append("| " + " | ".join([str(panel), str(len(seeds)),
-                                        *[table_cell(summary, key, None) for _, key in EMERGENCE_COLUMNS]]) + " |")
+        cells = [table_cell(summary, key, None) for _, key in EMERGENCE_COLUMNS]
+        step, step_se = summary["emerged_at_step"], summary["emerged_at_step_se"]  # whole steps
+        cells[0] = "—" if step is None else f"{step:.0f}" + ("" if step_se is None else f" ± {step_se:.0f}")
+        lines.append("| " + " | ".join([str(panel), str(len(seeds)), *cells]) + " |")
     return "\n".join(lines) + "\n"
 

@@ -323,6 +323,8 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monke
     assert [(row["run"], row["final_step"]) for row in table] == [("seed0", "4"), ("seed1", "4")]
     for row, seed in zip(table, seeds):  # the table rounds to 4 decimals
         assert float(row["top_induction"]) == pytest.approx(float(seed[1]["top_induction"]), abs=1e-4)
+        tested = json.loads((panel / row["run"] / "results" / "summary.json").read_text())["repeat_accuracy"]
+        assert float(row["repeat_accuracy"]) == pytest.approx(tested, abs=1e-4)
         ablation = json.loads((panel / row["run"] / "ablation" / "ablation.json").read_text())
         assert ablation["checkpoint"].endswith("last.ckpt") and int(row["ablated_heads"]) == ablation["k"] == 1
         assert float(row["icl_intact"]) == pytest.approx(ablation["summary"]["intact"]["mean"], abs=1e-4)

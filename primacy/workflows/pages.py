@@ -269,7 +269,9 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
             seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, files_of.icl, settings, reuse=True,
                                                              report=lambda line: None, draw="final")
             ablation = _ablation(run.dir, rows[-1]["step"], group)
-            table.append({"panel": panel.label, "config": name, "run": run.dir.name, **_final(rows, ablation)})
+            tested = json.loads(files_of.summary.read_text()).get("repeat_accuracy")  # the run's test, on its prompts
+            table.append({"panel": panel.label, "config": name, "run": run.dir.name, "repeat_accuracy": rounded(tested),
+                          **_final(rows, ablation)})
         mean = across_seeds(list(seeds.values()))
         label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
         write_emergence(mean, out / name / "mean", figures.FORMATS, seeds, label)

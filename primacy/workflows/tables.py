@@ -84,7 +84,8 @@ def weights_table(rows: list[dict[str, Any]]) -> str:
 
 
 # emergence pages' markdown table: (title, the per-seed row's key), each as mean ± SE over a panel's seeds
-EMERGENCE_COLUMNS = (("emerged at step", "emerged_at_step"), ("best induction", "best_induction"),
+EMERGENCE_COLUMNS = (("emerged at step", "emerged_at_step"), ("repeat accuracy", "repeat_accuracy"),
+                     ("best induction", "best_induction"),
                      ("top-4 CMR distance", "top_cmr_distance"), ("CMR-like share", "cmr_like_share"),
                      ("β_enc", "beta_enc"), ("β_rec", "beta_rec"), ("ICL intact", "icl_intact"),
                      ("ICL, most CMR-like ablated", "icl_top"), ("ICL, random ablated", "icl_random"))

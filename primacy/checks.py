@@ -18,6 +18,13 @@ def positive(**values: int) -> None:
             raise UsageError(f"{name}={value} is invalid: it must be at least 1")
 
 
+def non_negative(**values: int) -> None:
+    """Every value is at least 0."""
+    for name, value in values.items():
+        if value < 0:
+            raise UsageError(f"{name}={value} is invalid: it must be at least 0")
+
+
 def one_of(name: str, value: Any, allowed: Iterable[Any]) -> Any:
     """``value`` if it is one of ``allowed``; otherwise a UsageError naming the setting and every allowed value."""
     allowed = list(allowed)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import torch
 
-from primacy.checks import fits_in_memory, one_of, positive
+from primacy.checks import fits_in_memory, non_negative, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
 from primacy.tasks.sampling import (
@@ -167,8 +167,7 @@ class AssociativeRecallTask(HeldOutTask):
         if condition == "half" and not unseen:
             raise UsageError("condition='half' asks unseen keys, which a model trained with p_unseen=0 never meets: "
                              "set p_unseen > 0 or condition='seen'")
-        if num_workers < 0:
-            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        non_negative(num_workers=num_workers)
         fits_in_memory("drawing key sets", 4 * n_keys * max(batch_size, num_held_out), n_keys=n_keys,
                        batch_size=batch_size, num_held_out=num_held_out)
         what = f"n_keys={n_keys} and n_items={n_items}"

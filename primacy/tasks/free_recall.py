@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory, non_negative, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
 from primacy.tasks.sampling import TRAIN, HeldOut, check_held_out, distinct_sets, draw_distinct, stream_generator
@@ -105,8 +105,7 @@ class FreeRecallTask(HeldOutTask):
         if vocab_size < n_items:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: a list of distinct items "
                              f"needs vocab_size >= {n_items}")
-        if num_workers < 0:
-            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        non_negative(num_workers=num_workers)
         fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out), vocab_size=vocab_size,
                        batch_size=batch_size, num_held_out=num_held_out)
         what = f"vocab_size={vocab_size} and n_items={n_items}"

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory, non_negative, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Task
 from primacy.tasks.prompts import BOS, repeated_prompt
@@ -108,8 +108,7 @@ class InductionTask(Task):
         if not 1 <= prompt_items < vocab_size:
             raise UsageError(f"prompt_items={prompt_items} is invalid: it must lie in [1, vocab_size - 1]")
         positive(batch_size=batch_size, num_val_prompts=num_val_prompts, num_test_prompts=num_test_prompts)
-        if num_workers < 0:
-            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        non_negative(num_workers=num_workers)
         rows = max(batch_size, num_val_prompts, num_test_prompts)  # the largest draw: one random key per token and row
         fits_in_memory("drawing random tokens", 8 * rows * max(length, vocab_size), batch_size=batch_size,
                        num_val_prompts=num_val_prompts, num_test_prompts=num_test_prompts, length=length,

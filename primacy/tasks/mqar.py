@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory, non_negative, positive
 from primacy.errors import UsageError
 from primacy.tasks.associative_recall import draw_pairs
 from primacy.tasks.base import Batch, HeldOutTask
@@ -142,8 +142,7 @@ class MQARTask(HeldOutTask):
             raise UsageError(f"n_keys={n_keys} is too small for n_items={n_items}: a trial's keys are distinct")
         if not 0.0 < power_a <= 1.0:
             raise UsageError(f"power_a={power_a} is invalid: it must lie in (0, 1]")
-        if num_workers < 0:
-            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        non_negative(num_workers=num_workers)
         fits_in_memory("drawing key sets", 4 * n_keys * max(batch_size, num_held_out), n_keys=n_keys,
                        batch_size=batch_size, num_held_out=num_held_out)
         what = f"n_keys={n_keys} and n_items={n_items}"

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from primacy.checks import fits_in_memory, one_of, positive
+from primacy.checks import fits_in_memory, non_negative, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
 from primacy.tasks.sampling import (
@@ -174,8 +174,7 @@ class ReconstructionTask(HeldOutTask):
         one_of("condition", condition, CONDITIONS)
         if teacher_forcing and condition != "forward":
             raise UsageError("teacher_forcing=true is for condition='forward': cued queries are position tokens")
-        if num_workers < 0:
-            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        non_negative(num_workers=num_workers)
         self.delay_range = delay_range(delay)
         self.test_delays = resolve_test_delays(delay, test_delays)
         fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out), vocab_size=vocab_size,

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory, non_negative, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
 from primacy.tasks.reconstruction import draw_items
@@ -110,8 +110,7 @@ class SelectiveCopyingTask(HeldOutTask):
         if length < 2 * n_items:
             raise UsageError(f"length={length} is too short for n_items={n_items}: the data tokens and the markers "
                              f"take L places each, so it must be at least 2L = {2 * n_items}")
-        if num_workers < 0:
-            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        non_negative(num_workers=num_workers)
         fits_in_memory("the test trials", 8 * length * max(num_test_sets, num_val_sets), length=length,
                        num_test_sets=num_test_sets)
         what = f"vocab_size={vocab_size} and n_items={n_items} with repeats"

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import torch
 
-from primacy.checks import fits_in_memory, one_of, positive
+from primacy.checks import fits_in_memory, non_negative, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import HeldOutTask
 from primacy.tasks.sampling import (
@@ -200,8 +200,7 @@ class VerificationTask(HeldOutTask):
         check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(vocab_size, n_items),
                        f"vocab_size={vocab_size} and n_items={n_items}")
         one_of("condition", condition, CONDITIONS)
-        if num_workers < 0:
-            raise UsageError(f"num_workers={num_workers} is invalid: it must be at least 0")
+        non_negative(num_workers=num_workers)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.n_items, self.vocab_size, self.p_distractor = n_items, vocab_size, p_distractor
         self.batch_size, self.num_held_out = batch_size, num_held_out

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from primacy.analysis.behaviour.comparison import mean_and_se
+
 DT_QUANTILES = (0.05, 0.5, 0.95)
 SMALL_DT = 0.03  # the paper: after training, Δt concentrates at or below about this
 
@@ -101,9 +103,8 @@ def emergence_table(rows: list[dict[str, Any]]) -> str:
         summary: dict[str, Any] = {}
         for _, key in EMERGENCE_COLUMNS:
             values = np.array([np.nan if row.get(key) is None else float(row[key]) for row in seeds])
-            defined = values[~np.isnan(values)]
-            summary[key] = float(defined.mean()) if defined.size else None
-            summary[f"{key}_se"] = float(defined.std(ddof=1) / np.sqrt(defined.size)) if defined.size > 1 else None
+            mean, se = mean_and_se(values)  # over the seeds that have a value; NaN (then None) where too few do
+            summary[key], summary[f"{key}_se"] = (None if np.isnan(x) else float(x) for x in (mean, se))
         cells = [table_cell(summary, key, None) for _, key in EMERGENCE_COLUMNS]
         step, step_se = summary["emerged_at_step"], summary["emerged_at_step_se"]  # whole steps
         cells[0] = "—" if step is None else f"{step:.0f}" + ("" if step_se is None else f" ± {step_se:.0f}")

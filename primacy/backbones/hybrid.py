@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from primacy.backbones.base import Backbone
-from primacy.backbones.influence import Influence, unit_pair
+from primacy.backbones.influence import Influence, ablating, unit_pair
 from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import Block as AttentionBlock
 from primacy.checks import one_of, positive
@@ -83,14 +83,8 @@ class WindowLayer(nn.Module):
     def units(self) -> int:
         return self.n_heads
 
-    @contextmanager
-    def ablate(self, units: list[int]):
-        attention, before = self.block.attn, self.block.attn.ablated
-        attention.ablated = before | set(units)
-        try:
-            yield
-        finally:
-            attention.ablated = before
+    def ablate(self, units: list[int]) -> AbstractContextManager[None]:
+        return ablating([self.block.attn], [(0, unit) for unit in units], [self.n_heads], "head")
 
 
 class HybridBackbone(Backbone):

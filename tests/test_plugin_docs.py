@@ -59,17 +59,19 @@ def _builds_here() -> list[str]:
 _BUILD_HERE = _builds_here()
 
 
-def install(section: str, name: str, tmp_path: Path) -> tuple[Path, Callable[..., str]]:
-    """The section's package written to ``tmp_path/name`` and installed into a private directory (not this
-    environment) with the real packaging machinery, so that its entry point comes from genuine distribution
-    metadata; and a runner of Python with it installed, from the checkout, which returns the output."""
-    package = tmp_path / name
-    for path, text in doc_files(section).items():
-        (package / path).parent.mkdir(parents=True, exist_ok=True)
-        (package / path).write_text(text)
+def install(sections: dict[str, str], tmp_path: Path) -> tuple[dict[str, Path], Callable[..., str]]:
+    """Each section's package (``sections``: name -> section) written to ``tmp_path/name`` and installed, in one pip
+    command, into a private directory (not this environment) with the real packaging machinery, so that their entry
+    points come from genuine distribution metadata; and a runner of Python with them installed, from the checkout,
+    which returns the output."""
+    packages = {name: tmp_path / name for name in sections}
+    for name, section in sections.items():
+        for path, text in doc_files(section).items():
+            (packages[name] / path).parent.mkdir(parents=True, exist_ok=True)
+            (packages[name] / path).write_text(text)
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *_BUILD_HERE, "--target",
-                    str(site), str(package)], check=True)
+                    str(site), *map(str, packages.values())], check=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
 
     def run(*args: str, cwd: Path = ROOT) -> str:
@@ -77,46 +79,40 @@ def install(section: str, name: str, tmp_path: Path) -> tuple[Path, Callable[...
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
-    return package, run
+    return packages, run
 
 
-def test_the_guide_builds_a_working_plugin(tmp_path):
+def test_the_guide_builds_a_working_backbone_plugin_and_task_plugin(tmp_path):
+    """Both packages installed side by side, in one new Python (5 s of imports): each package's tests pass (for the
+    task, check_task, check_model and tiny_fit), `primacy models` lists the backbone and the task with their
+    distributions, the backbone guide's `primacy fit` trains by name and the task guide's parses."""
     assert set(doc_files(BACKBONE)) == {"pyproject.toml", "primacy_gru/__init__.py", "tests/test_gru.py"}
-    package, run = install(BACKBONE, "primacy-gru", tmp_path)
-    fit = doc_fit_command(BACKBONE)
-    assert fit[:2] == ["primacy", "fit"]
-    run_dir = tmp_path / "run"
-    # the package's tests, `primacy models`, then the guide's `primacy fit`: in one new Python (5 s of imports each)
-    script = ("import sys, pytest; from primacy.cli import main; "
-              "code = pytest.main(['-q', '-p', 'no:cacheprovider', '--basetemp', sys.argv[2], sys.argv[1]]); "
-              "sys.exit(code) if code else (main(['models']), main(sys.argv[3:]))")
-    listing = run("-c", script, str(package / "tests"), str(tmp_path / "pytest"),
-                  *fit[1:], "--trainer.default_root_dir", str(run_dir), "--trainer.max_steps", "2",
-                  "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "2",
-                  "--trainer.limit_test_batches", "2", "--trainer.logger", "false", "--trainer.enable_progress_bar",
-                  "false", "--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1")
-    assert re.search(r"^\d+ passed", listing, flags=re.MULTILINE), listing
-    assert re.search(r"GRUBackbone\s+primacy-gru\s+Stacked GRU with hidden size d_model\.", listing), listing
-    assert "class_path: primacy_gru.GRUBackbone" in (run_dir / "config.yaml").read_text()
-    assert (run_dir / "results" / "summary.json").is_file()
-
-
-def test_the_guide_builds_a_working_task_plugin(tmp_path):
-    """The task's own tests (check_task, check_model, tiny_fit) pass with it installed, `primacy models` lists it under
-    tasks with its distribution, and the guide's fit command parses with it, in one new Python (5 s of imports)."""
     assert set(doc_files(TASK)) == {"pyproject.toml", "primacy_parity/__init__.py", "tests/test_parity.py"}
     assert '[project.entry-points."primacy.tasks"]' in doc_files(TASK)["pyproject.toml"]
-    package, run = install(TASK, "primacy-parity", tmp_path)
-    fit = doc_fit_command(TASK)
-    assert fit[:2] == ["primacy", "fit"]
-    script = ("import sys, pytest; from primacy.cli import main; main(['models']); "
-              "code = pytest.main(['-q', '-p', 'no:cacheprovider', sys.argv[1]]); "
-              "sys.exit(code) if code else main([*sys.argv[2:], '--print_config'])")
-    out = run("-c", script, str(package / "tests"), *fit[1:])
+    packages, run = install({"primacy-gru": BACKBONE, "primacy-parity": TASK}, tmp_path)
+    fit, task_fit = doc_fit_command(BACKBONE), doc_fit_command(TASK)
+    assert fit[:2] == task_fit[:2] == ["primacy", "fit"]
+    run_dir = tmp_path / "run"
+    fit += ["--trainer.default_root_dir", str(run_dir), "--trainer.max_steps", "2", "--trainer.val_check_interval",
+            "2", "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2", "--trainer.logger", "false",
+            "--trainer.enable_progress_bar", "false", "--data.init_args.num_test_sets", "1",
+            "--data.init_args.num_val_sets", "1"]
+    # each package's tests (in a directory of their own), `primacy models`, the backbone's fit, the task's config
+    script = ("import json, sys, pytest; from primacy.cli import main; tests, base, fit, task_fit = sys.argv[1:]; "
+              "codes = [pytest.main(['-q', '-p', 'no:cacheprovider', '--basetemp', f'{base}{i}', path]) "
+              "for i, path in enumerate(json.loads(tests))]; "
+              "sys.exit(max(codes)) if any(codes) else (main(['models']), main(json.loads(fit)), "
+              "main([*json.loads(task_fit), '--print_config']))")
+    out = run("-c", script, json.dumps([str(packages[name] / "tests") for name in packages]),
+              str(tmp_path / "pytest"), json.dumps(fit[1:]), json.dumps(task_fit[1:]))
+    passed = re.findall(r"^(\d+) passed", out, flags=re.MULTILINE)  # the backbone's tests, then the task's two
+    assert len(passed) == 2 and passed[1] == "2", out
+    assert re.search(r"GRUBackbone\s+primacy-gru\s+Stacked GRU with hidden size d_model\.", out), out
     tasks = out.split("tasks:\n", 1)[1]
     assert re.search(r"^  ParityTask\s+primacy-parity\s+Study L items, then L position cues", tasks,
                      flags=re.MULTILINE), out
-    assert re.search(r"^2 passed", out, flags=re.MULTILINE), out
+    assert "class_path: primacy_gru.GRUBackbone" in (run_dir / "config.yaml").read_text()
+    assert (run_dir / "results" / "summary.json").is_file()
     assert "class_path: primacy_parity.ParityTask" in out and "class_path: primacy.models.lists.SequenceModel" in out
 
 
@@ -129,7 +125,8 @@ def test_the_guide_builds_a_model_plugin_with_its_own_kind_of_result(tmp_path):
                           "tests/test_calibration.py"}
     for group in ("primacy.models", "primacy.results"):
         assert f'[project.entry-points."{group}"]' in files["pyproject.toml"]
-    package, run = install(MODEL, "primacy-calibration", tmp_path)
+    packages, run = install({"primacy-calibration": MODEL}, tmp_path)
+    package = packages["primacy-calibration"]
     commands = doc_commands(MODEL)
     assert [c[0] for c in commands] == ["models", "fit", "fit", "test", "aggregate"], commands
     for fit in commands[1:3]:  # the guide's runs at tiny settings: later flags win

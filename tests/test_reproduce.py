@@ -567,3 +567,16 @@ def test_bad_reproduce_arguments_are_one_line(args, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_local_launcher_queues_the_jobs_a_finished_one_makes_possible(tmp_path):
+    """A search's next run starts as soon as the run it depends on ends, while others still run; the jobs it adds
+    report and return their exit codes like the first ones."""
+    events = []
+    first, slow = (launchers.RunJob(str(tmp_path / name), ("--help",)) for name in ("first", "slow"))
+    follow = launchers.RunJob(str(tmp_path / "next"), ("--help",))
+    codes = launchers.run_local([first, slow], 2, lambda job, event: events.append((Path(job.run_dir).name, event)),
+                                more=lambda job: [follow] if Path(job.run_dir).name == "first" else [])
+    assert events.index(("first", "end")) < events.index(("next", "start"))
+    assert codes == {str(tmp_path / name): 0 for name in ("first", "slow", "next")}
+    assert launchers.read_state(tmp_path / "next")["exit_code"] == 0

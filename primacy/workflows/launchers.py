@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,18 +151,22 @@ def stop_with_parent() -> None:
 
 
 def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str], None],
-              still_needed: Callable[[RunJob], bool] = lambda job: True) -> dict[str, int]:
+              still_needed: Callable[[RunJob], bool] = lambda job: True,
+              more: Callable[[RunJob], list[RunJob]] | None = None) -> dict[str, int]:
     """Runs ``jobs`` on this machine, ``parallel`` at a time, and returns each run directory's exit code. A job
     that ``still_needed`` refuses when its turn comes (another process has started or finished it) is skipped.
+    ``more`` gives the jobs a finished one makes possible (a search's next step): they join the queue at once, so
+    no process waits for the slowest job of a wave.
 
     With several at once, each gets ``cpu_count // parallel`` threads (OMP_NUM_THREADS, unless set). SIGTERM or
     Ctrl-C stops every run with a checkpoint (they resume next time) and is raised again once they have exited."""
     positive(jobs=parallel)
-    if parallel > 1 and "OMP_NUM_THREADS" not in os.environ:
-        threads = str(max(1, (os.cpu_count() or 1) // parallel))
-        jobs = [RunJob(job.run_dir, job.args, {"OMP_NUM_THREADS": threads, **job.env}) for job in jobs]
+    threads = str(max(1, (os.cpu_count() or 1) // parallel))
     codes: dict[str, int] = {}
     interrupted = threading.Event()
+    started: list[RunJob] = []  # every job given to the pool, the ones ``more`` added included
+    futures: list[Future] = []
+    lock = threading.Lock()
 
     def work(job: RunJob) -> None:
         if interrupted.is_set():
@@ -173,15 +177,29 @@ def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str],
         report(job, "start")
         codes[job.run_dir] = job()
         report(job, "end")
+        if more is not None and not interrupted.is_set():
+            for new in more(job):
+                queue(new)
+
+    def queue(job: RunJob) -> None:
+        if parallel > 1 and "OMP_NUM_THREADS" not in os.environ:
+            job = RunJob(job.run_dir, job.args, {"OMP_NUM_THREADS": threads, **job.env})
+        with lock:
+            started.append(job)
+            futures.append(pool.submit(work, job))
 
     previous = signal.signal(signal.SIGTERM, _raise_sigterm)
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        for future in [pool.submit(work, job) for job in jobs]:
-            future.result()
+        for job in jobs:
+            queue(job)
+        done = 0
+        while done < len(futures):  # the jobs ``more`` adds are queued before the job that made them ends
+            futures[done].result()
+            done += 1
     except (KeyboardInterrupt, _Terminated) as stop:
         interrupted.set()
-        for job in jobs:
+        for job in started:
             job.stop()
         pool.shutdown(wait=True, cancel_futures=True)
         raise KeyboardInterrupt if isinstance(stop, KeyboardInterrupt) else SystemExit(143) from None

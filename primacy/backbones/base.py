@@ -7,6 +7,9 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
+from primacy.checks import positive
+from primacy.errors import UsageError
+
 
 class Backbone(nn.Module, ABC):
     """A causal sequence-to-sequence map of fixed width.
@@ -33,6 +36,8 @@ class Backbone(nn.Module, ABC):
             and step: its mixing output is zero, as if its values were. Blocks nest and restore what was ablated
             before on exit; a pair out of range is a UsageError (``primacy.backbones.influence.ablating`` does all
             of this for layers that keep an ``ablated`` set).
+        state_size(length): the real numbers a step-by-step reading keeps per sequence after ``length`` tokens; by
+            default measured by stepping, overridden where step keeps more than the model needs (a sliding window).
 
     Subclasses take typed keyword arguments only, so configs can be validated, printed and saved.
     """
@@ -46,3 +51,39 @@ class Backbone(nn.Module, ABC):
     def dt(self) -> dict[str, torch.Tensor]:
         """Positive Δt per layer name, each (channels,); empty for models without a discretisation step."""
         return {}
+
+    def state_size(self, length: int) -> int:
+        """The real numbers (a complex one counting as two) that a step-by-step reading keeps per sequence after
+        ``length`` tokens, summed over layers: by default measured on the state that ``length`` steps through zero
+        inputs leave from ``initial_state(1)``, without gradients and as in evaluation mode. Integer tensors in the
+        state (position counters) are bookkeeping, not memory, and do not count."""
+        positive(length=length)
+        if not (callable(getattr(self, "initial_state", None)) and callable(getattr(self, "step", None))):
+            raise UsageError(f"{type(self).__name__} has no step() to measure a state with: it keeps no recurrent "
+                             "state to count")
+        like = next(self.parameters(), torch.empty(0))
+        x_t = torch.zeros(1, self.d_model, dtype=like.dtype, device=like.device)  # 1 D
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                state = self.initial_state(1)
+                for _ in range(length):
+                    _, state = self.step(x_t, state)
+        finally:
+            self.train(was_training)
+        return count_floats(state)
+
+
+def count_floats(state: object) -> int:
+    """The real numbers in a state: a tensor's elements if it is floating point, twice them if complex, none if
+    integer or boolean; summed through nested tuples, lists and dicts (values); anything else (None) counts none."""
+    if isinstance(state, torch.Tensor):
+        if state.is_complex():
+            return 2 * state.numel()
+        return state.numel() if state.is_floating_point() else 0
+    if isinstance(state, dict):
+        return sum(count_floats(value) for value in state.values())
+    if isinstance(state, (tuple, list)):
+        return sum(count_floats(item) for item in state)
+    return 0

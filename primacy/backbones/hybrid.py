@@ -17,7 +17,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from primacy.backbones.base import Backbone
+from primacy.backbones.base import Backbone, count_floats
 from primacy.backbones.influence import Influence, ablating, unit_pair
 from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import Block as AttentionBlock
@@ -138,6 +138,14 @@ class HybridBackbone(Backbone):
             x_t, layer_state = layer.step(x_t, layer_state)
             states.append(layer_state)
         return self.norm(x_t), states
+
+    def state_size(self, length: int) -> int:
+        """``Backbone.state_size``, summed over layers: an S4D layer keeps its state whatever the length (D·N reals,
+        N/2 complex pairs per channel), an attention layer the keys and values of the positions a query sees,
+        2·D·min(length, window): the cache a sliding window needs (``step`` keeps every key, so it would count more)."""
+        positive(length=length)
+        return sum(count_floats(layer.initial_state(1)) if isinstance(layer, SSMLayer)
+                   else 2 * self.d_model * min(length, self.window) for layer in self.layers)
 
     def influence(self, x: torch.Tensor) -> list[Influence]:
         """Each layer's exact form on its normalised input, in layer order: an S4D layer's channels (its kernel), an

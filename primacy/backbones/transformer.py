@@ -265,6 +265,14 @@ class TransformerBackbone(Backbone):
             caches.append(cache)
         return self.norm(h), caches
 
+    def state_size(self, length: int) -> int:
+        """``Backbone.state_size``: per block, the keys and values of the positions a query can see, 2·D·min(length,
+        window) (every position without a window): the cache a sliding window needs. ``step`` keeps every key even
+        with a window (its cache's length is the next position), so measuring it would count more."""
+        positive(length=length)
+        seen = length if self.window is None else min(length, self.window)
+        return len(self.blocks) * 2 * self.d_model * seen
+
     def influence(self, x: torch.Tensor) -> list[Influence]:
         """Each block's attention on x (B, T, D), in layer order, as in evaluation mode (no dropout); a unit is a
         head. The layer's input is the block's normalised residual stream, LN(h), as forward computes it; weights

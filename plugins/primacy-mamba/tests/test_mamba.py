@@ -309,3 +309,11 @@ def test_the_head_analyses_read_mamba_inner_channels_as_heads():
     with torch.no_grad():
         model.backbone.layers[1].mixer.out_proj.weight[:, 8:12] = 0.0
     torch.testing.assert_close(ablated, icl_scores(heads, tokens, 11, 22), rtol=0, atol=1e-6)
+
+
+def test_its_state_has_a_fixed_size_whatever_the_length():
+    """The atlas's state-size column: ``Backbone.state_size`` measured by stepping, the same after 3 tokens as after
+    10, with the training flag put back."""
+    model = MambaBackbone(d_model=8)
+    assert model.state_size(3) == model.state_size(10) > 0
+    assert model.training

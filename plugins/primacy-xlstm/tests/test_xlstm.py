@@ -351,3 +351,11 @@ def test_the_head_analyses_read_mlstm_heads():
     result = ablation_study(heads, tokens, [(h.layer, h.head) for h in analysis.by_induction()], fraction=0.5,
                             n_random=2, resamples=100)
     assert result["k"] == 2
+
+
+def test_its_state_has_a_fixed_size_whatever_the_length():
+    """The atlas's state-size column: ``Backbone.state_size`` measured by stepping, the same after 3 tokens as after
+    10, with the training flag put back."""
+    model = XLSTMBackbone(d_model=8)
+    assert model.state_size(3) == model.state_size(10) > 0
+    assert model.training

@@ -67,10 +67,6 @@ def check_overrides(overrides: list[str], command: str) -> None:
         raise UsageError(f"unexpected argument {overrides[0]!r}: overrides are --key value pairs passed to every run")
 
 
-def run_name(run: Run) -> str:
-    return f"{run.panel}/seed{run.seed}"
-
-
 def run_local(jobs: list[RunJob], parallel: int, runs: list[Run], status_of: Callable[[Run], Status],
               command: str, follow: Callable[[RunJob], list[tuple[RunJob, Run]]] | None = None) -> None:
     """``launchers.run_local`` with a line per start and end; a run another process has taken since the plan
@@ -88,7 +84,7 @@ def run_local(jobs: list[RunJob], parallel: int, runs: list[Run], status_of: Cal
             _report(job, event)
 
     def _report(job: RunJob, event: str) -> None:
-        name = run_name(by_dir[job.run_dir])
+        name = by_dir[job.run_dir].label
         if event == "start":
             started[name] = time.time()
             print(f"  {name}: {' '.join(job.args[:1])} (log in {job.run_dir}/logs/)", flush=True)
@@ -135,7 +131,7 @@ def submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, configs
 
 
 def print_status(statuses: dict[Run, Status]) -> None:
-    width = max(len(run_name(run)) for run in statuses)
+    width = max(len(run.label) for run in statuses)
     for run, s in statuses.items():
-        print(f"{run_name(run):<{width}}  {s.state:<8} {s.detail}".rstrip())
+        print(f"{run.label:<{width}}  {s.state:<8} {s.detail}".rstrip())
     print(", ".join(f"{n} {state}" for state, n in count_states(list(statuses.values())).items()))

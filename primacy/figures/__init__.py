@@ -36,4 +36,4 @@ def save(fig: Figure, stem: str | Path, formats: Sequence[str] | None = None, dp
 
 
 # the builders, one module per kind of figure: figures.accuracy.heatmap(...), figures.style.describe(...), ...
-from primacy.figures import accuracy, dt, free_recall, heads, humans, kernels, logged, style  # noqa: E402, F401
+from primacy.figures import accuracy, atlas, dt, free_recall, heads, humans, kernels, logged, style  # noqa: E402, F401

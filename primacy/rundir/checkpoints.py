@@ -60,14 +60,24 @@ def read_checkpoint(path: str | Path, parameter: str = "ckpt_path", mmap: bool =
 def checkpoint_difference(hparams: dict, model_config: Any, subcommand: str) -> str | None:
     """The first setting in which a checkpoint's ``hyper_parameters`` and the config's model section
     (class_path and init_args, as parsed) disagree, as ``key: the config says A, the checkpoint B``; None if
-    they agree. Optimiser settings count only for ``fit``, which restores the optimiser and schedule."""
+    they agree. Optimiser settings count only for ``fit``, which restores the optimiser and schedule; the sizes a
+    model takes from its task (``task_sizes``: n_items) too, since a trained model may be tested on lists of another
+    length (they size its metrics, never its weights)."""
     saved = {key: value for key, value in hparams.items() if key not in ("_class_path", "_instantiator")}
     saved = {"class_path": hparams.get("_class_path"), "init_args": saved}
     config = _plain(model_config)
     if saved["class_path"] is None:  # not written through the CLI: only the arguments can be compared
         saved["class_path"] = config.get("class_path")
-    ignore = frozenset() if subcommand == "fit" else OPTIMISER_SETTINGS
+    ignore = frozenset() if subcommand == "fit" else OPTIMISER_SETTINGS | _task_sizes(config.get("class_path"))
     return _difference("model", config, saved, ignore)
+
+
+def _task_sizes(class_path: str | None) -> frozenset[str]:
+    """The settings the model class at ``class_path`` takes from its task (none if it cannot be imported)."""
+    try:
+        return frozenset(getattr(registry.import_class(class_path), "task_sizes", ()))
+    except (UsageError, TypeError, ValueError, AttributeError):
+        return frozenset()
 
 
 def checkpoint_step(path: str | Path, parameter: str = "ckpt_path") -> int:

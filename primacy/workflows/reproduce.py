@@ -34,6 +34,11 @@ class Run:
     def test_args(self) -> tuple[str, ...]:
         return RunDir(self.dir).test_args()
 
+    @property
+    def label(self) -> str:
+        """How status lines and the launcher's reports name the run."""
+        return f"{self.panel}/seed{self.seed}"
+
 
 @dataclass(frozen=True)
 class Status:

@@ -1,0 +1,113 @@
+"""`primacy atlas [ATLAS]`: every backbone at matched difficulty. For each row of the atlas, a search over one knob
+finds where the test accuracy falls inside a band; seeds are trained there, on this machine or as SLURM array jobs,
+then every row's serial-position and query-position curves and indices are drawn and tabulated side by side.
+Repeat the command until the atlas is complete: finished runs are skipped, the searches go on where they stopped."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from primacy.checks import positive, writable_directory
+from primacy.cli.launching import (
+    add_launcher_options,
+    check_launcher,
+    check_overrides,
+    print_status,
+    run_local,
+    submit,
+)
+from primacy.cli.lightning import parse_run
+from primacy.errors import ArgumentParser, UsageError
+from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw
+from primacy.workflows.atlas_files import ATLASES, read_atlas
+from primacy.workflows.launchers import RunJob
+from primacy.workflows.pages import SCALES
+from primacy.workflows.reproduce import count_states
+
+
+def _parser() -> ArgumentParser:
+    known = ", ".join(sorted(p.stem for p in ATLASES.glob("*.yaml")))
+    parser = ArgumentParser(prog="primacy atlas", description=__doc__, allow_abbrev=False,
+                            epilog="Any other --key value is passed to every run, e.g. --trainer.max_steps 20.")
+    parser.add_argument("atlas", nargs="?", default="verification",
+                        help=f"one of primacy's atlases ({known}; default verification) or an atlas file (YAML: "
+                        "rows of backbone, knob and values; docs/atlas.md)")
+    parser.add_argument("--scale", choices=SCALES, default="cpu", help="each row's config at the cpu or paper scale")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 at each row's chosen value")
+    parser.add_argument("--band", type=float, nargs=2, metavar=("LOW", "HIGH"),
+                        help="the accuracy band (default: the atlas file's, else 0.70 0.80)")
+    parser.add_argument("--extrapolate", action="store_true",
+                        help="also test every chosen model at twice its list length (2L)")
+    parser.add_argument("--rows", nargs="+", metavar="ROW", help="only these rows (their labels)")
+    parser.add_argument("--out", help="directory of the runs, table and figure (default runs/atlas-ATLAS-SCALE)")
+    add_launcher_options(parser)
+    return parser
+
+
+def command(args: list[str]) -> None:
+    """``primacy atlas``: see the module's docstring and ``--help``."""
+    options, overrides = _parser().parse_known_args(args)
+    check_overrides(overrides, "primacy atlas")
+    positive(seeds=options.seeds, jobs=options.jobs)
+    check_launcher(options)
+    if options.band is not None and not 0 <= options.band[0] < options.band[1] <= 1:
+        raise UsageError(f"band={options.band} is invalid: give LOW HIGH with 0 <= LOW < HIGH <= 1")
+    spec = read_atlas(options.atlas).select(options.rows)
+    out = Path(options.out or f"runs/atlas-{spec.name}-{options.scale}")
+    planner = Planner(spec, options.scale, options.seeds, out, overrides, parse_run,
+                      tuple(options.band) if options.band else None, options.extrapolate)
+    states = planner.rows()
+    if options.status:
+        _print(planner, states)
+        return
+    writable_directory("out", out)
+    launched: set[AtlasRun] = set()  # started by this command: one that fails is not started again
+    todo = _todo(states, launched)
+    if todo:
+        print(f"atlas {spec.name}: running {len(todo)} runs now, more as the searches go on", flush=True)
+        if options.launcher == "local":
+            rows = {row.label: row for row in spec.rows}
+
+            def follow(job: RunJob) -> list[tuple[RunJob, AtlasRun]]:  # the finished run's row, planned again
+                finished = next(run for run in launched if str(run.dir) == job.run_dir)
+                return _jobs(planner, _todo([planner.row(rows[finished.row])], launched))
+            pairs = _jobs(planner, todo)
+            run_local([job for job, _ in pairs], options.jobs, [run for _, run in pairs], planner.status,
+                      "primacy atlas", follow)
+        else:
+            while todo:
+                jobs, runs = zip(*_jobs(planner, todo))
+                if not submit(list(jobs), list(runs), out, options, [planner.configs[r.panel] for r in runs],
+                              f"atlas-{spec.name}", ["primacy atlas", *args]):
+                    return
+                todo = _todo(planner.rows(), launched)
+        states = planner.rows()
+    unfinished = [state for state in states if not state.done]
+    if unfinished:
+        _print(planner, states)
+        counts = count_states([s for state in unfinished for s in state.runs.values()])
+        print(f"primacy atlas: {spec.name} is not complete ({', '.join(f'{n} {s}' for s, n in counts.items())}): "
+              "see the logs of failed runs, wait for running or queued ones, then run the same command again",
+              file=sys.stderr)
+        raise SystemExit(1)
+    for path in draw(planner, states):
+        print(f"wrote {path}")
+
+
+def _todo(states: list[RowState], launched: set[AtlasRun]) -> list[AtlasRun]:
+    """The runs to start now (marked launched): every row's next pilot, missing seeds and tests, none started by
+    this command before."""
+    runs = [run for state in states for run in state.todo if run not in launched]
+    launched.update(runs)
+    return runs
+
+
+def _jobs(planner: Planner, runs: list[AtlasRun]) -> list[tuple[RunJob, AtlasRun]]:
+    return [(RunJob(str(run.dir), planner.status(run).args), run) for run in runs]
+
+
+def _print(planner: Planner, states: list[RowState]) -> None:
+    for state in states:
+        print(state.line(state.row.scale_values(planner.scale)))
+    print_status({run: status for state in states for run, status in state.runs.items()})

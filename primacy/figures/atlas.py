@@ -1,0 +1,61 @@
+"""The memory atlas: every architecture's serial-position and query-position curves at matched accuracy, and its
+indices, side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+INDICES = ("primacy_index", "recency_index", "early_minus_late", "early_query_decay")
+
+
+@dataclass(frozen=True)
+class AtlasCurves:
+    """One row of the atlas: its mean ± SE curves over seeds (L,) and its indices (mean, se)."""
+
+    label: str
+    serial_position: tuple[np.ndarray, np.ndarray]
+    query_position: tuple[np.ndarray, np.ndarray]
+    indices: dict[str, tuple[float, float]]
+
+
+def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
+    """Accuracy by study position and by query position (positions scaled to [0, 1], as lists differ in length), one
+    line per row with its standard error as a band; then each index, a dot per row with ± SE, rows top to bottom in
+    the legend's order and colours."""
+    colors = sns.color_palette("husl" if len(rows) > 10 else "tab10", len(rows))
+    fig = plt.figure(figsize=(12, 3.4 + 0.16 * len(rows)))
+    grid = fig.add_gridspec(1, 2 + len(INDICES), width_ratios=[3, 3, *[1.2] * len(INDICES)], left=0.05, right=0.99,
+                            bottom=0.16 + 0.04 * np.ceil(len(rows) / 6), top=0.86, wspace=0.45)
+    curves = [fig.add_subplot(grid[0, i]) for i in range(2)]
+    for ax, key, name in ((curves[0], "serial_position", "study position"), (curves[1], "query_position",
+                                                                                  "query position")):
+        for row, color in zip(rows, colors):
+            mean, se = getattr(row, key)
+            x = np.linspace(0, 1, len(mean))
+            ax.plot(x, mean, color=color, lw=1.4, label=row.label)
+            ax.fill_between(x, mean - np.nan_to_num(se), mean + np.nan_to_num(se), color=color, alpha=0.2, lw=0)
+        ax.set_xlabel(f"{name} (first = 0, last = 1)")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"accuracy by {name}", fontsize=10)
+    for i, key in enumerate(INDICES):
+        ax = fig.add_subplot(grid[0, 2 + i])
+        for j, (row, color) in enumerate(zip(rows, colors)):
+            mean, se = row.indices.get(key, (np.nan, np.nan))
+            ax.errorbar([mean], [j], xerr=[np.nan_to_num(se)], fmt="o", color=color, capsize=3, ms=4)
+        ax.axvline(0, color="0.6", lw=0.8)
+        ax.set_yticks([])  # the rows' colours are the legend's
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(3))
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_title(key.replace("_", " "), fontsize=9)
+    handles, labels = curves[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(rows)), fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    return fig

@@ -1,0 +1,290 @@
+"""A memory atlas: every backbone at matched difficulty. For each row (a backbone), a search over one difficulty knob
+finds the setting where the test accuracy falls inside a band; seeds are trained there, and every row's serial-position
+and query-position curves and indices are compared side by side. What ``primacy atlas`` plans, launches and draws.
+
+An atlas file (YAML; primacy's are in configs/atlas/)::
+
+    title: Memory verification at matched difficulty
+    band: [0.70, 0.80]                  # optional (the default); of ``metric``, in every seed's test results
+    metric: overall_accuracy            # optional (the default): a number of each run's summary.json
+    config: {cpu: verification-cpu, paper: verification-paper}   # the task and training, beside this file
+    rows:
+      - label: S4D
+        backbone: {class_path: S4DBackbone, init_args: {d_model: 64}}
+        knob: data.init_args.n_items    # a dotted config key
+        values: [16, 32, 64, 128]       # easiest to hardest: the accuracy falls along the list
+      - label: Transformer
+        backbone: {class_path: TransformerBackbone}
+        knob: model.init_args.backbone.init_args.d_model
+        values: {cpu: [64, 16, 4], paper: [128, 32, 8]}
+        args: [--model.init_args.lr, "0.0003"]   # optional: more overrides of this row's runs
+
+The search is a bisection over ``values`` from the middle one; each value's first run (seed 0) is its pilot, trained
+with the full budget, so the chosen value's pilot is its seed 0. Where no value lands inside the band, the row takes
+the value nearest to it and the table says so. Everything is read again from the run directories each time, so the
+search, like the runs, resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from primacy import figures, files
+from primacy.errors import UsageError
+from primacy.rundir.layout import RunDir
+from primacy.workflows import aggregate, launchers
+from primacy.workflows.atlas_files import AtlasSpec, Row
+from primacy.workflows.reproduce import Run, Status, status
+from primacy.workflows.tables import rounded, table_cell
+
+
+@dataclass
+class Search:
+    """Where a row's search stands: the values tried in order with their accuracy (None: not yet measured), then
+    ``next`` (the index of the value whose pilot is needed) or ``chosen`` (the index settled on)."""
+
+    tried: list[tuple[int, float | None]] = field(default_factory=list)
+    next: int | None = None
+    chosen: int | None = None
+    in_band: bool = False
+
+
+def search(values: tuple[Any, ...], accuracy: dict[int, float], band: tuple[float, float]) -> Search:
+    """The bisection over ``values`` (easiest to hardest) replayed from the pilots measured so far (``accuracy``:
+    index -> metric): from the middle value, harder while above the band, easier while below it, until a value
+    lands inside it or none is left between two tried neighbours, where the tried value nearest to the band is
+    chosen."""
+    low, high = 0, len(values) - 1
+    result = Search()
+    while low <= high:
+        index = (low + high) // 2
+        measured = accuracy.get(index)
+        result.tried.append((index, measured))
+        if measured is None:
+            result.next = index
+            return result
+        if band[0] <= measured <= band[1]:
+            result.chosen, result.in_band = index, True
+            return result
+        if measured > band[1]:  # too easy: harder values lie later in the list
+            low = index + 1
+        else:
+            high = index - 1
+    # nearest to the band; of equals the last tried, which the bisection reached going towards the band
+    result.chosen = min((i for i, _ in reversed(result.tried)), key=lambda i: _distance(accuracy[i], band))
+    return result
+
+
+def _distance(value: float, band: tuple[float, float]) -> float:
+    return max(band[0] - value, value - band[1], 0.0)
+
+
+@dataclass(frozen=True)
+class AtlasRun(Run):
+    """A run of an atlas row at one value of its knob; ``test`` marks the test of its model at 2L (--extrapolate),
+    whose files are in <run>/extrapolate."""
+
+    row: str = ""
+    value: Any = None
+    test: bool = False
+
+    @property
+    def label(self) -> str:
+        return super().label + ("/extrapolate" if self.test else "")
+
+
+def value_dir(out: Path, row: Row, value: Any) -> Path:
+    return out / row.slug / f"{row.knob_name}={value}"
+
+
+@dataclass
+class RowState:
+    """Where a row stands: its search, every run it has needed so far with its status, and the chosen value's seeds
+    (empty while searching)."""
+
+    row: Row
+    search: Search
+    runs: dict[AtlasRun, Status]
+    seeds: list[AtlasRun]
+
+    @property
+    def todo(self) -> list[AtlasRun]:
+        return [run for run, state in self.runs.items() if state.args]
+
+    @property
+    def done(self) -> bool:
+        return bool(self.seeds) and all(state.state == "done" for state in self.runs.values())
+
+    def line(self, values: tuple[Any, ...]) -> str:
+        """The search in a line: each value tried with its accuracy, then where it stands."""
+        tried = ", ".join(f"{values[i]}: {'…' if acc is None else f'{acc:.3f}'}" for i, acc in self.search.tried)
+        if self.search.chosen is None:
+            where = "searching"
+        else:
+            where = f"chose {values[self.search.chosen]}" + ("" if self.search.in_band else " (nearest to the band)")
+        return f"{self.row.label}: {self.row.knob_name} {tried}; {where}"
+
+
+class Planner:
+    """The atlas's runs, read again from their files at each call: a row's next pilot while it searches, then its
+    seeds at the chosen value and (with ``extrapolate``) their tests at twice the list length."""
+
+    def __init__(self, spec: AtlasSpec, scale: str, seeds: int, out: Path, overrides: list[str],
+                 parse: Callable[[list[str]], Any], band: tuple[float, float] | None = None,
+                 extrapolate: bool = False) -> None:
+        self.spec, self.scale, self.seeds, self.out = spec, scale, seeds, out
+        self.overrides, self.parse = list(overrides), parse
+        self.band, self.extrapolate = band or spec.band, extrapolate
+        self.configs: dict[str, Any] = {}  # a value's parsed config, by its runs' panel
+
+    def run(self, row: Row, value: Any, seed: int) -> AtlasRun:
+        """The run of ``row`` at knob ``value`` and ``seed``: the atlas's config, the row's backbone, args and knob,
+        then the command line's overrides."""
+        args = [*(["--model.init_args.backbone", json.dumps(row.backbone)] if row.backbone else []), *row.args,
+                f"--{row.knob}", str(value), *self.overrides]
+        panel = f"{row.slug}/{row.knob_name}={value}"
+        run = AtlasRun(panel, seed, value_dir(self.out, row, value) / f"seed{seed}",
+                       self.spec.config_path(row, self.scale), tuple(args), row=row.label, value=value)
+        if panel not in self.configs:  # the overrides are checked once per value, before anything runs
+            self.configs[panel] = self.parse(list(run.fit_args()))
+        return run
+
+    def status(self, run: AtlasRun) -> Status:
+        if run.test:
+            return _test_status(run, self.configs[run.panel])
+        return status(run, self.configs[run.panel])
+
+    def row(self, row: Row) -> RowState:
+        values = row.scale_values(self.scale)
+        accuracy: dict[int, float] = {}
+        runs: dict[AtlasRun, Status] = {}
+        while True:
+            found = search(values, accuracy, self.band)
+            if found.next is None:
+                break
+            pilot = self.run(row, values[found.next], 0)
+            runs[pilot] = self.status(pilot)
+            value = measured(pilot, runs[pilot], self.spec.metric)
+            if value is None:
+                return RowState(row, found, runs, [])
+            accuracy[found.next] = value
+        seeds = [self.run(row, values[found.chosen], seed) for seed in range(self.seeds)]
+        runs.update({run: self.status(run) for run in seeds if run not in runs})
+        if self.extrapolate:
+            for run in seeds:
+                if runs[run].state == "done":
+                    test = replace(run, dir=run.dir / "extrapolate", test=True)
+                    runs[test] = self.status(test)
+        return RowState(row, found, runs, seeds)
+
+    def rows(self) -> list[RowState]:
+        return [self.row(row) for row in self.spec.rows]
+
+    def n_items(self, run: AtlasRun) -> int:
+        return int(self.configs[run.panel].data.init_args.n_items)
+
+
+def measured(run: Run, state: Status, metric: str) -> float | None:
+    """The run's tested ``metric`` once it is done; None before."""
+    if state.state != "done":
+        return None
+    summary = json.loads(RunDir(run.dir).summary.read_text())
+    if not isinstance(summary.get(metric), (int, float)):
+        raise UsageError(f"metric={metric} is not a number of {RunDir(run.dir).summary}: choose one of "
+                         f"{', '.join(k for k, v in summary.items() if isinstance(v, (int, float)))}")
+    return float(summary[metric])
+
+
+def _test_status(test: AtlasRun, config: Any) -> Status:
+    """Where the test of a run's model at twice its list length stands, from <run>/extrapolate."""
+    trained = test.dir.parent
+    state = launchers.read_state(test.dir)
+    if launchers.is_alive(state):
+        return Status("running", f"pid {state.get('pid')}")
+    summary, ckpt = RunDir(test.dir).summary, RunDir(trained).last_checkpoint
+    if summary.is_file() and summary.stat().st_mtime >= ckpt.stat().st_mtime:
+        return Status("done", "tested at 2L")
+    n_items = 2 * int(config.data.init_args.n_items)
+    args = (*RunDir(trained).test_args(), "--data.init_args.n_items", str(n_items), "--trainer.default_root_dir",
+            str(test.dir), "--trainer.logger", "false")
+    if state.get("state") == "exited" and state.get("exit_code") not in (0, *launchers.STOPPED):
+        return Status("failed", f"exit code {state.get('exit_code')}, log {state.get('log')}", args)
+    return Status("missing", f"test at L = {n_items}", args)
+
+
+INDEX_COLUMNS = ("primacy_index", "recency_index", "early_minus_late", "early_query_decay")
+
+
+def draw(planner: Planner, states: list[RowState]) -> list[Path]:
+    """Each row's seeds aggregated into <row>/<knob>=<value>/mean (and their tests at 2L into mean-2L), then
+    atlas.csv and atlas.md (a row per architecture: the knob's value, the accuracy reached and each index, mean ± SE
+    over seeds, and the state it keeps) and the atlas figure."""
+    out, spec, rows, curves = planner.out, planner.spec, [], []
+    for state in states:
+        first = state.seeds[0]
+        directory = value_dir(out, state.row, first.value)
+        summary = aggregate.aggregate([run.dir for run in state.seeds], directory / "mean")
+        config = planner.configs[first.panel]
+        metric = summary[spec.metric]
+        row = {"row": state.row.label, "knob": state.row.knob_name, "value": first.value,
+               "in_band": state.search.in_band, "seeds": len(state.seeds),
+               "seeds_in_band": sum(planner.band[0] <= v <= planner.band[1] for v in metric["values"]),
+               "n_items": planner.n_items(first), spec.metric: rounded(metric["mean"], 6),
+               f"{spec.metric}_se": rounded(metric["se"], 6)}
+        for key in INDEX_COLUMNS:
+            row[key], row[f"{key}_se"] = rounded(summary[key]["mean"], 6), rounded(summary[key]["se"], 6)
+        row["state_floats"] = _state_floats(config, row["n_items"])
+        if planner.extrapolate:
+            tested = aggregate.aggregate([run.dir / "extrapolate" for run in state.seeds], directory / "mean-2L")
+            for key in (spec.metric, "primacy_index", "early_minus_late"):
+                row[f"{key}_2L"], row[f"{key}_2L_se"] = (rounded(tested[key]["mean"], 6),
+                                                         rounded(tested[key]["se"], 6))
+        rows.append(row)
+        curves.append(figures.atlas.AtlasCurves(
+            f"{state.row.label} ({state.row.knob_name} {first.value})",
+            *(tuple(np.asarray(summary[key][part], dtype=float) for part in ("mean", "se"))
+              for key in ("serial_position_curve", "query_position_curve")),
+            {key: (row[key], row[f"{key}_se"]) for key in INDEX_COLUMNS}))
+    written = [files.write_csv(out / "atlas.csv", rows), files.write_text(out / "atlas.md", atlas_table(rows, spec,
+                                                                                                       planner.band))]
+    band = f"{spec.metric.replace('_', ' ')} {planner.band[0]:.2f}–{planner.band[1]:.2f}"
+    return written + figures.save(figures.atlas.atlas_page(curves, f"{spec.title} ({band})"), out / "atlas")
+
+
+def atlas_table(rows: list[dict[str, Any]], spec: AtlasSpec, band: tuple[float, float]) -> str:
+    """The atlas's table for docs: per architecture the knob and its value, the seeds inside the band, the accuracy
+    and every index as mean ± SE over seeds, and the state it keeps after the study list."""
+    columns = [spec.metric, *INDEX_COLUMNS]
+    extra = [key for key in (f"{spec.metric}_2L", "primacy_index_2L", "early_minus_late_2L") if key in rows[0]]
+    header = ["architecture", "knob", "L", "in band", *[c.replace("_", " ") for c in columns + extra],
+              "state (floats)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        inside = f"{row['seeds_in_band']}/{row['seeds']}" + ("" if row["in_band"] else " (nearest)")
+        cells = [row["row"], f"{row['knob']} = {row['value']}", str(row["n_items"]), inside,
+                 *(table_cell(row, key, None) for key in columns + extra),
+                 "—" if row["state_floats"] is None else f"{row['state_floats']:,}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Band: {spec.metric} in [{band[0]:.2f}, {band[1]:.2f}] for each seed; \"nearest\": no value of the "
+              "knob landed inside it, the row shows the value nearest to it. State: the real numbers the model keeps "
+              "per sequence after the study list, all layers (Backbone.state_size)."]
+    return "\n".join(lines) + "\n"
+
+
+def _state_floats(config: Any, n_items: int) -> int | None:
+    """``Backbone.state_size`` after the study list, of the backbone the run's config builds; None for a backbone
+    that cannot say (no step)."""
+    backbone = config.model.init_args.backbone
+    module, _, name = str(backbone.class_path).rpartition(".")
+    init = backbone.init_args.as_dict() if hasattr(backbone.init_args, "as_dict") else dict(backbone.init_args or {})
+    try:
+        return int(getattr(importlib.import_module(module), name)(**init).state_size(n_items))
+    except UsageError:
+        return None

@@ -1,0 +1,172 @@
+"""primacy atlas: the search into the accuracy band, its replay from the run directories, the seeds and the tests at
+2L, the table and figure, the atlas files (primacy's and one's own) and their one-line errors."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from primacy import figures, registry
+from primacy.cli import main
+from primacy.cli.lightning import parse_run
+from primacy.errors import UsageError
+from primacy.testing import tiny_settings
+from primacy.workflows.atlas import Planner, draw, search
+from primacy.workflows.atlas_files import ATLASES, read_atlas
+from primacy.workflows.pages import SCALES
+
+QUIET = {"max_steps": 4, "val_check_interval": 4, "check_val_every_n_epoch": None, "accelerator": "cpu", "devices": 1,
+         "logger": False, "enable_progress_bar": False, "enable_model_summary": False, "num_sanity_val_steps": 0}
+
+
+def write_atlas(folder, rows, band=(0.0, 1.0)):
+    """A tiny verification atlas in ``folder``: its task config and the atlas file."""
+    task = {"seed_everything": 0, "trainer": QUIET,
+            "model": {"class_path": "primacy.models.lists.SequenceModel", "init_args": {"warmup_steps": 2,
+                                                                                       "backbone": "S4DBackbone"}},
+            "data": {"class_path": "VerificationTask", "init_args": tiny_settings("VerificationTask")}}
+    (folder / "task.yaml").write_text(yaml.safe_dump(task))
+    path = folder / "tiny.yaml"
+    path.write_text(yaml.safe_dump({"title": "Tiny", "band": list(band), "config": "task", "rows": rows}))
+    return path
+
+
+S4D_ROW = {"label": "S4D", "backbone": {"class_path": "S4DBackbone", "init_args": {"d_model": 8, "d_state": 4}},
+           "knob": "data.init_args.n_items", "values": [2, 4, 6]}
+
+
+@pytest.mark.parametrize("accuracy,tried,chosen,in_band", [
+    ({}, [3], None, False),  # nothing measured: the middle value's pilot first
+    ({3: 0.75}, [3], 3, True),  # inside the band at once
+    ({3: 0.95}, [3, 5], None, False),  # too easy: a harder value next
+    ({3: 0.95, 5: 0.60, 4: 0.72}, [3, 5, 4], 4, True),
+    ({3: 0.40, 1: 0.90, 2: 0.85}, [3, 1, 2], 2, False),  # none inside: the nearest tried value
+    ({3: 0.99, 5: 0.99, 6: 0.99}, [3, 5, 6], 6, False),  # too easy everywhere: the hardest
+])
+def test_the_search_bisects_from_the_middle_towards_the_band(accuracy, tried, chosen, in_band):
+    found = search(tuple(range(7)), accuracy, (0.70, 0.80))
+    assert [index for index, _ in found.tried] == tried
+    assert found.chosen == chosen and found.in_band == in_band
+    assert found.next == (None if chosen is not None else tried[-1])
+
+
+def test_a_search_stops_after_logarithmically_many_pilots():
+    values = tuple(range(64))
+    for edge in (0, 17, 40, 63):  # accuracy falls past ``edge``: the band is crossed between two neighbours
+        accuracy = {i: 0.95 if i <= edge else 0.5 for i in values}
+        found = search(values, accuracy, (0.70, 0.80))
+        assert len(found.tried) <= 7 and not found.in_band
+        assert found.chosen in (edge, edge + 1)
+
+
+def test_the_planner_trains_the_pilot_then_the_seeds_then_tests_at_2L_and_draws(tmp_path, monkeypatch):
+    """Replayed from the files at each step (the runs here run in-process, as the launcher's subprocesses would):
+    the middle value's pilot is seed 0 of the chosen value; the table's numbers are the seeds' own."""
+    monkeypatch.setattr(figures, "FORMATS", ("png",))
+    spec = read_atlas(write_atlas(tmp_path, [S4D_ROW]))
+    out = tmp_path / "out"
+    planner = Planner(spec, "cpu", 2, out, ["--results.formats", "[png]"], parse_run, extrapolate=True)
+    [state] = planner.rows()
+    assert [run.label for run in state.todo] == ["S4D/n_items=4/seed0"] and state.seeds == []
+    main(list(planner.status(state.todo[0]).args))
+    [state] = planner.rows()
+    assert state.search.chosen == 1 and state.search.in_band
+    assert [run.label for run in state.todo] == ["S4D/n_items=4/seed1", "S4D/n_items=4/seed0/extrapolate"]
+    for run in state.todo:
+        main(list(planner.status(run).args))
+    [state] = planner.rows()
+    assert [run.label for run in state.todo] == ["S4D/n_items=4/seed1/extrapolate"]
+    main(list(planner.status(state.todo[0]).args))
+    [state] = planner.rows()
+    assert state.done and not state.todo
+
+    written = draw(planner, [state])
+    assert {path.name for path in written} == {"atlas.csv", "atlas.md", "atlas.png"}
+    [row] = csv.DictReader((out / "atlas.csv").open())
+    seeds = [json.loads((out / "S4D" / "n_items=4" / f"seed{s}" / "results" / "summary.json").read_text())
+             for s in (0, 1)]
+    tests = [json.loads((out / "S4D" / "n_items=4" / f"seed{s}" / "extrapolate" / "results" / "summary.json")
+                        .read_text()) for s in (0, 1)]
+    assert [t["n_items"] for t in tests] == [8, 8]
+    for key in ("overall_accuracy", "primacy_index", "early_query_decay"):
+        assert float(row[key]) == pytest.approx(np.mean([s[key] for s in seeds]), abs=1e-6), key
+    assert float(row["overall_accuracy_2L"]) == pytest.approx(np.mean([t["overall_accuracy"] for t in tests]),
+                                                              abs=1e-6)
+    assert row["value"] == "4" and row["seeds_in_band"] == "2" and row["in_band"] == "True"
+    assert int(row["state_floats"]) == 8 * 4, "S4D keeps D·N reals (N/2 complex pairs per channel)"
+    table = (out / "atlas.md").read_text().splitlines()
+    assert table[2].startswith("| S4D | n_items = 4 | 4 | 2/2 | ")
+
+
+def test_primacy_atlas_searches_launches_the_seeds_as_the_pilot_ends_and_draws(tmp_path, capsys, monkeypatch):
+    """The command end to end on a 1-row atlas: the pilot runs in a process of its own, seed 1 starts when it ends
+    (the search's next step, while the launcher's other slot is free), then the table and figure; --status after."""
+    monkeypatch.setattr(figures, "FORMATS", ("png",))
+    path = write_atlas(tmp_path, [S4D_ROW])
+    out = tmp_path / "out"
+    command = ["atlas", str(path), "--seeds", "2", "--jobs", "2", "--out", str(out), "--results.formats", "[png]"]
+    main(command)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "atlas tiny: running 1 runs now, more as the searches go on"
+    assert lines[1].startswith("  S4D/n_items=4/seed0: fit") and lines[3].startswith("  S4D/n_items=4/seed1: fit")
+    assert (out / "atlas.md").is_file() and (out / "atlas.png").is_file()
+    assert (out / "S4D" / "n_items=4" / "mean" / "summary.json").is_file()
+    main([*command, "--status"])
+    status = capsys.readouterr().out.splitlines()
+    assert status[0].startswith("S4D: n_items 4: ") and status[0].endswith("; chose 4")
+    assert status[-1] == "2 done"
+
+
+def test_primacys_atlases_parse_every_row_at_both_scales():
+    """Every row of every atlas in configs/atlas/ is a valid run at each scale (plugins' rows included), its knob a
+    setting of that run, and its values ordered as the file says."""
+    names = sorted(path.stem for path in ATLASES.glob("*.yaml"))
+    assert "verification" in names
+    for name in names:
+        spec = read_atlas(name)
+        assert len(spec.rows) >= 10, f"{name}: the atlas compares at least 10 architectures"
+        for scale in SCALES:
+            planner = Planner(spec, scale, 1, ATLASES / "unused", [], parse_run)
+            for row in spec.rows:
+                value = row.scale_values(scale)[-1]  # the hardest: the longest list, the narrowest model
+                config = planner.configs[planner.run(row, value, 0).panel]
+                section, _, key = row.knob.rpartition(".")
+                assert config[section][key] == value, (name, row.label, scale)
+                backbone = config.model.init_args.backbone.class_path
+                assert registry.import_class(backbone).__name__ == row.backbone["class_path"], row.label
+
+
+@pytest.mark.parametrize("content,message", [
+    ({"rows": []}, "has no rows"),
+    ({"config": "task", "rows": [{"label": "A", "knob": "data.init_args.n_items"}]}, "give each row a label, a knob"),
+    ({"config": "task", "band": [0.8, 0.7], "rows": [S4D_ROW]}, "band=[0.8, 0.7]"),
+    ({"config": "task", "rows": [S4D_ROW, S4D_ROW]}, "give each row its own"),
+    ({"config": "task", "rows": [{**S4D_ROW, "values": {"cpu": [2]}}]}, "one per scale (cpu, paper)"),
+    ({"config": "task", "rows": [{**S4D_ROW, "args": ["--trainer.max_steps"]}]}, "--key value pairs"),
+    ({"config": "missing", "rows": [S4D_ROW]}, "missing.yaml of row S4D is missing"),
+])
+def test_a_bad_atlas_file_is_one_line(tmp_path, capsys, content, message):
+    write_atlas(tmp_path, [S4D_ROW])
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(content))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["atlas", str(path), "--out", str(tmp_path / "out"), "--status"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and message in err, err
+
+
+def test_bad_options_are_one_line(tmp_path, capsys):
+    path = write_atlas(tmp_path, [S4D_ROW])
+    for args, message in ((["--band", "0.9", "0.1"], "band=[0.9, 0.1] is invalid"),
+                          (["--rows", "LSTM"], "rows=['LSTM'] are not rows of tiny: choose from S4D"),
+                          (["--seeds", "0"], "seeds=0"),
+                          (["--trainer.default_root_dir", "x"], "set by primacy atlas for each run"),
+                          (["--data.init_args.n_itemz", "3"], "did you mean --data.init_args.n_items")):
+        with pytest.raises(SystemExit):
+            main(["atlas", str(path), "--out", str(tmp_path / "out"), "--status", *args])
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, (args, err)
+    with pytest.raises(UsageError, match="neither one of primacy's atlases"):
+        read_atlas("no-such-atlas")

@@ -71,7 +71,8 @@ SPLIT = {  # old module -> {public name that its MOVED module does not hold: the
     "primacy.analysis.cmr_grid": {"main": "primacy.cli.cmr_grid.command"},  # main(argv) was the command
     "primacy.resume": {"last_checkpoint": "primacy.rundir.layout.last_checkpoint"},
     "primacy.reproduce": {"config_dir": "primacy.workflows.reproduce.config_dir",
-                          "reproduce_command": "primacy.cli.reproduce.command"},
+                          "reproduce_command": "primacy.cli.reproduce.command",
+                          "Run": "primacy.workflows.reproduce.Run", "Status": "primacy.workflows.reproduce.Status"},
     "primacy.analyze": {"write_icl": "primacy.workflows.analyses.write_icl",
                         "read_heads": "primacy.workflows.analyses.read_heads",
                         "write_emergence": "primacy.workflows.analyses.write_emergence",

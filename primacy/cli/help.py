@@ -27,8 +27,8 @@ LIGHTNING_COMMANDS = {
 # primacy's own commands: each is the ``command(args)`` of the module primacy.cli.<name>
 TOOL_COMMANDS = {
     "aggregate": "combine runs that differ only by seed: means, standard errors and figures (Fig. 5)",
-    "atlas": "every backbone at matched difficulty: a knob search into an accuracy band, seeds, curves, table",
     "analyze": "post-hoc analyses of finished runs (icl, ablation, probes) and of the ICL paper's published heads",
+    "atlas": "every backbone at matched difficulty: a knob search into an accuracy band, seeds, curves, table",
     "cmr_grid": "build the CMR grid of the ICL paper that fits compare curves with, or compare two grids",
     "humans": "free-recall runs beside people (psifr's Morton2013, PEERS): the same curves",
     "kernels": "Fig. 1: continuous vs discretised HiPPO impulse responses",

@@ -13,6 +13,16 @@ def test_python_dash_m_primacy_runs_the_cli():
     assert "fit" in out.stdout and "test" in out.stdout
 
 
+def test_help_and_the_launchers_start_without_lightning():
+    """`primacy --help` answers at once (0.2 s, not the 8 s of importing Lightning), and so does every launcher's
+    bookkeeping that main() imports in each run's process."""
+    script = ("import sys; from primacy.cli.main import main\n"
+              "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint")
     assert hadolint is not None, "hadolint comes with the test extra: pip install -e '.[test]'"

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import lightning as L
+if TYPE_CHECKING:  # the launchers name runs by their directories in processes that never import Lightning (4-8 s)
+    import lightning as L
 
 SUMMARY = "summary.json"  # the summary of a run's results, of an aggregate and of an analysis directory
 DT_HISTORY = "dt_history.npz"

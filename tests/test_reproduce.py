@@ -27,7 +27,7 @@ from primacy.testing import tiny_fit
 from primacy.workflows import launchers, pages
 from primacy.workflows.analyses import AblationSettings, analyze_checkpoints
 from primacy.workflows.pages import FIGURES, draw, markdown_table
-from primacy.workflows.reproduce import CONFIGS, Run
+from primacy.workflows.reproduce import CONFIGS, Run, plan
 from primacy.workflows.sources import trained_checkpoints
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
@@ -49,6 +49,24 @@ def logs(out: Path) -> set[Path]:
 
 def step(run: Path) -> int:
     return torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["global_step"]
+
+
+def train_here(command: list[str]) -> None:
+    """The runs a `primacy reproduce` command would launch, trained in this process instead (each launched run is a
+    new Python: 5 s of imports), so that the command finds them done and only analyses and draws; launching is the
+    sweep's test."""
+    from primacy.cli.lightning import parse_run
+
+    name, options = command[1], command[2:]
+    valued = {"--seeds", "--out", "--jobs"}
+    panels = options[options.index("--panels") + 1:options.index("--panels") + 2] if "--panels" in options else None
+    overrides = [arg for i, arg in enumerate(options)
+                 if not (arg in valued or arg == "--panels" or (i and options[i - 1] in (*valued, "--panels")))]
+    seeds = int(options[options.index("--seeds") + 1])
+    out = Path(options[options.index("--out") + 1])
+    runs, _ = plan(FIGURES[name].select(panels), "cpu", seeds, out, overrides, parse_run)
+    for run in runs:
+        main(list(run.fit_args()))
 
 
 def fake_run(run: Path, n_items: int, seed: int, accuracy: float, dt: np.ndarray | None) -> None:
@@ -307,6 +325,7 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monke
                "--checkpoint.every_n_train_steps", "2", "--trainer.logger", "false", "--trainer.val_check_interval", "4",
                "--trainer.enable_model_summary", "false", "--data.init_args.batch_size", "8",
                "--data.init_args.num_val_prompts", "8", "--data.init_args.num_test_prompts", "8"]
+    train_here(command)
     main(command)
     panel = out / "induction-attn-2L"
     seeds = [_csv(panel / f"seed{seed}" / "icl" / "emergence.csv") for seed in (0, 1)]
@@ -358,6 +377,7 @@ def test_influence_figure_reads_a_backbone_without_attention_by_its_panels_units
                "--trainer.val_check_interval", "2", "--trainer.enable_model_summary", "false",
                "--data.init_args.batch_size", "8",
                "--data.init_args.num_val_prompts", "8", "--data.init_args.num_test_prompts", "8"]
+    train_here(command)
     main(command)
     run = out / "induction-v64-s4d" / "seed0"
     summary = json.loads((run / "icl" / "step2" / "summary.json").read_text())

@@ -91,6 +91,10 @@ def command(args: list[str]) -> None:
               "see the logs of failed runs, wait for running or queued ones, then run the same command again",
               file=sys.stderr)
         raise SystemExit(1)
+    for state in states:
+        for run, status in state.runs.items():
+            if run.test and status.state == "failed":
+                print(f"  {run.label}: failed ({status.detail}); the table leaves its row's 2L columns empty")
     for path in draw(planner, states):
         print(f"wrote {path}")
 

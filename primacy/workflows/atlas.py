@@ -120,7 +120,17 @@ class RowState:
 
     @property
     def done(self) -> bool:
-        return bool(self.seeds) and all(state.state == "done" for state in self.runs.values())
+        """Every seed trained and tested; a test at 2L done or failed (a list too long for the task's sequence
+        fails in its own log, and the table leaves its 2L columns empty)."""
+        return bool(self.seeds) and all(state.state == "done" or (run.test and state.state == "failed")
+                                        for run, state in self.runs.items())
+
+    @property
+    def extrapolated(self) -> list[AtlasRun]:
+        """The seeds' tests at 2L when every one of them is done, else none."""
+        tests = [run for run in self.runs if run.test]
+        done = len(tests) == len(self.seeds) and all(self.runs[run].state == "done" for run in tests)
+        return tests if done else []
 
     def line(self, values: tuple[Any, ...]) -> str:
         """The search in a line: each value tried with its accuracy, then where it stands."""
@@ -242,10 +252,11 @@ def draw(planner: Planner, states: list[RowState]) -> list[Path]:
             row[key], row[f"{key}_se"] = rounded(summary[key]["mean"], 6), rounded(summary[key]["se"], 6)
         row["state_floats"] = _state_floats(config, row["n_items"])
         if planner.extrapolate:
-            tested = aggregate.aggregate([run.dir / "extrapolate" for run in state.seeds], directory / "mean-2L")
+            tested = (aggregate.aggregate([run.dir for run in state.extrapolated], directory / "mean-2L")
+                      if state.extrapolated else {})
             for key in (spec.metric, "primacy_index", "early_minus_late"):
-                row[f"{key}_2L"], row[f"{key}_2L_se"] = (rounded(tested[key]["mean"], 6),
-                                                         rounded(tested[key]["se"], 6))
+                entry = tested.get(key, {})
+                row[f"{key}_2L"], row[f"{key}_2L_se"] = rounded(entry.get("mean"), 6), rounded(entry.get("se"), 6)
         rows.append(row)
         curves.append(figures.atlas.AtlasCurves(
             f"{state.row.label} ({state.row.knob_name} {first.value})",

@@ -110,10 +110,15 @@ class MatrixMemory(nn.Module):
             o = o * F.silu(self.gate(x))
         return self.out(o)
 
+    def _mix(self, heads: Heads) -> torch.Tensor:
+        """The mixing output O (B, H, T, V) that training computes: the parallel form A V here; a family may override
+        it with a faster form of the same map (a chunked one), equal to A V in float64."""
+        return self._weights(heads) @ heads.v
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, T, D), by the parallel form."""
+        """(B, T, D) -> (B, T, D), by ``_mix``."""
         heads, _ = self._heads(x)
-        return self._output(self._weights(heads) @ heads.v, x)  # B H T V -> B T D
+        return self._output(self._mix(heads), x)  # B H T V -> B T D
 
     def initial_state(self, batch_size: int) -> dict[str, torch.Tensor]:
         weight = self.qkv.weight

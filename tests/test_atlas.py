@@ -141,8 +141,10 @@ def test_primacys_atlases_parse_every_row_at_both_scales():
                 config = planner.configs[planner.run(row, value, 0).panel]
                 section, _, key = row.knob.rpartition(".")
                 assert config[section][key] == value, (name, row.label, scale)
-                backbone = config.model.init_args.backbone.class_path
-                assert registry.import_class(backbone).__name__ == row.backbone["class_path"], row.label
+                backbone = config.model.init_args.backbone
+                assert registry.import_class(backbone.class_path).__name__ == row.backbone["class_path"], row.label
+                if scale == "paper" and row.knob_name != "d_model":  # the atlas's args: the paper's width
+                    assert backbone.init_args.d_model == 256, (name, row.label)
 
 
 @pytest.mark.parametrize("content,message", [
@@ -152,6 +154,7 @@ def test_primacys_atlases_parse_every_row_at_both_scales():
     ({"config": "task", "rows": [S4D_ROW, S4D_ROW]}, "give each row its own"),
     ({"config": "task", "rows": [{**S4D_ROW, "values": {"cpu": [2]}}]}, "one per scale (cpu, paper)"),
     ({"config": "task", "rows": [{**S4D_ROW, "args": ["--trainer.max_steps"]}]}, "--key value pairs"),
+    ({"config": "task", "args": {"cpu": []}, "rows": [S4D_ROW]}, "in the atlas: give a list of --key value pairs"),
     ({"config": "missing", "rows": [S4D_ROW]}, "missing.yaml of row S4D is missing"),
 ])
 def test_a_bad_atlas_file_is_one_line(tmp_path, capsys, content, message):

@@ -8,6 +8,7 @@ An atlas file (YAML; primacy's are in configs/atlas/)::
     band: [0.70, 0.80]                  # optional (the default); of ``metric``, in every seed's test results
     metric: overall_accuracy            # optional (the default): a number of each run's summary.json
     config: {cpu: verification-cpu, paper: verification-paper}   # the task and training, beside this file
+    args: {cpu: [], paper: [--model.init_args.backbone.init_args.d_model, "256"]}  # optional: every row's runs
     rows:
       - label: S4D
         backbone: {class_path: S4DBackbone, init_args: {d_model: 64}}
@@ -17,7 +18,7 @@ An atlas file (YAML; primacy's are in configs/atlas/)::
         backbone: {class_path: TransformerBackbone}
         knob: model.init_args.backbone.init_args.d_model
         values: {cpu: [64, 16, 4], paper: [128, 32, 8]}
-        args: [--model.init_args.lr, "0.0003"]   # optional: more overrides of this row's runs
+        args: [--model.init_args.lr, "0.0003"]   # optional: this row's runs (or {cpu: [...], paper: [...]})
 
 The search is a bisection over ``values`` from the middle one; each value's first run (seed 0) is its pilot, trained
 with the full budget, so the chosen value's pilot is its seed 0. Where no value lands inside the band, the row takes
@@ -41,6 +42,7 @@ from primacy.errors import UsageError
 from primacy.rundir.layout import RunDir
 from primacy.workflows import aggregate, launchers
 from primacy.workflows.atlas_files import AtlasSpec, Row
+from primacy.workflows.pages import SCALES
 from primacy.workflows.reproduce import Run, Status, status
 from primacy.workflows.tables import rounded, table_cell
 
@@ -155,10 +157,11 @@ class Planner:
         self.configs: dict[str, Any] = {}  # a value's parsed config, by its runs' panel
 
     def run(self, row: Row, value: Any, seed: int) -> AtlasRun:
-        """The run of ``row`` at knob ``value`` and ``seed``: the atlas's config, the row's backbone, args and knob,
-        then the command line's overrides."""
-        args = [*(["--model.init_args.backbone", json.dumps(row.backbone)] if row.backbone else []), *row.args,
-                f"--{row.knob}", str(value), *self.overrides]
+        """The run of ``row`` at knob ``value`` and ``seed``: the atlas's config, the row's backbone, the atlas's
+        args, the row's args and knob, then the command line's overrides (later ones win)."""
+        scale = SCALES.index(self.scale)
+        args = [*(["--model.init_args.backbone", json.dumps(row.backbone)] if row.backbone else []),
+                *self.spec.args[scale], *row.args[scale], f"--{row.knob}", str(value), *self.overrides]
         panel = f"{row.slug}/{row.knob_name}={value}"
         run = AtlasRun(panel, seed, value_dir(self.out, row, value) / f"seed{seed}",
                        self.spec.config_path(row, self.scale), tuple(args), row=row.label, value=value)

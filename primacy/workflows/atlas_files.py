@@ -3,7 +3,7 @@ their task, read and checked; primacy's own are in configs/atlas/ (the format: `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ class Row:
     backbone: dict[str, Any] | None  # the backbone's config (class_path, init_args); None: the config's own
     knob: str  # a dotted config key
     values: tuple[tuple[Any, ...], tuple[Any, ...]]  # at the cpu and the paper scale, easiest to hardest
-    args: tuple[str, ...] = ()
+    args: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # more overrides of its runs at each scale
     config: tuple[str, str] | None = None  # the row's own config at each scale; None: the atlas's
 
     @property
@@ -47,6 +47,7 @@ class AtlasSpec:
     root: Path  # the atlas file's folder
     band: tuple[float, float] = BAND
     metric: str = METRIC
+    args: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # overrides of every row's runs at each scale
 
     def select(self, labels: list[str] | None) -> AtlasSpec:
         if not labels:
@@ -55,8 +56,7 @@ class AtlasSpec:
         unknown = [label for label in labels if label not in known]
         if unknown:
             raise UsageError(f"rows={unknown} are not rows of {self.name}: choose from {', '.join(known)}")
-        return AtlasSpec(self.name, self.title, tuple(r for r in self.rows if r.label in labels), self.config,
-                         self.root, self.band, self.metric)
+        return replace(self, rows=tuple(r for r in self.rows if r.label in labels))
 
     def config_path(self, row: Row, scale: str) -> Path:
         names = row.config or self.config
@@ -90,7 +90,8 @@ def read_atlas(name: str | Path) -> AtlasSpec:
         raise UsageError(f"atlas={path} has band={content.get('band')!r}: give [low, high] with 0 <= low < high <= 1")
     spec = AtlasSpec(path.stem, str(content.get("title") or path.stem), tuple(_row(path, r) for r in rows),
                      _scaled(path, "config", content.get("config"), str) if "config" in content else None,
-                     path.parent.resolve(), (float(band[0]), float(band[1])), str(content.get("metric", METRIC)))
+                     path.parent.resolve(), (float(band[0]), float(band[1])), str(content.get("metric", METRIC)),
+                     _args(path, "the atlas", content.get("args", [])))
     labels = [row.label for row in spec.rows]
     if len(set(labels)) < len(labels):
         raise UsageError(f"atlas={path} has the row labels {labels}: give each row its own")
@@ -117,8 +118,18 @@ def _row(path: Path, entry: Any) -> Row:
     backbone = entry.get("backbone")
     if backbone is not None and not (isinstance(backbone, dict) and "class_path" in backbone):
         raise UsageError(f"atlas={path} has backbone={backbone!r} in row {label}: give {{class_path, init_args}}")
-    args = entry.get("args", [])
-    if not isinstance(args, list) or len(args) % 2 or not all(str(a).startswith("--") for a in args[::2]):
-        raise UsageError(f"atlas={path} has args={args!r} in row {label}: give a list of --key value pairs")
+    args = _args(path, f"row {label}", entry.get("args", []))
     config = _scaled(path, f"config of row {label}", entry["config"], str) if "config" in entry else None
-    return Row(label, backbone, str(entry["knob"]), tuple(tuple(v) for v in values), tuple(map(str, args)), config)
+    return Row(label, backbone, str(entry["knob"]), tuple(tuple(v) for v in values), args, config)
+
+
+def _args(path: Path, where: str, args: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """--key value overrides, the same at every scale or {cpu: [...], paper: [...]}."""
+    by_scale = args if isinstance(args, dict) else {scale: args for scale in SCALES}
+    valid = set(by_scale) == set(SCALES) and all(
+        isinstance(a, list) and not len(a) % 2 and all(str(key).startswith("--") for key in a[::2])
+        for a in by_scale.values())
+    if not valid:
+        raise UsageError(f"atlas={path} has args={args!r} in {where}: give a list of --key value pairs, or one per "
+                         f"scale ({', '.join(SCALES)})")
+    return tuple(tuple(map(str, by_scale[scale])) for scale in SCALES)

@@ -156,11 +156,12 @@ def test_primacys_atlases_parse_every_row_at_both_scales():
     ({"config": "task", "rows": [{**S4D_ROW, "args": ["--trainer.max_steps"]}]}, "--key value pairs"),
     ({"config": "task", "args": {"cpu": []}, "rows": [S4D_ROW]}, "in the atlas: give a list of --key value pairs"),
     ({"config": "missing", "rows": [S4D_ROW]}, "missing.yaml of row S4D is missing"),
+    ("rows: [", "is not valid YAML"),
 ])
 def test_a_bad_atlas_file_is_one_line(tmp_path, capsys, content, message):
     write_atlas(tmp_path, [S4D_ROW])
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(content))
+    path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
     with pytest.raises(SystemExit) as exit_info:
         main(["atlas", str(path), "--out", str(tmp_path / "out"), "--status"])
     err = capsys.readouterr().err.strip()

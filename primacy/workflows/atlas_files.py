@@ -7,9 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from primacy.errors import UsageError
+from primacy.workflows.figure_files import read_yaml
 from primacy.workflows.pages import SCALES
 
 BAND = (0.70, 0.80)
@@ -78,10 +77,7 @@ def read_atlas(name: str | Path) -> AtlasSpec:
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in ATLASES.glob("*.yaml")))
         raise UsageError(f"atlas={name} is neither one of primacy's atlases ({known}) nor an atlas file that exists")
-    try:
-        content = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise UsageError(f"atlas={path} is not valid YAML: {' '.join(str(err).split())}") from None
+    content = read_yaml("atlas", path)
     rows = content.get("rows") if isinstance(content, dict) else None
     if not isinstance(rows, list) or not rows:
         raise UsageError(f"atlas={path} has no rows: give a list `rows:` of {{label, backbone, knob, values}}")

@@ -36,10 +36,7 @@ def read_figure(path: str | Path) -> FigureSpec:
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"figure={path} is neither one of primacy's figures nor a figure file (YAML) that exists")
-    try:
-        content = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise UsageError(f"figure={path} is not valid YAML: {' '.join(str(err).split())}") from None
+    content = read_yaml("figure", path)
     panels = content.get("panels") if isinstance(content, dict) else None
     if not isinstance(panels, list) or not panels:
         raise UsageError(f"figure={path} has no panels: give a list `panels:` of {{label, title, config}}")
@@ -51,6 +48,14 @@ def read_figure(path: str | Path) -> FigureSpec:
     if spec.reference is not None and spec.reference not in labels:
         raise UsageError(f"figure={path} has reference={spec.reference!r}: give one of the labels {labels}")
     return spec
+
+
+def read_yaml(parameter: str, path: Path) -> Any:
+    """The content of a YAML file a command line names as ``parameter``; not YAML is one line naming both."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise UsageError(f"{parameter}={path} is not valid YAML: {' '.join(str(err).split())}") from None
 
 
 def _panel(path: Path, entry: Any) -> Panel:

@@ -4,10 +4,12 @@
 import csv
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
 import yaml
+from conftest import extra_module
 
 from primacy import figures, registry
 from primacy.cli import main
@@ -196,3 +198,32 @@ def test_a_failed_test_at_2L_leaves_the_row_complete_without_its_2L_numbers(tmp_
     assert not state.done
     state.runs[test] = Status("done")
     assert state.done and state.extrapolated == [test]
+
+
+def test_on_slurm_each_step_of_the_searches_is_one_array_job(tmp_path, monkeypatch, capsys):
+    """The rows' next pilots go to SLURM as one array job (a fake sbatch records it); --status then says queued, and
+    the next command submits nothing while they are."""
+    extra_module("submitit")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    captured = tmp_path / "sbatch.sh"
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {captured}\necho "Submitted batch job 77"\n')
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    transformer = {"label": "Transformer", "backbone": {"class_path": "TransformerBackbone",
+                                                        "init_args": {"n_layers": 1, "n_heads": 2}},
+                   "knob": "model.init_args.backbone.init_args.d_model", "values": [16, 8, 4]}
+    path = write_atlas(tmp_path, [S4D_ROW, transformer])
+    command = ["atlas", str(path), "--out", str(tmp_path / "out"), "--launcher", "slurm", "--slurm.partition", "cpu"]
+    main(command)
+    assert "#SBATCH --array=0-1%2" in captured.read_text() and "#SBATCH --job-name=primacy-atlas-tiny" in \
+        captured.read_text()
+    assert "submitted 2 runs as job 77" in capsys.readouterr().out
+    main([*command[:4], "--status"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "2 queued" and lines[0] == "S4D: n_items 4: …; searching"
+    with pytest.raises(SystemExit) as exit_info:  # queued runs are not submitted again
+        main(command)
+    assert exit_info.value.code == 1 and "submitted" not in capsys.readouterr().out

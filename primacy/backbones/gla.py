@@ -7,7 +7,15 @@ hardware-efficient training"): linear attention whose memory decays by a data-de
 with α_t = σ(W₂ W₁ x_t + b)^(1/τ), τ = 16, W₁ of rank 16 (the paper's parametrisation), k scaled by K^(-1/2), and a
 per-head norm and SiLU output gate.
 
-Legend: B batch, T time, H heads, K key width, V value width, D model width, R the gate's rank.
+Training computes the chunked form (``GatedLinearAttention._mix``, the paper's chunkwise parallel form, section 4):
+the sequence is cut into chunks of ``CHUNK`` positions, the state S (K × V per head) is carried from chunk to chunk,
+and inside a chunk the decays between positions are formed directly, (C, C, K) per head and chunk: per head, time
+O(T·K·(C + V)) and memory O(T·C·K + T/C·K·V). The parallel form (``_weights``) builds every A[t, s] through its
+(T, T, K) decays, O(T²·K) memory: it is the exact token-to-token influence that the analyses read. The two agree to
+rounding in float64 (tests/test_gla_chunked.py).
+
+Legend: B batch, T time, H heads, K key width, V value width, D model width, R the gate's rank, N chunks, C positions
+per chunk.
 """
 
 from __future__ import annotations
@@ -16,13 +24,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone
+from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone, chunked
 from primacy.checks import fits_in_memory
 
 GATE_RANK, GATE_TEMPERATURE = 16, 16.0
+# positions per chunk of the chunked form: (C, C, K) decays per chunk, T / C sequential steps of the state. On a CPU
+# the K-wide decays dominate, and 4 trained faster than 2, 8 or 16 at T 64 and T 256 (benchmarks/backbones.py's scale)
+CHUNK = 4
+
 
 
 class GatedLinearAttention(MatrixMemory):
+    """One GLA mixer: forward (training) runs the chunked form ``_mix``; ``_weights`` is the exact influence A
+    (O(T²·K) memory), which ``influence`` and the analyses read; ``step`` runs the recurrence ``_recur``."""
+
     def __init__(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int) -> None:
         super().__init__(d_model, n_heads, d_key, d_value, conv_kernel, gate=True)
         self.gate_proj = nn.Sequential(nn.Linear(d_model, GATE_RANK, bias=False), nn.Linear(GATE_RANK, n_heads * d_key))
@@ -45,6 +60,33 @@ class GatedLinearAttention(MatrixMemory):
         decay = log_decay.masked_fill(~causal[:, :, None], float("-inf")).exp()  # 0 above the diagonal
         return (heads.q[:, :, :, None] * decay * heads.k[:, :, None]).sum(-1)  # B H T T
 
+    def _mix(self, heads: Heads) -> torch.Tensor:
+        """The chunked form that training computes, equal to ``_weights(heads) @ heads.v``. In a chunk whose state
+        before it is S_0, with b_r = Σ_{j≤r} log α_j the cumulative log gate from the chunk's start (per key dimension),
+
+            o_r = (q_r ⊙ e^{b_r})ᵀ S_0 + Σ_{i≤r} (Σ_d q_r[d] k_i[d] e^{b_r[d] - b_i[d]}) v_i
+            S_C = diag(e^{b_C}) S_0 + Σ_i (k_i ⊙ e^{b_C - b_i}) v_iᵀ
+
+        Every exponent is ≤ 0 (never e^{b_r} times e^{-b_i}, which overflows when gates are small); only the update
+        of S_0 runs chunk by chunk."""
+        length = heads.q.shape[2]
+        size = min(CHUNK, length)
+        q, k, v = (chunked(x, size) for x in (heads.q, heads.k, heads.v))  # B H N C K|V
+        b = chunked(heads.gates["log_alpha"], size).cumsum(dim=3)  # B H N C K, ≤ 0
+        causal = torch.ones(size, size, dtype=torch.bool, device=b.device).tril()  # C C
+        log_decay = b[:, :, :, :, None] - b[:, :, :, None]  # B H N C C K: b_r - b_i, ≤ 0 for i ≤ r
+        decay = log_decay.masked_fill(~causal[:, :, None], float("-inf")).exp()  # 0 above the diagonal
+        within = (q[:, :, :, :, None] * decay * k[:, :, :, None]).sum(-1)  # B H N C C
+        last = b[:, :, :, -1:]  # B H N 1 K: b_C
+        writes = (k * torch.exp(last - b)).transpose(-1, -2) @ v  # B H N K V: Σ_i (k_i ⊙ e^{b_C - b_i}) v_iᵀ
+        kept = torch.exp(last).transpose(-1, -2)  # B H N K 1: e^{b_C}, what of S_0 each key row keeps
+        memory, starts = writes.new_zeros(*writes.shape[:2], *writes.shape[3:]), []  # B H K V: S_0 of the first
+        for keep, write in zip(kept.unbind(2), writes.unbind(2)):  # unbind: one backward for all chunks
+            starts.append(memory)
+            memory = keep * memory + write  # B H K V
+        o = (q * torch.exp(b)) @ torch.stack(starts, dim=2) + within @ v  # B H N C V
+        return o.flatten(2, 3)[:, :, :length]  # B H T V
+
     def _initial(self, batch_size: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"S": like.new_zeros(batch_size, self.n_heads, self.d_key, self.d_value)}
 
@@ -57,8 +99,9 @@ class GatedLinearAttention(MatrixMemory):
 class GLABackbone(MatrixMemoryBackbone):
     """Gated linear attention (Yang et al. 2024) in pre-norm blocks with a GELU MLP, then a final RMSNorm.
 
-    Arguments as ``MatrixMemoryBackbone``'s. The parallel form holds (B, H, K, T, T) decays, so a length beyond memory
-    is refused in one line."""
+    Arguments as ``MatrixMemoryBackbone``'s. Training runs the chunked form, O(T·K·(C + V)) per head; ``influence``
+    builds the exact (B, H, T, T) influence through (B, H, T, T, K) decays, and refuses a length beyond memory in one
+    line."""
 
     def _mixer(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int) -> MatrixMemory:
         return GatedLinearAttention(d_model, n_heads, d_key, d_value, conv_kernel)

@@ -44,6 +44,16 @@ class Heads:
         return Heads(self.q[:, :, t], self.k[:, :, t], self.v[:, :, t], {n: g[:, :, t] for n, g in self.gates.items()})
 
 
+def chunked(x: torch.Tensor, size: int) -> torch.Tensor:
+    """x (B, H, T, ...) -> (B, H, N, C, ...) in chunks of ``size`` positions for a family's chunked form, the last
+    padded with zeros: padding comes after every real position, so it changes no real output (a zero key, value, β
+    and log gate write nothing and keep the state), and zeros keep it finite."""
+    pad = -x.shape[2] % size
+    if pad:
+        x = torch.cat([x, x.new_zeros(*x.shape[:2], pad, *x.shape[3:])], dim=2)
+    return x.reshape(*x.shape[:2], -1, size, *x.shape[3:])
+
+
 class MatrixMemory(nn.Module):
     """One token mixer: q, k, v projections (through a short causal depthwise convolution when ``conv_kernel`` > 1,
     as GLA and DeltaNet use it), the family's mixing (``_weights`` and ``_recur``), then per head an RMSNorm, a

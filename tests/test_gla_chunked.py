@@ -1,0 +1,87 @@
+"""GLA's chunked form, which training runs, is the same map as its parallel form A V (which the analyses read) and as
+its recurrence, in float64 to 1e-10: whole chunks, a ragged last chunk and a sequence shorter than a chunk, with gates
+that decay strongly; and a whole backbone's outputs and gradients do not change with it."""
+
+import pytest
+import torch
+
+from primacy.backbones import gla
+from primacy.backbones.gla import GatedLinearAttention, GLABackbone
+from primacy.backbones.matrix_memory import Heads, MatrixMemory
+
+LENGTHS = sorted({1, 5, 16, 17, 40, 64, gla.CHUNK, gla.CHUNK + 1})  # whole, ragged and shorter chunks
+
+
+def random_heads(length: int, generator: torch.Generator) -> Heads:
+    """B 2, H 2, K 4, V 3: log α per key dimension in [-30, 0), log-uniform from -1e-3 so that both open and nearly
+    closed gates occur, and -30 throughout head 0's first key dimension (a chunk's product of gates reaches e^(-30 C),
+    whose inverse overflows float32 from C = 3)."""
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn(2, 2, *shape, generator=generator, dtype=torch.float64)
+
+    scale = 10.0 ** torch.empty(2, 2, length, 4, dtype=torch.float64).uniform_(-3, 1.477, generator=generator)
+    scale[:, 0, :, 0] = 30.0
+    return Heads(draw(length, 4), draw(length, 4) / 2, draw(length, 3), {"log_alpha": -scale})  # log α B H T K
+
+
+def mixer() -> GatedLinearAttention:
+    return GatedLinearAttention(d_model=8, n_heads=2, d_key=4, d_value=3, conv_kernel=1).double()
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_chunked_form_is_the_parallel_form_and_the_recurrence(length):
+    heads = random_heads(length, torch.Generator().manual_seed(length))
+    layer = mixer()
+    chunked = layer._mix(heads)  # B H T V
+    torch.testing.assert_close(chunked, layer._weights(heads) @ heads.v, rtol=0, atol=1e-10)
+    state, steps = layer._initial(2, heads.q), []
+    for t in range(length):
+        o, state = layer._recur(heads.at(t), state)
+        steps.append(o)
+    torch.testing.assert_close(chunked, torch.stack(steps, dim=2), rtol=0, atol=1e-10)
+
+
+def test_float32_with_the_strongest_gates_is_finite_and_accurate():
+    """log α = -30 at every position of one head and the random gates elsewhere, in float32: decays within a chunk go
+    down to e^(-30 (C - 1)) and their inverses never appear, so outputs and gradients are finite and match float64's."""
+    heads = random_heads(40, torch.Generator().manual_seed(0))
+    heads.gates["log_alpha"][:, 1] = -30.0
+    reference = mixer()._weights(heads) @ heads.v  # B H T V, float64
+    log_alpha = heads.gates["log_alpha"].float().requires_grad_()
+    q = heads.q.float().requires_grad_()
+    o = mixer().float()._mix(Heads(q, heads.k.float(), heads.v.float(), {"log_alpha": log_alpha}))
+    o.sum().backward()
+    assert torch.isfinite(log_alpha.grad).all() and torch.isfinite(q.grad).all()
+    torch.testing.assert_close(o.double(), reference, rtol=0, atol=1e-4)
+
+
+def test_a_backbone_trains_the_same_with_the_chunked_form(monkeypatch):
+    torch.manual_seed(0)
+    model = GLABackbone(d_model=8, n_layers=2, n_heads=2, conv_kernel=3).double()
+    x = torch.randn(2, 2 * gla.CHUNK + 3, 8, dtype=torch.float64)
+
+    def outputs_and_gradients() -> list[torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        inputs = x.clone().requires_grad_()
+        y = model(inputs)
+        (y * torch.linspace(-1, 1, y.numel(), dtype=y.dtype).reshape(y.shape)).sum().backward()
+        return [y.detach(), inputs.grad] + [p.grad for p in model.parameters()]
+
+    chunked = outputs_and_gradients()
+    with monkeypatch.context() as patch:
+        patch.setattr(GatedLinearAttention, "_mix", MatrixMemory._mix)
+        parallel = outputs_and_gradients()
+    assert all(g is not None for g in chunked)
+    for fast, reference in zip(chunked, parallel, strict=True):
+        torch.testing.assert_close(fast, reference, rtol=0, atol=1e-10)
+
+
+def test_the_chunked_form_passes_gradcheck():
+    """Exact gradients of the chunked form itself, for q, k, v and the gates, across a chunk boundary (fast mode: the
+    Jacobian checked along random directions)."""
+    heads = random_heads(gla.CHUNK + 3, torch.Generator().manual_seed(1))
+    layer = mixer()
+    parts = (heads.q, heads.k, heads.v, heads.gates["log_alpha"])
+    inputs = [x.clone().requires_grad_() for x in parts]
+    assert torch.autograd.gradcheck(lambda q, k, v, g: layer._mix(Heads(q, k, v, {"log_alpha": g})), inputs,
+                                    fast_mode=True)

@@ -27,6 +27,7 @@ from primacy.testing import tiny_fit
 from primacy.workflows import launchers, pages
 from primacy.workflows.analyses import AblationSettings, analyze_checkpoints
 from primacy.workflows.pages import FIGURES, draw, markdown_table
+from primacy.workflows.tables import table_cell
 from primacy.workflows.reproduce import CONFIGS, Run, plan
 from primacy.workflows.sources import trained_checkpoints
 
@@ -156,6 +157,9 @@ def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     assert lines[2].split(" | ")[3:5] == ["0.700 ± 0.010", "−0.004"]
     assert lines[3].split(" | ")[3] == "0.730 ± 0.010 †" and lines[4].split(" | ")[3] == "0.720 ± 0.010"
     assert lines[2].split(" | ")[-3:] == ["—", "—", "— |"]  # no Δt
+    # seeds that agree to rounding (the same value summed in another order) show no spread, not 19 decimals
+    assert table_cell({"x": 0.05, "x_se": 4.9e-18}, "x", None) == "0.050 ± 0.000"
+    assert table_cell({"x": 0.05, "x_se": 4.9e-5}, "x", None) == "0.050000 ± 0.000049"
 
 
 def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp_path):

@@ -48,8 +48,10 @@ def table_cell(row: dict[str, Any], key: str, reference: dict[str, Any] | None) 
         return "—"
     if se is None:
         text = _number(mean)
-    else:  # both to the SE's precision: 3 decimals, or the SE's 2 significant digits when it is below 0.001
-        decimals = 3 if se >= 0.001 or se == 0 else 1 - math.floor(math.log10(se))
+    else:  # both to the SE's precision: 3 decimals, or the SE's 2 significant digits when it is below 0.001; an SE
+        # at rounding level (equal values summed in another order: 5e-18 on 0.05) is no spread at all
+        exact = se <= 1e-12 * max(1.0, abs(mean))
+        decimals = 3 if se >= 0.001 or exact else 1 - math.floor(math.log10(se))
         text = f"{mean:.{decimals}f} ± {se:.{decimals}f}".replace("-", "−")
     if reference is not None and reference is not row and reference.get(key) is not None and se is not None:
         other_se = reference.get(f"{key}_se")

@@ -62,7 +62,7 @@ def command(args: list[str]) -> None:
         _print(planner, states)
         return
     writable_directory("out", out)
-    launched: set[AtlasRun] = set()  # started by this command: one that fails is not started again
+    launched: dict[str, AtlasRun] = {}  # by directory, started by this command: one that fails is not started again
     todo = _todo(states, launched)
     if todo:
         print(f"atlas {spec.name}: running {len(todo)} runs now, more as the searches go on", flush=True)
@@ -70,15 +70,13 @@ def command(args: list[str]) -> None:
             rows = {row.label: row for row in spec.rows}
 
             def follow(job: RunJob) -> list[tuple[RunJob, AtlasRun]]:  # the finished run's row, planned again
-                finished = next(run for run in launched if str(run.dir) == job.run_dir)
-                return _jobs(planner, _todo([planner.row(rows[finished.row])], launched))
-            pairs = _jobs(planner, todo)
-            run_local([job for job, _ in pairs], options.jobs, [run for _, run in pairs], planner.status,
+                return _todo([planner.row(rows[launched[job.run_dir].row])], launched)
+            run_local([job for job, _ in todo], options.jobs, [run for _, run in todo], planner.status,
                       "primacy atlas", follow)
         else:
             while todo:
-                jobs, runs = zip(*_jobs(planner, todo))
-                if not submit(list(jobs), list(runs), out, options, [planner.configs[r.panel] for r in runs],
+                jobs, runs = (list(part) for part in zip(*todo))
+                if not submit(jobs, runs, out, options, [planner.configs[r.panel] for r in runs],
                               f"atlas-{spec.name}", ["primacy atlas", *args]):
                     return
                 todo = _todo(planner.rows(), launched)
@@ -99,16 +97,13 @@ def command(args: list[str]) -> None:
         print(f"wrote {path}")
 
 
-def _todo(states: list[RowState], launched: set[AtlasRun]) -> list[AtlasRun]:
-    """The runs to start now (marked launched): every row's next pilot, missing seeds and tests, none started by
-    this command before."""
-    runs = [run for state in states for run in state.todo if run not in launched]
-    launched.update(runs)
-    return runs
-
-
-def _jobs(planner: Planner, runs: list[AtlasRun]) -> list[tuple[RunJob, AtlasRun]]:
-    return [(RunJob(str(run.dir), planner.status(run).args), run) for run in runs]
+def _todo(states: list[RowState], launched: dict[str, AtlasRun]) -> list[tuple[RunJob, AtlasRun]]:
+    """The runs to start now, as jobs with the arguments their status gives (and marked launched): every row's next
+    pilot, missing seeds and tests, none started by this command before."""
+    todo = [(RunJob(str(run.dir), status.args), run) for state in states for run, status in state.runs.items()
+            if status.args and str(run.dir) not in launched]
+    launched.update((job.run_dir, run) for job, run in todo)
+    return todo
 
 
 def _print(planner: Planner, states: list[RowState]) -> None:

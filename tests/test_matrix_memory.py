@@ -5,10 +5,11 @@ import pytest
 import torch
 
 from primacy import registry
+from primacy.backbones import deltanet, gla
 from primacy.backbones.deltanet import DeltaNetBackbone, DeltaRule
-from primacy.backbones.gla import GLABackbone
+from primacy.backbones.gla import GatedLinearAttention, GLABackbone
 from primacy.backbones.linear_attention import LinearAttentionBackbone
-from primacy.backbones.matrix_memory import Heads
+from primacy.backbones.matrix_memory import Heads, MatrixMemory
 from primacy.backbones.retnet import RetNetBackbone
 from primacy.errors import UsageError
 from primacy.testing import check_backbone
@@ -128,3 +129,30 @@ def test_bad_arguments_are_one_line(cls, kwargs, message):
     with pytest.raises(UsageError, match=message) as error:
         cls(**kwargs)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("family,mixer,settings", [
+    ("gla", GatedLinearAttention, {}), ("deltanet", DeltaRule, {}), ("gated-deltanet", DeltaRule, {"gated": True})])
+def test_a_backbone_trains_the_same_with_the_chunked_form(family, mixer, settings, monkeypatch):
+    """Outputs and every gradient (input and parameters) of the chunked form, which training runs, equal the
+    parallel form's A V in float64, over several chunks and a ragged last one."""
+    torch.manual_seed(0)
+    backbone, module = {"gla": (GLABackbone, gla), "deltanet": (DeltaNetBackbone, deltanet),
+                        "gated-deltanet": (DeltaNetBackbone, deltanet)}[family]
+    model = backbone(d_model=8, n_layers=2, n_heads=2, conv_kernel=3, **settings).double()
+    x = torch.randn(2, 2 * module.CHUNK + 3, 8, dtype=torch.float64)
+
+    def outputs_and_gradients() -> list[torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        inputs = x.clone().requires_grad_()
+        y = model(inputs)
+        (y * torch.linspace(-1, 1, y.numel(), dtype=y.dtype).reshape(y.shape)).sum().backward()
+        return [y.detach(), inputs.grad] + [p.grad for p in model.parameters()]
+
+    chunked = outputs_and_gradients()
+    with monkeypatch.context() as patch:
+        patch.setattr(mixer, "_mix", MatrixMemory._mix)
+        parallel = outputs_and_gradients()
+    assert all(g is not None for g in chunked)
+    for fast, reference in zip(chunked, parallel, strict=True):
+        torch.testing.assert_close(fast, reference, rtol=0, atol=1e-10)

@@ -25,6 +25,19 @@ def extra_module(module: str):
         pytest.fail(f"{module} is missing ({err}): install the test extra, pip install -e \".[test]\"")
 
 
+def fake_slurm(tmp_path: Path, monkeypatch, job: int) -> tuple[Path, Path]:
+    """A SLURM login node's tools first on PATH: an ``sbatch`` that keeps the script submitit writes and answers job
+    ``job``, an ``srun`` that fails. Returns the directory of the tools (add ``sacct`` there) and the kept script."""
+    tools, script = tmp_path / "bin", tmp_path / "sbatch.sh"
+    tools.mkdir()
+    (tools / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {script}\necho "Submitted batch job {job}"\n')
+    (tools / "srun").write_text("#!/bin/sh\nexit 1\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    return tools, script
+
+
 def stream_batches(loader, n: int) -> list:
     """The first ``n`` batches of a loader of the endless training stream, its worker processes (if any) shut down
     before returning: an abandoned iterator's workers stalled, for 10 s, whichever later test the garbage collector

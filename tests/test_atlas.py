@@ -4,12 +4,11 @@
 import csv
 import dataclasses
 import json
-import os
 
 import numpy as np
 import pytest
 import yaml
-from conftest import extra_module
+from conftest import extra_module, fake_slurm
 
 from primacy import figures, registry
 from primacy.cli import main
@@ -204,14 +203,7 @@ def test_on_slurm_each_step_of_the_searches_is_one_array_job(tmp_path, monkeypat
     """The rows' next pilots go to SLURM as one array job (a fake sbatch records it); --status then says queued, and
     the next command submits nothing while they are."""
     extra_module("submitit")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    captured = tmp_path / "sbatch.sh"
-    (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {captured}\necho "Submitted batch job 77"\n')
-    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    bin_dir, captured = fake_slurm(tmp_path, monkeypatch, 77)
     transformer = {"label": "Transformer", "backbone": {"class_path": "TransformerBackbone",
                                                         "init_args": {"n_layers": 1, "n_heads": 2}},
                    "knob": "model.init_args.backbone.init_args.d_model", "values": [16, 8, 4]}

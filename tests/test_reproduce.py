@@ -17,19 +17,19 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import ROOT, extra_module
+from conftest import ROOT, extra_module, fake_slurm
+from primacy.analysis.serial_position import summarize
 
 from primacy import figures
-from primacy.analysis.serial_position import summarize
 from primacy.cli import main
 from primacy.rundir import results
 from primacy.testing import tiny_fit
 from primacy.workflows import launchers, pages
 from primacy.workflows.analyses import AblationSettings, analyze_checkpoints
 from primacy.workflows.pages import FIGURES, draw, markdown_table
-from primacy.workflows.tables import table_cell
 from primacy.workflows.reproduce import CONFIGS, Run, plan
 from primacy.workflows.sources import trained_checkpoints
+from primacy.workflows.tables import table_cell
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
 TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",
@@ -525,14 +525,7 @@ def test_the_local_launcher_skips_a_run_taken_since_the_plan(tmp_path):
 def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):
     """The sbatch script submitit writes for `--launcher slurm` (a fake sbatch captures it)."""
     extra_module("submitit")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    captured = tmp_path / "sbatch.sh"
-    (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {captured}\necho "Submitted batch job 4242"\n')
-    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    bin_dir, captured = fake_slurm(tmp_path, monkeypatch, 4242)
     out = tmp_path / "fig3"
     main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--out", str(out), "--launcher", "slurm",
           "--slurm.partition", "gpu", "--slurm.time", "2880", "--slurm.array_parallelism", "4",

@@ -38,6 +38,18 @@ def fake_slurm(tmp_path: Path, monkeypatch, job: int) -> tuple[Path, Path]:
     return tools, script
 
 
+def recurrent_outputs(layer, heads):
+    """A matrix-memory mixer's outputs (B, H, T, V) by its recurrent form, position by position from its initial
+    state: what its chunked and parallel forms are compared with."""
+    import torch
+
+    state, steps = layer._initial(heads.q.shape[0], heads.q), []
+    for t in range(heads.q.shape[2]):
+        o, state = layer._recur(heads.at(t), state)
+        steps.append(o)
+    return torch.stack(steps, dim=2)
+
+
 def stream_batches(loader, n: int) -> list:
     """The first ``n`` batches of a loader of the endless training stream, its worker processes (if any) shut down
     before returning: an abandoned iterator's workers stalled, for 10 s, whichever later test the garbage collector

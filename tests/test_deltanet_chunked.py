@@ -4,6 +4,7 @@ and without strongly decaying gates; and a whole backbone's outputs and gradient
 
 import pytest
 import torch
+from conftest import recurrent_outputs
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from primacy.backbones import deltanet
@@ -37,11 +38,7 @@ def test_chunked_form_is_the_parallel_form_and_the_recurrence(length, gated):
     layer = mixer(gated)
     chunked = layer._mix(heads)  # B H T V
     torch.testing.assert_close(chunked, layer._weights(heads) @ heads.v, rtol=0, atol=1e-10)
-    state, steps = layer._initial(2, heads.q), []
-    for t in range(length):
-        o, state = layer._recur(heads.at(t), state)
-        steps.append(o)
-    torch.testing.assert_close(chunked, torch.stack(steps, dim=2), rtol=0, atol=1e-10)
+    torch.testing.assert_close(chunked, recurrent_outputs(layer, heads), rtol=0, atol=1e-10)
 
 
 def test_the_strongest_gates_give_finite_outputs_and_gradients():

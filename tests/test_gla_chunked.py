@@ -4,6 +4,7 @@ that decay strongly; and a whole backbone's outputs and gradients do not change 
 
 import pytest
 import torch
+from conftest import recurrent_outputs
 
 from primacy.backbones import gla
 from primacy.backbones.gla import GatedLinearAttention
@@ -34,11 +35,7 @@ def test_chunked_form_is_the_parallel_form_and_the_recurrence(length):
     layer = mixer()
     chunked = layer._mix(heads)  # B H T V
     torch.testing.assert_close(chunked, layer._weights(heads) @ heads.v, rtol=0, atol=1e-10)
-    state, steps = layer._initial(2, heads.q), []
-    for t in range(length):
-        o, state = layer._recur(heads.at(t), state)
-        steps.append(o)
-    torch.testing.assert_close(chunked, torch.stack(steps, dim=2), rtol=0, atol=1e-10)
+    torch.testing.assert_close(chunked, recurrent_outputs(layer, heads), rtol=0, atol=1e-10)
 
 
 def test_float32_with_the_strongest_gates_is_finite_and_accurate():

@@ -20,7 +20,7 @@ from primacy.cli.launching import (
 from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw
-from primacy.workflows.atlas_files import ATLASES, read_atlas
+from primacy.workflows.atlas_files import ATLASES, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob
 from primacy.workflows.pages import SCALES
 from primacy.workflows.reproduce import count_states
@@ -51,7 +51,7 @@ def command(args: list[str]) -> None:
     check_overrides(overrides, "primacy atlas")
     positive(seeds=options.seeds, jobs=options.jobs)
     check_launcher(options)
-    if options.band is not None and not 0 <= options.band[0] < options.band[1] <= 1:
+    if options.band is not None and not valid_band(tuple(options.band)):
         raise UsageError(f"band={options.band} is invalid: give LOW HIGH with 0 <= LOW < HIGH <= 1")
     spec = read_atlas(options.atlas).select(options.rows)
     out = Path(options.out or f"runs/atlas-{spec.name}-{options.scale}")

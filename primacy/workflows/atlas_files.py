@@ -82,7 +82,7 @@ def read_atlas(name: str | Path) -> AtlasSpec:
     if not isinstance(rows, list) or not rows:
         raise UsageError(f"atlas={path} has no rows: give a list `rows:` of {{label, backbone, knob, values}}")
     band = tuple(content.get("band", BAND))
-    if len(band) != 2 or not all(isinstance(b, (int, float)) for b in band) or not 0 <= band[0] < band[1] <= 1:
+    if not valid_band(band):
         raise UsageError(f"atlas={path} has band={content.get('band')!r}: give [low, high] with 0 <= low < high <= 1")
     spec = AtlasSpec(path.stem, str(content.get("title") or path.stem), tuple(_row(path, r) for r in rows),
                      _scaled(path, "config", content.get("config"), str) if "config" in content else None,
@@ -92,6 +92,11 @@ def read_atlas(name: str | Path) -> AtlasSpec:
     if len(set(labels)) < len(labels):
         raise UsageError(f"atlas={path} has the row labels {labels}: give each row its own")
     return spec
+
+
+def valid_band(band: tuple) -> bool:
+    """Whether ``band`` is an accuracy band: two numbers, 0 <= low < high <= 1."""
+    return len(band) == 2 and all(isinstance(b, (int, float)) for b in band) and 0 <= band[0] < band[1] <= 1
 
 
 def _scaled(path: Path, key: str, value: Any, kind: type) -> tuple[Any, Any]:

@@ -57,13 +57,16 @@ def test_evaluation_shards_cover_every_trial_once(n_trials, processes):
     assert all(len(shard) == len(list(shard)) for shard in shards), "len is the number of batches, for progress bars"
 
 
-def test_two_processes_at_half_the_batch_train_like_one_at_the_whole_batch(tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp_fork", pytest.param("ddp", marks=pytest.mark.slow)])
+def test_two_processes_at_half_the_batch_train_like_one_at_the_whole_batch(strategy, tmp_path):
+    """Under ddp_fork the processes train in forked children, so this also checks that fit reports the step they
+    reached (the parent's own trainer never steps)."""
     common = [*TINY_RUNS["verification"], "--trainer.max_steps", "4", "--test_after_fit", "false",
               "--trainer.num_sanity_val_steps", "0"]
     main(["fit", *common, "--data.init_args.batch_size", "4", "--trainer.default_root_dir", str(tmp_path / "one")])
     main(["fit", *common, "--data.init_args.batch_size", "2", "--trainer.default_root_dir", str(tmp_path / "half")])
     ddp("fit", *common, "--data.init_args.batch_size", "2", "--trainer.default_root_dir", str(tmp_path / "two"),
-        processes=2)
+        processes=2, strategy=strategy)
     weights = {name: torch.load(tmp_path / name / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
                for name in ("one", "half", "two")}
     gap = max((weights["two"][k] - weights["one"][k]).abs().max().item() for k in weights["one"])
@@ -96,7 +99,7 @@ def test_test_metrics_equal_the_single_process_ones(trained, processes, tmp_path
             "--trainer.default_root_dir", str(tmp_path / "out")]
     if task == "free_recall":
         args += ["--results.formats", "[png]"]
-    ddp(*args, processes=processes, strategy="ddp_fork")  # the training test above launches with ddp
+    ddp(*args, processes=processes, strategy="ddp_fork")
     summary, arrays = results(tmp_path / "out")
     for key, value in single_arrays.items():  # counts and hits: integers, exactly equal
         np.testing.assert_array_equal(arrays[key], value, err_msg=key)

@@ -23,7 +23,7 @@ from primacy.cli import console, progress
 from primacy.cli.help import HELP_ALL, backbone_help, subcommand_help, wants_help
 from primacy.cli.parse_errors import ParseError, check_config_files, explain
 from primacy.errors import UsageError, find_usage_error
-from primacy.rundir.checkpoints import check_checkpoint
+from primacy.rundir.checkpoints import check_checkpoint, checkpoint_step
 from primacy.rundir.layout import RunDir
 from primacy.rundir.resume import resume_point, wandb_run_id
 from primacy.rundir.runs import check_parsed_pairing, link_task_to_model
@@ -179,18 +179,28 @@ class PrimacyCLI(LightningCLI):
 
     def after_fit(self) -> None:
         trainer = self.trainer
-        if trainer.global_step < trainer.max_steps:  # stopped early by Ctrl-C or SIGTERM, with a checkpoint
-            rank_zero_info(f"Stopped at step {trainer.global_step} of {trainer.max_steps}: run the same command "
-                           "again to resume")
+        step = _step_reached(trainer)
+        if step < trainer.max_steps:  # stopped early by Ctrl-C or SIGTERM, with a checkpoint
+            rank_zero_info(f"Stopped at step {step} of {trainer.max_steps}: run the same command again to resume")
             signum = next((cb.stop_signal for cb in trainer.callbacks if isinstance(cb, RunCheckpoint)), None)
             raise SystemExit(128 + (signum or signal.SIGINT))  # 130 after Ctrl-C, 143 after SIGTERM
         if not self.config.fit.test_after_fit:
-            rank_zero_info(f"Trained to step {trainer.global_step}: {RunDir.of(trainer).last_checkpoint}")
+            rank_zero_info(f"Trained to step {step}: {RunDir.of(trainer).last_checkpoint}")
             return
         trainer.test(self.model, datamodule=self.datamodule)
         headline = ", ".join(f"{key} {float(trainer.callback_metrics[f'test/{key}']):.3f}"
                              for key in getattr(self.model, "HEADLINE", ()) if f"test/{key}" in trainer.callback_metrics)
         rank_zero_info(f"Results in {RunDir.of(trainer).results}" + (f": {headline}" if headline else ""))
+
+
+def _step_reached(trainer: L.Trainer) -> int:
+    """The optimiser steps this fit reached. A strategy that forks or spawns its processes (ddp_fork, ddp_spawn,
+    ddp_notebook) trains in the children and hands back only the weights and metrics, so this process's trainer still
+    reads the step it started from; the run's last.ckpt, which every fit writes when it ends or stops, has the step."""
+    last = RunDir.of(trainer).last_checkpoint
+    if trainer.global_step >= trainer.max_steps or not last.is_file():
+        return trainer.global_step
+    return max(trainer.global_step, checkpoint_step(last))
 
 
 def _refuse_forking_threads(strategy: Any, name: Any) -> None:

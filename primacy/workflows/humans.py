@@ -49,10 +49,10 @@ class Comparison:
         }
 
 
-def person_curves(dataset: str) -> GroupCurves:
-    """The people of ``dataset``, each through ``free_recall_counts`` of their own lists."""
+def person_curves(persons: list[human_data.Person]) -> GroupCurves:
+    """``persons``, each through ``free_recall_counts`` of their own lists."""
     members = []
-    for person in human_data.load(dataset):
+    for person in persons:
         positions = recall_positions(person.study, person.recalls)
         members.append(summarize(free_recall_counts(positions, person.study.shape[1])))
     return group_curves(members)
@@ -88,13 +88,13 @@ def _task(run: RunDir) -> str:
     return f"a {task} run"
 
 
-def compare(models: dict[str, list[Path]], dataset: str) -> Comparison:
-    """``models`` (label -> run directories, one per seed) beside the people of ``dataset``."""
-    info = human_data.dataset(dataset)
-    if not models:
-        raise UsageError("no runs given: pass at least one free-recall run directory")
+def compare(models: dict[str, list[Path]], dataset: str | human_data.Dataset,
+            persons: list[human_data.Person] | None = None) -> Comparison:
+    """``models`` (label -> run directories, one per seed; none: the people alone) beside the people of ``dataset``:
+    psifr's dataset of that name, or a Dataset read from a file (``people.from_file``) with its ``persons``."""
+    info = human_data.dataset(dataset) if isinstance(dataset, str) else dataset
     curves = {label: run_curves(dirs, info) for label, dirs in models.items()}  # every run checked before psifr
-    return Comparison(info, person_curves(dataset), curves, models)
+    return Comparison(info, person_curves(human_data.load(info.name) if persons is None else persons), curves, models)
 
 
 def write(comparisons: list[Comparison], out: Path, title: str = "") -> list[Path]:
@@ -146,9 +146,12 @@ def _tested(path: Path) -> bool:
     return RunDir(path).results.is_dir()
 
 
-def humans(paths: list[Path], dataset: str, out: Path, labels: list[str] | None = None) -> list[Path]:
-    """``primacy humans``: the runs at ``paths`` beside the people of ``dataset``, written to ``out``."""
+def humans(paths: list[Path], dataset: str | Path, out: Path, labels: list[str] | None = None) -> list[Path]:
+    """``primacy humans``: the runs at ``paths`` beside the people of ``dataset`` (psifr's dataset of that name, or a
+    Path: a file in psifr's long format), written to ``out``."""
     writable_directory("out", out)
-    comparison = compare(run_groups(paths, labels), dataset)
+    groups = run_groups(paths, labels)
+    comparison = (compare(groups, *human_data.from_file(dataset)) if isinstance(dataset, Path)
+                  else compare(groups, dataset))
     return write([comparison], out, f"Free recall: models beside people ({comparison.dataset.reference})")
 

@@ -4,6 +4,7 @@ renamed into place, so a reader (or a run killed midway) sees the old file or th
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -16,7 +17,6 @@ from typing import Any
 
 import matplotlib as mpl
 import numpy as np
-from lightning.pytorch.plugins.io import TorchCheckpointIO
 from matplotlib.figure import Figure
 
 
@@ -118,11 +118,26 @@ def save_figure(fig: Figure, path: str | Path, **savefig_kwargs: Any) -> Path:
     return path
 
 
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint writer with the temporary file beside the checkpoint. Lightning's own writes a temporary
-    file in $TMPDIR and moves it into place, which is a copy, not a rename, when $TMPDIR is on another filesystem
-    (a node-local /tmp on a cluster): a job killed during the copy would leave a truncated last.ckpt."""
+def __getattr__(name: str) -> Any:
+    if name == "AtomicCheckpointIO":
+        return _atomic_checkpoint_io()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
-        with atomic_path(path) as temp:
-            super().save_checkpoint(checkpoint, temp, storage_options)
+
+@functools.cache
+def _atomic_checkpoint_io() -> type:
+    """``AtomicCheckpointIO`` (what every run's ``trainer.plugins`` names), made when first asked for: it extends a
+    Lightning class, and reading and writing files should not import Lightning (seconds)."""
+    from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+    class AtomicCheckpointIO(TorchCheckpointIO):
+        """Lightning's checkpoint writer with the temporary file beside the checkpoint. Lightning's own writes a
+        temporary file in $TMPDIR and moves it into place, which is a copy, not a rename, when $TMPDIR is on another
+        filesystem (a node-local /tmp on a cluster): a job killed during the copy would leave a truncated last.ckpt."""
+
+        def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+            with atomic_path(path) as temp:
+                super().save_checkpoint(checkpoint, temp, storage_options)
+
+    AtomicCheckpointIO.__qualname__ = "AtomicCheckpointIO"  # pickled and named in configs as primacy.files.<name>
+    return AtomicCheckpointIO

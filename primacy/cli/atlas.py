@@ -23,7 +23,7 @@ from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw
 from primacy.workflows.atlas_files import ATLASES, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob
 from primacy.workflows.pages import SCALES
-from primacy.workflows.reproduce import count_states
+from primacy.workflows.reproduce import count_states, process_count
 
 
 def _parser() -> ArgumentParser:
@@ -76,7 +76,8 @@ def command(args: list[str]) -> None:
         else:
             while todo:
                 jobs, runs = (list(part) for part in zip(*todo))
-                if not submit(jobs, runs, out, options, [planner.configs[r.panel] for r in runs],
+                processes = max(process_count(planner.configs[r.panel].trainer.devices) for r in runs)
+                if not submit(jobs, runs, out, options, processes,
                               f"atlas-{spec.name}", ["primacy atlas", *args]):
                     return
                 todo = _todo(planner.rows(), launched)

@@ -13,7 +13,7 @@ from typing import Any
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows import launchers
 from primacy.workflows.launchers import RunJob, SlurmOptions
-from primacy.workflows.reproduce import Run, Status, count_states, process_count
+from primacy.workflows.reproduce import Run, Status, count_states
 
 RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args.seed")  # set per run
 
@@ -108,12 +108,12 @@ def run_local(jobs: list[RunJob], parallel: int, runs: list[Run], status_of: Cal
         raise SystemExit(130) from None
 
 
-def submit(jobs: list[RunJob], runs: list[Run], out: Path, options: Any, configs: list[Any], name: str,
+def submit(jobs: list[RunJob], runs: list[Any], out: Path, options: Any, processes: int, name: str,
            command: list[str]) -> bool:
-    """Submits the runs as one array job named ``primacy-<name>``; True when they have finished (``--wait``, and
-    always on submitit's local executor, whose jobs end with this process), False when they were queued."""
+    """Submits the runs (each with a ``dir`` and a ``label``) as one array job named ``primacy-<name>``, each task
+    with ``processes`` processes; True when they have finished (``--wait``, and always on submitit's local executor,
+    whose jobs end with this process), False when they were queued."""
     slurm = slurm_options(options)
-    processes = max(process_count(config.trainer.devices) for config in configs)
     parameters = launchers.slurm_parameters(slurm, f"primacy-{name}", processes)
     submitted = launchers.submit(jobs, out / "submitit", parameters, slurm.cluster)
     for job, run in zip(submitted, runs):

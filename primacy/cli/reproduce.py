@@ -20,7 +20,7 @@ from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser
 from primacy.workflows.launchers import RunJob
 from primacy.workflows.pages import FIGURES, SCALES
-from primacy.workflows.reproduce import count_states, draw, figure, plan, status
+from primacy.workflows.reproduce import count_states, draw, figure, plan, process_count, status
 
 
 def _parser() -> ArgumentParser:
@@ -57,8 +57,8 @@ def command(args: list[str]) -> None:
         jobs = [RunJob(str(run.dir), statuses[run].args) for run in todo]
         if options.launcher == "local":
             run_local(jobs, options.jobs, todo, lambda run: status(run, configs[run.panel]), "primacy reproduce")
-        elif not submit(jobs, todo, out, options, [configs[run.panel] for run in todo], Path(options.figure).stem,
-                        ["primacy reproduce", *args]):
+        elif not submit(jobs, todo, out, options, max(process_count(configs[r.panel].trainer.devices) for r in todo),
+                        Path(options.figure).stem, ["primacy reproduce", *args]):
             return
         statuses = {run: status(run, configs[run.panel]) for run in runs}
     unfinished = {run: s for run, s in statuses.items() if s.state != "done"}

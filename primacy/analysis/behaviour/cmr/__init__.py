@@ -1,9 +1,24 @@
 """The CMR model of free recall: its simulated lag-CRP (``simulate``, and ``reference`` written plainly), a grid of
 simulated curves over the parameters (``grid``) and the fits of a curve to that grid or to a Gaussian (``fits``).
-Modules import in that order only. Apart from them, the likelihood of whole recall sequences under cymr's CMR
-(``likelihood``), which imports none of them."""
+Modules import in that order only. Apart from them, cymr's CMR of whole recall sequences: their likelihood
+(``likelihood``), simulated sequences from its choice probabilities (``generate``) and maximum-likelihood fits and
+parameter recovery (``fitting``, which needs scipy); these import in that order and none of the modules above."""
 
 from primacy.analysis.behaviour.cmr.fits import fit_cmr, fit_gaussian
+from primacy.analysis.behaviour.cmr.fitting import (
+    DE_OPTIONS,
+    DEFAULT_DEPENDENT,
+    DEFAULT_FIXED,
+    DEFAULT_FREE,
+    FitSpec,
+    LikelihoodFit,
+    count_events,
+    fit_cmr_likelihood,
+    parameter_recovery,
+    recovery_correlations,
+    sample_parameters,
+)
+from primacy.analysis.behaviour.cmr.generate import cmr_generate, cmr_generate_many
 from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.behaviour.cmr.likelihood import (
     PARAMETER_NAMES,
@@ -28,7 +43,10 @@ from primacy.analysis.behaviour.cmr.simulate import (
                                            study_contexts,
 )
 
-__all__ = ["DEFAULT_TEMPERATURE", "PARAMETER_NAMES", "VARIANTS", "CMRGrid", "CMRParameters", "Variant", "association",
-           "check_simulation", "cmr_choice_probabilities", "cmr_crp", "cmr_crps", "cmr_list_log_likelihoods",
-           "cmr_log_likelihood", "cmr_log_likelihoods", "cmr_person_log_likelihood", "draw", "drift", "fit_cmr",
-           "fit_gaussian", "reference_crp", "study_contexts"]
+__all__ = ["DEFAULT_DEPENDENT", "DEFAULT_FIXED", "DEFAULT_FREE", "DEFAULT_TEMPERATURE", "DE_OPTIONS",
+           "PARAMETER_NAMES", "VARIANTS", "CMRGrid", "CMRParameters", "FitSpec", "LikelihoodFit", "Variant",
+           "association", "check_simulation", "cmr_choice_probabilities", "cmr_crp", "cmr_crps", "cmr_generate",
+           "cmr_generate_many", "cmr_list_log_likelihoods", "cmr_log_likelihood", "cmr_log_likelihoods",
+           "cmr_person_log_likelihood", "count_events", "draw", "drift", "fit_cmr", "fit_cmr_likelihood",
+           "fit_gaussian", "parameter_recovery", "recovery_correlations", "reference_crp", "sample_parameters",
+           "study_contexts"]

@@ -35,8 +35,9 @@ Every list studies the same way, so study runs once per parameter set; recall ru
 sets) at once, a loop over output positions only. Context itself is not kept during recall: the activations
 a = M_CF c and the overlaps g = M_FC_in c with every item's unit recall input (M_FC_in[j] = normalise(M_FC[j])) change
 linearly with each drift, a' = ρ a + β H[j] and g' = ρ g + β G[j], with H[j, k] = M_FC_in[j] · M_CF[k] and
-G = M_FC_in M_FC_inᵀ, and ρ needs only c · c_IN = g[j]. Lists are taken in decreasing number of correct recalls, so
-that the lists still recalling at step r are a prefix of the rows, and each step works on that prefix only.
+G = M_FC_in M_FC_inᵀ, and ρ needs only c · c_IN = g[j] (``_Recall`` holds this state; ``generate`` drives it with
+sampled recalls). Lists are taken in decreasing number of correct recalls, so that the lists still recalling at step r
+are a prefix of the rows, and each step works on that prefix only.
 
 Shapes: P parameter sets, B lists, N = B·P rows (list-major), M <= N the rows still recalling, R output steps,
 S = the most correct recalls in a list + 1 (steps, the stop included), L study items, D = L + 1 context units.
@@ -123,18 +124,20 @@ def _check_table(table: np.ndarray, where: str) -> None:
                  f"lie in [{low:g}, {high:g}]" if np.isfinite(high) else f"be >= {low:g}")
 
 
-def _parameter_table(param_sets: Sequence[CMRParameters | Mapping[str, float]] | npt.ArrayLike) -> np.ndarray:
-    """(P, K) float64, columns in PARAMETER_NAMES order, checked: from parameter sets or such a table itself."""
+def _parameter_table(param_sets: Sequence[CMRParameters | Mapping[str, float]] | npt.ArrayLike,
+                     name: str = "param_sets") -> np.ndarray:
+    """(P, K) float64, columns in PARAMETER_NAMES order, checked: from parameter sets or such a table itself (the
+    argument ``name`` in messages)."""
     if isinstance(param_sets, np.ndarray) or (len(param_sets) and not isinstance(
             param_sets[0], (CMRParameters, Mapping))):
         table = np.asarray(param_sets, dtype=np.float64)
         if table.ndim != 2 or table.shape[1] != len(PARAMETER_NAMES) or not len(table):
-            raise UsageError(f"param_sets has shape {table.shape}: a table needs shape (sets >= 1, "
+            raise UsageError(f"{name} has shape {table.shape}: a table needs shape (sets >= 1, "
                              f"{len(PARAMETER_NAMES)}), columns {', '.join(PARAMETER_NAMES)}")
-        _check_table(table, "param_sets")
+        _check_table(table, name)
         return table
     if not len(param_sets):
-        raise UsageError("param_sets is empty: give at least one parameter set")
+        raise UsageError(f"{name} is empty: give at least one parameter set")
     return np.array([astuple(CMRParameters.of(p)) for p in param_sets], dtype=np.float64)
 
 
@@ -246,39 +249,63 @@ class _Step(NamedTuple):
     item: np.ndarray
 
 
+class _Recall:
+    """The recall phase of M rows (a list under a parameter set each), all from the context after study: each item's
+    choice weight, p_stop, and the drift after a recall, for rows that ``keep`` narrows as they stop. The state is
+    a = M_CF c and g = M_FC_in c (the module docstring), not c itself."""
+
+    def __init__(self, table: np.ndarray, n_items: int, n_lists: int) -> None:
+        """Rows list-major over ``n_lists`` lists and the parameter sets of ``table`` (P, K): row b·P + p."""
+        net = _study(table, n_items)
+        n_sets = len(table)
+        self.h, self.g = net.h.reshape(-1, n_items), net.g.reshape(-1, n_items)  # P·L L
+        self.activation = np.tile(net.activation, (n_lists, 1))  # M L
+        self.overlap = np.tile(net.overlap, (n_lists, 1))  # M L
+        self.stop = np.tile(_stop_probabilities(table, n_items), (n_lists, 1))  # M L+1
+        self.scale = np.tile(2.0 / np.maximum(table[:, _COLUMN["T"]], MIN_ACTIVATION), n_lists)[:, None]  # M 1: 2 / T
+        self.beta = np.tile(table[:, _COLUMN["B_rec"]], n_lists)[:, None]  # M 1
+        self.first_row = np.tile(np.arange(n_sets) * n_items, n_lists)  # M: the row's set's first row of h and g
+        self.recalled = np.zeros((n_sets * n_lists, n_items))  # M L: 0, or -inf once recalled (added to the exponent)
+
+    def keep(self, rows: slice | np.ndarray) -> None:
+        """Go on with these rows only (a slice keeps views, an index array copies)."""
+        for name in ("activation", "overlap", "stop", "scale", "beta", "first_row", "recalled"):
+            setattr(self, name, getattr(self, name)[rows])
+
+    def odds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each item's choice weight e^(2 a / T) over the largest one's (M, L), 0 once recalled, and their sum (M,)."""
+        exponent = np.maximum(self.activation, MIN_ACTIVATION) * self.scale + self.recalled  # M L: 2 a / T
+        # less its largest available term, so e^x never overflows (a row with every item recalled keeps -inf)
+        odds = np.exp(exponent - np.maximum(exponent.max(1, keepdims=True), np.finfo(np.float64).min))
+        return odds, odds.sum(1)
+
+    def recall(self, item: np.ndarray) -> None:
+        """Each row recalls ``item`` (M,): its context drifts towards that item's recall input, with β = B_rec."""
+        rows, at = np.arange(len(item)), self.first_row + item
+        rho = _rho(self.overlap[rows, item, None], self.beta)  # M 1: c · c_IN is the overlap with the recalled item
+        self.activation = rho * self.activation + self.beta * self.h[at]
+        self.overlap = rho * self.overlap + self.beta * self.g[at]
+        self.recalled[rows, item] = -np.inf
+
+
 def _walk(table: np.ndarray, recalls: np.ndarray, counts: np.ndarray, n_items: int) -> Iterator[_Step]:
     """The recall phase of every list (B) under every parameter set (P, K), step by step. ``counts`` must be in
     decreasing order, so that the rows still recalling form a prefix that shrinks; rows are list-major (row b·P + p:
     list b, set p). A row recalls at steps r < its count and stops at r = its count."""
-    net = _study(table, n_items)
+    state = _Recall(table, n_items, len(recalls))
     n_sets, steps = len(table), int(counts[0]) + 1
-    h, g = net.h.reshape(-1, n_items), net.g.reshape(-1, n_items)  # P·L L
-    activation = np.tile(net.activation, (len(recalls), 1))  # N L
-    overlap = np.tile(net.overlap, (len(recalls), 1))  # N L
-    stop = np.tile(_stop_probabilities(table, n_items), (len(recalls), 1))  # N L+1
-    scale = np.tile(2.0 / np.maximum(table[:, _COLUMN["T"]], MIN_ACTIVATION), len(recalls))[:, None]  # N 1: 2 / T
-    beta = np.tile(table[:, _COLUMN["B_rec"]], len(recalls))[:, None]  # N 1
     items = np.zeros((len(recalls), steps), dtype=np.int64)  # B S (recalls has >= S - 1 columns)
     items[:, : steps - 1] = np.maximum(recalls[:, : steps - 1], 0)
     items = np.repeat(items, n_sets, axis=0)  # N S
-    table_rows = np.tile(np.arange(n_sets) * n_items, len(recalls))[:, None] + items  # N S: rows of h and g
-    rows = np.arange(len(items))
-    recalled = np.zeros((len(rows), n_items))  # N L: 0, or -inf once recalled (added to the exponent)
-    lowest = np.finfo(np.float64).min
     for r in range(steps):
-        m = n_sets * int(np.count_nonzero(counts >= r))  # rows that recall or stop at r
-        exponent = np.maximum(activation[:m], MIN_ACTIVATION) * scale[:m] + recalled[:m]  # M L: 2 a / T
-        # less its largest available term, so e^x never overflows (a row with every item recalled keeps -inf)
-        odds = np.exp(exponent - np.maximum(exponent.max(1, keepdims=True), lowest))
-        yield _Step(r, odds, odds.sum(1), stop[:m, r], items[:m, r])
+        state.keep(slice(n_sets * int(np.count_nonzero(counts >= r))))  # rows that recall or stop at r
+        odds, total = state.odds()
+        yield _Step(r, odds, total, state.stop[:, r], items[: len(odds), r])
         m = n_sets * int(np.count_nonzero(counts > r))  # rows that recall at r
         if m == 0:
             break
-        at, item = table_rows[:m, r], items[:m, r]
-        rho = _rho(overlap[rows[:m], item, None], beta[:m])  # M 1: c · c_IN is the overlap with the recalled item
-        activation[:m] = rho * activation[:m] + beta[:m] * h[at]
-        overlap[:m] = rho * overlap[:m] + beta[:m] * g[at]
-        recalled[rows[:m], item] = -np.inf
+        state.keep(slice(m))
+        state.recall(items[:m, r])
 
 
 def _by_count(positions: npt.ArrayLike, n_items: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

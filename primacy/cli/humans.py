@@ -1,15 +1,26 @@
-"""``primacy humans``: free-recall runs beside the people of a human dataset, through the same analyses."""
+"""``primacy humans``: free-recall runs beside the people of a human dataset, through the same analyses; with --fit,
+CMR fitted by likelihood to every person and every seed, in parallel or on SLURM."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from primacy.errors import ArgumentParser
-from primacy.workflows import humans, people
+from primacy.errors import ArgumentParser, UsageError
+from primacy.workflows import cmr_fits, humans, launchers, people
+from primacy.workflows.reproduce import Status
+
+FIT_HELP = ("also fit CMR by likelihood to every person and every model seed (one participant each; `primacy cmr_fit` "
+            "over chunks of participants, --jobs at a time or on SLURM): OUT/fits/GROUP/PARTICIPANT.json each, "
+            "fits.csv (parameters, log-likelihood, n, k, BIC per participant), parameters.png/.pdf (people's and "
+            "models' parameters side by side, group means with bootstrap 95%% intervals) and summary.json's "
+            "likelihood_fit. A stopped fit resumes: run the same command again")
 
 
-def command(args: list[str]) -> None:
-    parser = ArgumentParser(prog="primacy humans", description=humans.__doc__)
+def _parser() -> ArgumentParser:
+    from primacy.cli.launching import add_launcher_options
+
+    parser = ArgumentParser(prog="primacy humans", description=humans.__doc__, allow_abbrev=False)
     parser.add_argument("runs", nargs="*", metavar="RUN", type=Path,
                         help="a free-recall run directory (one seed), or a directory of them (one model, a seed each); "
                         "none: the people alone")
@@ -21,8 +32,104 @@ def command(args: list[str]) -> None:
                              "results/free_recall.csv is written)")
     parser.add_argument("--labels", nargs="+", help="one label per RUN for the figure and tables (default: its name)")
     parser.add_argument("--out", type=Path, help="directory for the figure and tables (default runs/humans-DATASET)")
+    parser.add_argument("--fit", action="store_true", help=FIT_HELP)
+    parser.add_argument("--fit_seed", type=int, default=0, help="--fit: the optimiser's seed (default 0)")
+    generations = cmr_fits.FitSettings().max_generations
+    parser.add_argument("--fit_generations", type=int, default=generations,
+                        help=f"--fit: differential evolution's generations at most (default {generations}; "
+                        "it stops earlier when the population has converged)")
+    parser.add_argument("--fit_no_polish", action="store_true", help="--fit: skip the L-BFGS-B polish that ends each "
+                        "fit")
+    add_launcher_options(parser)
+    return parser
+
+
+def command(args: list[str]) -> None:
+    """``primacy humans``: see the module's docstring and ``--help``."""
+    from primacy.checks import positive, writable_directory
+    from primacy.cli.launching import check_launcher
+
+    parser = _parser()
     options = parser.parse_args(args)
+    defaults = parser.parse_args(["--dataset", "peers"])
+    if not options.fit:
+        given = next((name for name in ("status", "launcher", "jobs", "wait", "fit_seed", "fit_generations",
+                                             "fit_no_polish")
+                      if getattr(options, name) != getattr(defaults, name)), None)
+        if given:
+            raise UsageError(f"--{given} is for --fit: add --fit, or leave it out")
+    positive(jobs=options.jobs, fit_generations=options.fit_generations)
+    check_launcher(options)
     name = options.dataset or options.data.stem
     out = options.out or Path("runs") / f"humans-{name}"
-    humans.humans(options.runs, options.dataset or options.data, out, options.labels)
-    print(f"models beside people ({name}) -> {out}: humans.png, curves.csv, summary.json")
+    if not options.status:
+        writable_directory("out", out)
+    groups = humans.run_groups(options.runs, options.labels)
+    comparison = (humans.compare(groups, *people.from_file(options.data)) if options.data
+                  else humans.compare(groups, options.dataset))
+    fitted = None
+    if options.fit:
+        fitted = _fit(comparison, options, out, args)
+        if fitted is None:
+            return
+    humans.write([comparison], out, f"Free recall: models beside people ({comparison.dataset.reference})", fitted)
+    written = "humans.png, curves.csv, summary.json" + (", fits.csv, parameters.png" if fitted else "")
+    print(f"models beside people ({name}) -> {out}: {written}")
+
+
+def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> dict | None:
+    """Every participant's fit, launching the chunks not yet fitted; None when they are not all done (queued on
+    SLURM, or --status)."""
+    from primacy.cli.launching import print_status, run_local, submit
+    from primacy.workflows.launchers import RunJob
+    from primacy.workflows.reproduce import count_states
+
+    groups = humans.fit_groups(comparison, out)
+    chunks = cmr_fits.chunks(groups)
+    fitting = cmr_fits.FitSettings(seed=options.fit_seed, max_generations=options.fit_generations,
+                                   polish=not options.fit_no_polish)
+    submitit = out / "fits" / "submitit"
+
+    def status(chunk: cmr_fits.FitChunk):
+        return chunk_status(chunk, fitting, submitit)
+    statuses = {chunk: status(chunk) for chunk in chunks}
+    if options.status:
+        print_status(statuses)
+        return None
+    todo = [chunk for chunk in chunks if statuses[chunk].args]
+    if todo:
+        print(f"fitting CMR: {len(chunks) - len(todo)} of {len(chunks)} jobs need nothing; running {len(todo)} "
+              f"({sum(len(c.participants) for c in todo)} participants at most)", flush=True)
+        jobs = [RunJob(str(chunk.dir), statuses[chunk].args) for chunk in todo]
+        if options.launcher == "local":
+            run_local(jobs, options.jobs, todo, status, "primacy humans")
+        elif not submit(jobs, todo, out / "fits", options, 1, "humans-fit", ["primacy humans", *args]):
+            return None
+        statuses = {chunk: status(chunk) for chunk in chunks}
+    unfinished = {chunk: s for chunk, s in statuses.items() if s.state != "done"}
+    if unfinished:
+        print_status(unfinished)
+        counts = ", ".join(f"{n} {state}" for state, n in count_states(list(unfinished.values())).items())
+        print(f"primacy humans: the fits are not complete ({counts}): see the logs of failed jobs, wait for running "
+              "or queued ones, then run the same command again", file=sys.stderr)
+        raise SystemExit(1)
+    return humans.fit_results(groups, fitting)
+
+
+def chunk_status(chunk: cmr_fits.FitChunk, fitting: cmr_fits.FitSettings, submitit: Path) -> Status:
+    """Where a chunk stands (``reproduce.Status``), from its participants' files and its launcher state."""
+    state = launchers.read_state(chunk.dir)
+    if launchers.is_alive(state):
+        return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, log {state.get('log')}")
+    if chunk.done():
+        return Status("done", f"{len(chunk.participants)} fitted")
+    if state.get("state") == "queued":
+        slurm = launchers.slurm_state(state.get("job"), submitit)
+        if slurm not in launchers.SLURM_ENDED:
+            return Status("queued", f"job {state.get('job')} {slurm or ''}".rstrip())
+    written = sum((chunk.group.out / cmr_fits.file_name(name)).is_file() for name in chunk.participants)
+    detail = f"{written} of {len(chunk.participants)} fitted"
+    if state.get("state") == "exited" and state.get("exit_code") not in (0, *launchers.STOPPED):
+        return Status("failed", f"{detail}, exit code {state.get('exit_code')}, log {state.get('log')}",
+                      chunk.args(fitting))
+    return Status("stopped" if written else "missing", detail, chunk.args(fitting))

@@ -52,3 +52,32 @@ def _gapped(lags: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
     cut = int(np.searchsorted(lags, 0))
     source = lags if values is None else values
     return np.insert(np.asarray(source, float), cut, np.nan)
+
+
+ParameterGroup = tuple[np.ndarray, dict[str, tuple[float, float]]]  # (members, free) values; name -> 95% interval
+
+
+def fitted_parameters(groups: dict[str, ParameterGroup], free: list[str], title: str = "") -> Figure:
+    """CMR's fitted parameters side by side: a panel per free parameter, a column per group (people first, in
+    black; each model in its colour): every member a dot, the group's mean a bar with its bootstrap 95% interval."""
+    columns = min(5, len(free))
+    rows = -(-len(free) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.4 * columns, 2.5 * rows), squeeze=False,
+                             constrained_layout=True)
+    colors = [PEOPLE_COLOR, *MODEL_COLORS]
+    jitter = np.random.default_rng(0)
+    for j, (ax, name) in enumerate(zip(axes.flat, free)):
+        for x, ((label, (values, intervals)), color) in enumerate(zip(groups.items(), colors)):
+            column = values[:, j]
+            ax.scatter(x + jitter.uniform(-0.18, 0.18, len(column)), column, s=6, color=color, alpha=0.35, lw=0)
+            low, high = intervals[name]
+            mean = column.mean()
+            ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]] if np.isfinite(low) else None, fmt="_",
+                        color=color, ms=14, mew=2, capsize=3, lw=1.2)
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks(range(len(groups)), [f"{label}\nn={len(v)}" for label, (v, _) in groups.items()], fontsize=6)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(free):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    return fig

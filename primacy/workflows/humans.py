@@ -1,11 +1,13 @@
-"""Models beside people: free-recall runs and a human dataset through the same analyses (``primacy humans``, and
-``primacy reproduce humans``, which trains the models first).
+"""Models beside people: free-recall runs and a human dataset (psifr's, or a user's file in psifr's long format)
+through the same analyses (``primacy humans``, and ``primacy reproduce humans``, which trains the models first).
 
 Each person's curves come from their own lists, each seed's from its test lists, through the same counting code
 (``primacy.analysis.behaviour.free_recall``); a group's curves are the mean and standard error over its members
 (``primacy.analysis.behaviour.comparison``). Written to OUT: humans.png/.pdf (recall probability, first recall and
-lag-CRP, people in black), curves.csv (every curve of every group: mean, se, n by position or lag) and summary.json (each
-group's indices and CMR fit of its mean lag-CRP, each model's distances to the people).
+lag-CRP, people in black), curves.csv (every curve of every group: mean, se, n by position or lag) and summary.json
+(each group's indices and CMR fit of its mean lag-CRP, each model's distances to the people). With --fit, CMR is also
+fitted by likelihood to every person and every seed alike (``cmr_fits``): fits.csv, parameters.png/.pdf and
+summary.json's likelihood_fit.
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from primacy import figures, files
+from primacy.analysis.behaviour.cmr.fitting import LikelihoodFit
 from primacy.analysis.behaviour.comparison import COMPARED_LAGS, GroupCurves, distances, group_curves, indices
 from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
-from primacy.checks import writable_directory
 from primacy.errors import UsageError
 from primacy.rundir import kinds, results
 from primacy.rundir.kinds import FreeRecallResults
 from primacy.rundir.layout import SUMMARY, RunDir
+from primacy.workflows import cmr_fits
 from primacy.workflows import people as human_data
 
 PEOPLE = "people"
@@ -36,6 +40,7 @@ class Comparison:
     people: GroupCurves
     models: dict[str, GroupCurves]  # by label
     runs: dict[str, list[Path]]  # each model's run directories
+    subjects: tuple[Any, ...] = ()  # the people's subject ids, in order
 
     def summary(self) -> dict[str, Any]:
         groups = {PEOPLE: self.people, **self.models}
@@ -94,18 +99,61 @@ def compare(models: dict[str, list[Path]], dataset: str | human_data.Dataset,
     psifr's dataset of that name, or a Dataset read from a file (``people.from_file``) with its ``persons``."""
     info = human_data.dataset(dataset) if isinstance(dataset, str) else dataset
     curves = {label: run_curves(dirs, info) for label, dirs in models.items()}  # every run checked before psifr
-    return Comparison(info, person_curves(human_data.load(info.name) if persons is None else persons), curves, models)
+    persons = human_data.load(info.name) if persons is None else persons
+    return Comparison(info, person_curves(persons), curves, models, tuple(p.subject for p in persons))
 
 
-def write(comparisons: list[Comparison], out: Path, title: str = "") -> list[Path]:
-    """humans.png/.pdf (one row per comparison), curves.csv and summary.json (one entry per dataset) in ``out``."""
+def write(comparisons: list[Comparison], out: Path, title: str = "", fitted: FitResults | None = None) -> list[Path]:
+    """humans.png/.pdf (one row per comparison), curves.csv and summary.json (one entry per dataset) in ``out``;
+    with ``fitted`` (the likelihood fits of the one comparison's groups) also fits.csv, parameters.png/.pdf and
+    summary.json's ``likelihood_fit``."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [row for comparison in comparisons for row in _curve_rows(comparison)]
     written = figures.save(figures.humans.beside_people(
         [(c.dataset.name, c.people, c.models) for c in comparisons], title), out / "humans")
     written.append(files.write_csv(out / "curves.csv", rows))
-    written.append(files.write_json(out / SUMMARY, {c.dataset.name: c.summary() for c in comparisons}))
+    summary = {c.dataset.name: c.summary() for c in comparisons}
+    if fitted is not None:
+        (comparison,) = comparisons
+        fit_summary = cmr_fits.fit_summary(fitted.fits, fitted.free)
+        summary[comparison.dataset.name]["likelihood_fit"] = {"free": fitted.free, "settings": fitted.settings,
+                                                              "groups": fit_summary}
+        written.append(files.write_csv(out / "fits.csv", cmr_fits.fit_rows(fitted.fits)))
+        groups = {label: (np.array([[fit.parameters[name] for name in fitted.free] for fit in members.values()]),
+                          {name: (entry["ci_low"], entry["ci_high"])
+                           for name, entry in fit_summary[label]["parameters"].items()})
+                  for label, members in fitted.fits.items()}
+        written += figures.save(figures.humans.fitted_parameters(
+            groups, fitted.free, f"CMR fitted by likelihood, {comparison.dataset.reference}"), out / "parameters")
+    written.append(files.write_json(out / SUMMARY, summary))
     return written
+
+
+@dataclass(frozen=True)
+class FitResults:
+    """The likelihood fits of a comparison's groups (people first), by participant, and what they were fitted with."""
+
+    fits: dict[str, dict[str, LikelihoodFit]]
+    free: list[str]
+    settings: dict[str, Any]
+
+
+def fit_groups(comparison: Comparison, out: Path) -> list[cmr_fits.FitGroup]:
+    """The participants of a comparison as fit groups: the people (from their dataset or file), then each model's
+    seeds; each group's fits in OUT/fits/<label>."""
+    dataset = comparison.dataset
+    source = ("--data", str(dataset.path)) if dataset.path else ("--dataset", dataset.name)
+    names = tuple(str(subject) for subject in comparison.subjects)
+    groups = [cmr_fits.FitGroup(PEOPLE, source, names, out / "fits" / PEOPLE)]
+    for label, dirs in comparison.runs.items():
+        folder = out / "fits" / cmr_fits.file_name(label).removesuffix(".json")
+        groups.append(cmr_fits.FitGroup(label, ("--runs", *map(str, dirs)), tuple(d.name for d in dirs), folder))
+    return groups
+
+
+def fit_results(groups: list[cmr_fits.FitGroup], fitting: cmr_fits.FitSettings) -> FitResults:
+    """The groups' fits, read from their files (``cmr_fits.gather``)."""
+    return FitResults(cmr_fits.gather(groups, fitting), list(fitting.spec.names), fitting.as_dict())
 
 
 def _curve_rows(comparison: Comparison) -> list[dict[str, Any]]:
@@ -144,14 +192,3 @@ def run_groups(paths: list[Path], labels: list[str] | None = None) -> dict[str, 
 def _tested(path: Path) -> bool:
     """Whether ``path`` is a run directory with results (rather than a directory of runs)."""
     return RunDir(path).results.is_dir()
-
-
-def humans(paths: list[Path], dataset: str | Path, out: Path, labels: list[str] | None = None) -> list[Path]:
-    """``primacy humans``: the runs at ``paths`` beside the people of ``dataset`` (psifr's dataset of that name, or a
-    Path: a file in psifr's long format), written to ``out``."""
-    writable_directory("out", out)
-    groups = run_groups(paths, labels)
-    comparison = (compare(groups, *human_data.from_file(dataset)) if isinstance(dataset, Path)
-                  else compare(groups, dataset))
-    return write([comparison], out, f"Free recall: models beside people ({comparison.dataset.reference})")
-

@@ -95,3 +95,15 @@ def distances(model: GroupCurves, people: GroupCurves) -> dict[str, float]:
 def _rms(gap: np.ndarray) -> float:
     gap = gap[~np.isnan(gap)]
     return float(np.sqrt(np.mean(gap**2))) if len(gap) else float("nan")
+
+
+def bootstrap_interval(values: np.ndarray, resamples: int = 10_000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of ``values`` (n,): members resampled with replacement
+    ``resamples`` times; (NaN, NaN) for fewer than 2 members."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    means = values[np.random.default_rng(seed).integers(0, len(values), (resamples, len(values)))].mean(1)
+    low, high = np.percentile(means, [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)

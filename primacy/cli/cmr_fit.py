@@ -1,0 +1,74 @@
+"""``primacy cmr_fit``: CMR fitted by maximum likelihood to every participant of free-recall data (people of psifr's
+datasets or of your own file, or trained models, one participant per seed), one after another, each written to
+OUT/<participant>.json as its fit ends. Run it again to go on where it stopped: participants already in OUT are read,
+not fitted again. ``primacy humans --fit`` runs it over chunks of participants, in parallel or on SLURM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from primacy.errors import ArgumentParser, UsageError
+from primacy.workflows import cmr_fits, people
+
+
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="primacy cmr_fit", description=__doc__, allow_abbrev=False)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", choices=sorted(people.DATASETS), help="psifr's people (pip install -e "
+                        "'.[humans]')")
+    source.add_argument("--data", type=Path, metavar="FILE", help=f"people of a file in {people.FORMAT}")
+    source.add_argument("--runs", nargs="+", type=Path, metavar="RUN",
+                        help="free-recall runs that `primacy fit` tested, one participant each (named after its "
+                        "directory)")
+    source.add_argument("--recover", type=Path, metavar="FITS",
+                        help="parameter recovery: for each participant fitted in the directory FITS, simulate one "
+                        "with its fitted parameters, lists and list length, and fit that; then OUT/recovery.csv (true "
+                        "and fitted values) and OUT/recovery.json (Pearson's r per parameter)")
+    parser.add_argument("--out", type=Path, required=True, help="directory of the participants' fits")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="only these participants (subject ids, or run "
+                        "directory names)")
+    parser.add_argument("--seed", type=int, default=0, help="the optimiser's seed (default 0)")
+    generations = cmr_fits.FitSettings().max_generations
+    parser.add_argument("--max_generations", type=int, default=generations,
+                        help=f"differential evolution's generations at most (default {generations}; it stops earlier "
+                        "when the population has converged)")
+    parser.add_argument("--no_polish", action="store_true", help="skip the L-BFGS-B polish of the best parameter set "
+                        "that ends each fit (scipy's default; it gains about 0.001-0.004 log-likelihood units)")
+    return parser
+
+
+def command(args: list[str]) -> None:
+    """``primacy cmr_fit``: see the module's docstring and ``--help``."""
+    from primacy import files
+    from primacy.checks import positive, writable_directory
+
+    options = _parser().parse_args(args)
+    positive(max_generations=options.max_generations)
+    fitting = cmr_fits.FitSettings(seed=options.seed, max_generations=options.max_generations,
+                                   polish=not options.no_polish)
+    truth = None
+    if options.runs:
+        participants = cmr_fits.run_participants(options.runs)
+    elif options.recover:
+        participants, truth = cmr_fits.simulated_participants(options.recover, options.seed)
+    else:
+        persons = people.read_people(options.data) if options.data else people.load(options.dataset)
+        participants = cmr_fits.people_participants(persons)
+    if options.only:
+        known = {p.name for p in participants}
+        unknown = [name for name in options.only if name not in known]
+        if unknown:
+            raise UsageError(f"only={unknown[0]} is not a participant of these data (e.g. "
+                             f"{', '.join(sorted(known)[:5])})")
+        participants = [p for p in participants if p.name in set(options.only)]
+    writable_directory("out", options.out)
+    fits = cmr_fits.fit_participants(participants, options.out, fitting, lambda line: print(line, flush=True))
+    print(f"{len(fits)} participants fitted -> {options.out}")
+    if truth is not None:
+        if options.only:
+            truth = {name: truth[name] for name in fits}
+        rows, found = cmr_fits.recovery(truth, fits, fitting.spec.names)
+        files.write_csv(options.out / "recovery.csv", rows)
+        files.write_json(options.out / "recovery.json", found)
+        print(f"recovery over {found['n']} simulated participants, Pearson's r: "
+              + ", ".join(f"{name} {r:.3f}" for name, r in found["r"].items()))

@@ -1,0 +1,135 @@
+"""CMR fitted by likelihood to participants (`primacy cmr_fit`, `primacy humans --fit`): one file per participant,
+written as its fit ends, so a stopped fit resumes with the participants not yet written; a file of other settings
+is refused, never mixed in; people and model seeds go through the same code, and humans --fit gathers them into a
+table, a figure and summary.json with bootstrap intervals."""
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+from test_humans import free_recall_run, refusal
+from test_people_files import three_people  # noqa: F401 - a fixture
+
+from primacy.analysis.behaviour.cmr.likelihood import cmr_log_likelihood
+from primacy.analysis.behaviour.free_recall import recall_positions
+from primacy.cli import main
+from primacy.workflows import cmr_fits, people
+
+QUICK = ["--max_generations", "2", "--no_polish"]  # a real search cut short: these tests check the bookkeeping
+
+
+def fit_files(out):
+    return sorted(path.name for path in out.glob("*.json"))
+
+
+def test_cmr_fit_writes_each_participant_as_it_ends_and_resumes(three_people, tmp_path, capsys):  # noqa: F811
+    path, _ = three_people
+    out = tmp_path / "fits"
+    main(["cmr_fit", "--data", str(path), "--out", str(out), "--only", "bo", *QUICK])
+    assert fit_files(out) == ["bo.json"]
+    written = (out / "bo.json").stat().st_mtime_ns
+    capsys.readouterr()
+    main(["cmr_fit", "--data", str(path), "--out", str(out), *QUICK])  # as after an interruption: the rest only
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0].strip() for line in lines[:-1]] == ["ann", "cy"] and lines[-1].startswith("3 partic")
+    assert fit_files(out) == ["ann.json", "bo.json", "cy.json"] and (out / "bo.json").stat().st_mtime_ns == written
+    persons = {p.subject: p for p in people.read_people(path)}
+    for name in ("ann", "bo", "cy"):
+        content = json.loads((out / f"{name}.json").read_text())
+        fit = content["fit"]
+        assert content["participant"] == name and content["list_length"] == 5 and content["n_lists"] == 6
+        assert content["settings"]["seed"] == 0 and content["settings"]["optimiser"]["maxiter"] == 2
+        person = persons[name]
+        positions = recall_positions(person.study, person.recalls).numpy()
+        assert fit["log_likelihood"] == pytest.approx(cmr_log_likelihood(fit["parameters"], positions, 5), abs=1e-9)
+        correct = {(b, int(p)) for b, row in enumerate(positions) for p in row if p >= 0}
+        assert fit["n"] == len(correct) + len(positions), "each correct recall (repeats dropped) and each stop"
+
+
+def test_a_fit_under_other_settings_or_a_damaged_one_is_refused_in_one_line(three_people, tmp_path, capsys):  # noqa: F811
+    path, _ = three_people
+    out = tmp_path / "fits"
+    main(["cmr_fit", "--data", str(path), "--out", str(out), "--only", "ann", *QUICK])
+    assert refusal(["cmr_fit", "--data", str(path), "--out", str(out), "--seed", "1", *QUICK], capsys) == (
+        f"primacy: error: {out / 'ann.json'} was fitted under other settings (seed 0 there, 1 now): give another "
+        "--out, or delete it to fit again")
+    (out / "ann.json").write_text("{")
+    assert refusal(["cmr_fit", "--data", str(path), "--out", str(out), *QUICK], capsys).startswith(
+        f"primacy: error: {out / 'ann.json'} is damaged (JSONDecodeError: ")
+    assert refusal(["cmr_fit", "--data", str(path), "--out", str(out), "--only", "dee"], capsys) == (
+        "primacy: error: only=dee is not a participant of these data (e.g. ann, bo, cy)")
+    assert refusal(["cmr_fit", "--data", str(path), "--out", str(out), "--max_generations", "0"], capsys) == (
+        "primacy: error: max_generations=0 is invalid: it must be at least 1")
+    assert fit_files(out) == ["ann.json"]
+
+
+def test_humans_fit_fits_people_and_seeds_alike_and_draws_them_side_by_side(three_people, tmp_path, capsys):  # noqa: F811
+    path, _ = three_people
+    model = tmp_path / "model"
+    for seed in range(2):
+        free_recall_run(model, f"seed{seed}", 5, seed)
+    out = tmp_path / "out"
+    args = ["humans", str(model), "--data", str(path), "--out", str(out), "--fit", "--fit_generations", "2",
+            "--fit_no_polish"]
+    main([*args, "--status"])
+    status = capsys.readouterr().out.splitlines()
+    assert status == ["people/0  missing  0 of 3 fitted", "model/0   missing  0 of 2 fitted", "2 missing"]
+    main([*args, "--jobs", "2"])
+    printed = capsys.readouterr().out
+    assert "running 2 (5 participants at most)" in printed and "fits.csv, parameters.png" in printed
+    assert {p.name for p in out.iterdir()} >= {"fits.csv", "parameters.png", "parameters.pdf", "fits", "summary.json"}
+    with (out / "fits.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["group"], r["participant"]) for r in rows] == [("people", s) for s in ("ann", "bo", "cy")] + [
+        ("model", "seed0"), ("model", "seed1")]
+    for row in rows:
+        assert float(row["bic"]) == pytest.approx(int(row["k"]) * math.log(int(row["n"]))
+                                                  - 2 * float(row["log_likelihood"]))
+    fit = json.loads((out / "summary.json").read_text())["mine"]["likelihood_fit"]
+    assert fit["free"] == ["B_enc", "B_start", "B_rec", "Lfc", "Lcf", "P1", "P2", "T", "X1", "X2"]
+    people_fit = fit["groups"]["people"]
+    b_enc = np.array([float(r["B_enc"]) for r in rows[:3]])
+    assert people_fit["members"] == 3 and people_fit["parameters"]["B_enc"]["mean"] == pytest.approx(b_enc.mean())
+    low, high = people_fit["parameters"]["B_enc"]["ci_low"], people_fit["parameters"]["B_enc"]["ci_high"]
+    assert b_enc.min() - 1e-12 <= low <= b_enc.mean() <= high <= b_enc.max() + 1e-12
+    assert fit["groups"]["model"]["bic"] == pytest.approx(sum(float(r["bic"]) for r in rows[3:]))
+    main([*args, "--status"])  # the same command again would read every fit back and launch nothing
+    assert capsys.readouterr().out.splitlines()[-1] == "2 done"
+
+
+def test_the_fit_options_need_fit(three_people, tmp_path, capsys):  # noqa: F811
+    path, _ = three_people
+    for extra in (["--jobs", "2"], ["--status"], ["--fit_seed", "3"]):
+        flag = extra[0]
+        assert refusal(["humans", "--data", str(path), "--out", str(tmp_path / "out"), *extra], capsys) == (
+            f"primacy: error: {flag} is for --fit: add --fit, or leave it out")
+
+
+def test_participant_names_become_file_names():
+    assert cmr_fits.file_name("LTP 093/b") == "LTP_093_b.json"
+    assert cmr_fits.file_name("seed0") == "seed0.json"
+
+
+def test_recovery_simulates_each_fitted_participant_and_fits_it_again(three_people, tmp_path, capsys):  # noqa: F811
+    path, _ = three_people
+    fits, recovered = tmp_path / "fits", tmp_path / "recovered"
+    main(["cmr_fit", "--data", str(path), "--out", str(fits), *QUICK])
+    main(["cmr_fit", "--recover", str(fits), "--out", str(recovered), *QUICK])
+    assert capsys.readouterr().out.splitlines()[-1].startswith("recovery over 3 simulated participants, Pearson's r: ")
+    assert fit_files(recovered) == ["ann.json", "bo.json", "cy.json", "recovery.json"]
+    for name in ("ann", "bo", "cy"):
+        simulated = json.loads((recovered / f"{name}.json").read_text())
+        assert (simulated["n_lists"], simulated["list_length"]) == (6, 5)  # as the person it was simulated from
+    with (recovered / "recovery.csv").open() as f:
+        rows = {row["participant"]: row for row in csv.DictReader(f)}
+    for name in ("ann", "bo", "cy"):
+        truth = json.loads((fits / f"{name}.json").read_text())["fit"]["parameters"]
+        fitted = json.loads((recovered / f"{name}.json").read_text())["fit"]["parameters"]
+        assert float(rows[name]["true_B_enc"]) == pytest.approx(truth["B_enc"], abs=1e-12)
+        assert float(rows[name]["fitted_T"]) == pytest.approx(fitted["T"], abs=1e-12)
+    found = json.loads((recovered / "recovery.json").read_text())
+    true = np.array([float(rows[n]["true_X2"]) for n in ("ann", "bo", "cy")])
+    fitted = np.array([float(rows[n]["fitted_X2"]) for n in ("ann", "bo", "cy")])
+    assert found["n"] == 3 and found["r"]["X2"] == pytest.approx(np.corrcoef(true, fitted)[0, 1], abs=1e-9)

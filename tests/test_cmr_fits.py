@@ -6,14 +6,18 @@ table, a figure and summary.json with bootstrap intervals."""
 import csv
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 from test_humans import free_recall_run, refusal
-from test_people_files import three_people  # noqa: F401 - a fixture
+from test_people_files import lists, three_people, write  # noqa: F401 - three_people is a fixture
 
 from primacy.analysis.behaviour.cmr.likelihood import cmr_log_likelihood
-from primacy.analysis.behaviour.free_recall import recall_positions
+from primacy.analysis.behaviour.free_recall import long_format_rows, recall_positions
 from primacy.cli import main
 from primacy.workflows import cmr_fits, people
 
@@ -133,3 +137,27 @@ def test_recovery_simulates_each_fitted_participant_and_fits_it_again(three_peop
     true = np.array([float(rows[n]["true_X2"]) for n in ("ann", "bo", "cy")])
     fitted = np.array([float(rows[n]["fitted_X2"]) for n in ("ann", "bo", "cy")])
     assert found["n"] == 3 and found["r"]["X2"] == pytest.approx(np.corrcoef(true, fitted)[0, 1], abs=1e-9)
+
+
+def test_a_fit_stopped_by_sigterm_keeps_its_finished_participants_and_resumes(tmp_path):
+    """SLURM sends SIGTERM before it preempts a job: the participant in progress is abandoned, whole files stay,
+    the exit code says stopped (143), and the same command fits the others."""
+    rows = [row for seed, name in enumerate(["ann", "bo", "cy"])
+            for row in long_format_rows(*lists(seed, n_lists=30, n_items=8), name)]
+    data, out = tmp_path / "people.csv", tmp_path / "fits"
+    write(data, rows)
+    command = [sys.executable, "-m", "primacy", "cmr_fit", "--data", str(data), "--out", str(out), "--no_polish",
+               "--max_generations", "30"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "ann.json").exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err
+    assert err.strip().splitlines()[-1] == (f"primacy cmr_fit: stopped; the participants fitted so far are in {out}: "
+                                            "run the same command again to fit the others")
+    assert fit_files(out) == ["ann.json"] and not list(out.glob("*.tmp*"))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and [line.split(":")[0].strip() for line in done.stdout.splitlines()[:-1]] == [
+        "bo", "cy"]

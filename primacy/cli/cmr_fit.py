@@ -5,7 +5,10 @@ not fitted again. ``primacy humans --fit`` runs it over chunks of participants, 
 
 from __future__ import annotations
 
+import signal
+import sys
 from pathlib import Path
+from typing import Any
 
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows import cmr_fits, people
@@ -62,7 +65,15 @@ def command(args: list[str]) -> None:
                              f"{', '.join(sorted(known)[:5])})")
         participants = [p for p in participants if p.name in set(options.only)]
     writable_directory("out", options.out)
-    fits = cmr_fits.fit_participants(participants, options.out, fitting, lambda line: print(line, flush=True))
+    previous = signal.signal(signal.SIGTERM, _stop)  # SLURM's notice before a preemption or the time limit
+    try:
+        fits = cmr_fits.fit_participants(participants, options.out, fitting, lambda line: print(line, flush=True))
+    except (KeyboardInterrupt, _Stopped) as stop:
+        print(f"primacy cmr_fit: stopped; the participants fitted so far are in {options.out}: run the same command "
+              "again to fit the others", file=sys.stderr)
+        raise SystemExit(143 if isinstance(stop, _Stopped) else 130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"{len(fits)} participants fitted -> {options.out}")
     if truth is not None:
         if options.only:
@@ -72,3 +83,11 @@ def command(args: list[str]) -> None:
         files.write_json(options.out / "recovery.json", found)
         print(f"recovery over {found['n']} simulated participants, Pearson's r: "
               + ", ".join(f"{name} {r:.3f}" for name, r in found["r"].items()))
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived: the fit in progress is abandoned (each participant's file is written whole or not at all)."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped

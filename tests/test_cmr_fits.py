@@ -75,7 +75,7 @@ def test_humans_fit_fits_people_and_seeds_alike_and_draws_them_side_by_side(thre
     for seed in range(2):
         free_recall_run(model, f"seed{seed}", 5, seed)
     out = tmp_path / "out"
-    args = ["humans", str(model), "--data", str(path), "--out", str(out), "--fit", "--fit_generations", "2",
+    args = ["humans", str(model), "--data", str(path), "--out", str(out), "--fit", "--fit_max_generations", "2",
             "--fit_no_polish"]
     main([*args, "--status"])
     status = capsys.readouterr().out.splitlines()

@@ -30,25 +30,39 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--out", type=Path, required=True, help="directory of the participants' fits")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="only these participants (subject ids, or run "
                         "directory names)")
-    parser.add_argument("--seed", type=int, default=0, help="the optimiser's seed (default 0)")
+    add_fit_options(parser)
+    return parser
+
+
+def add_fit_options(parser: ArgumentParser, prefix: str = "") -> None:
+    """The optimiser's options, --PREFIXseed, --PREFIXmax_generations and --PREFIXno_polish (``fit_settings``)."""
     generations = cmr_fits.FitSettings().max_generations
-    parser.add_argument("--max_generations", type=int, default=generations,
+    parser.add_argument(f"--{prefix}seed", type=int, default=0, help="the optimiser's seed (default 0)")
+    parser.add_argument(f"--{prefix}max_generations", type=int, default=generations,
                         help=f"differential evolution's generations at most (default {generations}; it stops earlier "
                         "when the population has converged)")
-    parser.add_argument("--no_polish", action="store_true", help="skip the L-BFGS-B polish of the best parameter set "
-                        "that ends each fit (scipy's default; it gains about 0.001-0.004 log-likelihood units)")
-    return parser
+    parser.add_argument(f"--{prefix}no_polish", action="store_true", help="skip the L-BFGS-B polish of the best "
+                        "parameter set that ends each fit (scipy's default; it gains about 0.001-0.004 log-likelihood "
+                        "units)")
+
+
+def fit_settings(options: Any, prefix: str = "") -> cmr_fits.FitSettings:
+    """The FitSettings of the options ``add_fit_options`` added."""
+    from primacy.checks import positive
+
+    generations = getattr(options, f"{prefix}max_generations")
+    positive(**{f"{prefix}max_generations": generations})
+    return cmr_fits.FitSettings(seed=getattr(options, f"{prefix}seed"), max_generations=generations,
+                                polish=not getattr(options, f"{prefix}no_polish"))
 
 
 def command(args: list[str]) -> None:
     """``primacy cmr_fit``: see the module's docstring and ``--help``."""
     from primacy import files
-    from primacy.checks import positive, writable_directory
+    from primacy.checks import writable_directory
 
     options = _parser().parse_args(args)
-    positive(max_generations=options.max_generations)
-    fitting = cmr_fits.FitSettings(seed=options.seed, max_generations=options.max_generations,
-                                   polish=not options.no_polish)
+    fitting = fit_settings(options)
     truth = None
     if options.runs:
         participants = cmr_fits.run_participants(options.runs)

@@ -3,9 +3,9 @@ CMR fitted by likelihood to every person and every seed, in parallel or on SLURM
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+from primacy.cli.cmr_fit import add_fit_options, fit_settings
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows import cmr_fits, humans, launchers, people
 from primacy.workflows.reproduce import Status
@@ -33,13 +33,7 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--labels", nargs="+", help="one label per RUN for the figure and tables (default: its name)")
     parser.add_argument("--out", type=Path, help="directory for the figure and tables (default runs/humans-DATASET)")
     parser.add_argument("--fit", action="store_true", help=FIT_HELP)
-    parser.add_argument("--fit_seed", type=int, default=0, help="--fit: the optimiser's seed (default 0)")
-    generations = cmr_fits.FitSettings().max_generations
-    parser.add_argument("--fit_generations", type=int, default=generations,
-                        help=f"--fit: differential evolution's generations at most (default {generations}; "
-                        "it stops earlier when the population has converged)")
-    parser.add_argument("--fit_no_polish", action="store_true", help="--fit: skip the L-BFGS-B polish that ends each "
-                        "fit")
+    add_fit_options(parser.add_argument_group("--fit's optimiser"), prefix="fit_")
     add_launcher_options(parser)
     return parser
 
@@ -53,12 +47,12 @@ def command(args: list[str]) -> None:
     options = parser.parse_args(args)
     defaults = parser.parse_args(["--dataset", "peers"])
     if not options.fit:
-        given = next((name for name in ("status", "launcher", "jobs", "wait", "fit_seed", "fit_generations",
+        given = next((name for name in ("status", "launcher", "jobs", "wait", "fit_seed", "fit_max_generations",
                                              "fit_no_polish")
                       if getattr(options, name) != getattr(defaults, name)), None)
         if given:
             raise UsageError(f"--{given} is for --fit: add --fit, or leave it out")
-    positive(jobs=options.jobs, fit_generations=options.fit_generations)
+    positive(jobs=options.jobs)
     check_launcher(options)
     name = options.dataset or options.data.stem
     out = options.out or Path("runs") / f"humans-{name}"
@@ -80,14 +74,12 @@ def command(args: list[str]) -> None:
 def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> dict | None:
     """Every participant's fit, launching the chunks not yet fitted; None when they are not all done (queued on
     SLURM, or --status)."""
-    from primacy.cli.launching import print_status, run_local, submit
+    from primacy.cli.launching import print_status, run_local, stop_unless_done, submit
     from primacy.workflows.launchers import RunJob
-    from primacy.workflows.reproduce import count_states
 
     groups = humans.fit_groups(comparison, out)
     chunks = cmr_fits.chunks(groups)
-    fitting = cmr_fits.FitSettings(seed=options.fit_seed, max_generations=options.fit_generations,
-                                   polish=not options.fit_no_polish)
+    fitting = fit_settings(options, prefix="fit_")
     submitit = out / "fits" / "submitit"
 
     def status(chunk: cmr_fits.FitChunk):
@@ -106,13 +98,7 @@ def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> 
         elif not submit(jobs, todo, out / "fits", options, 1, "humans-fit", ["primacy humans", *args]):
             return None
         statuses = {chunk: status(chunk) for chunk in chunks}
-    unfinished = {chunk: s for chunk, s in statuses.items() if s.state != "done"}
-    if unfinished:
-        print_status(unfinished)
-        counts = ", ".join(f"{n} {state}" for state, n in count_states(list(unfinished.values())).items())
-        print(f"primacy humans: the fits are not complete ({counts}): see the logs of failed jobs, wait for running "
-              "or queued ones, then run the same command again", file=sys.stderr)
-        raise SystemExit(1)
+    stop_unless_done(statuses, "primacy humans: the fits are", "jobs")
     return humans.fit_results(groups, fitting)
 
 

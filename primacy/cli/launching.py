@@ -135,3 +135,15 @@ def print_status(statuses: dict[Run, Status]) -> None:
     for run, s in statuses.items():
         print(f"{run.label:<{width}}  {s.state:<8} {s.detail}".rstrip())
     print(", ".join(f"{n} {state}" for state, n in count_states(list(statuses.values())).items()))
+
+
+def stop_unless_done(statuses: dict[Any, Status], subject: str, kind: str) -> None:
+    """Lists the runs (or jobs) that are not done and exits with 1, saying what to do; nothing when all are done.
+    ``subject``: the start of the message ("primacy reproduce: fig3 is"); ``kind``: what the statuses are of."""
+    unfinished = {run: s for run, s in statuses.items() if s.state != "done"}
+    if unfinished:
+        print_status(unfinished)
+        counts = ", ".join(f"{n} {state}" for state, n in count_states(list(unfinished.values())).items())
+        print(f"{subject} not complete ({counts}): see the logs of failed {kind}, wait for running or queued ones, "
+              "then run the same command again", file=sys.stderr)
+        raise SystemExit(1)

@@ -4,7 +4,6 @@ finished runs are skipped, interrupted ones resume from their checkpoint."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from primacy.checks import positive, writable_directory
@@ -14,6 +13,7 @@ from primacy.cli.launching import (
     check_overrides,
     print_status,
     run_local,
+    stop_unless_done,
     submit,
 )
 from primacy.cli.lightning import parse_run
@@ -61,12 +61,6 @@ def command(args: list[str]) -> None:
                         Path(options.figure).stem, ["primacy reproduce", *args]):
             return
         statuses = {run: status(run, configs[run.panel]) for run in runs}
-    unfinished = {run: s for run, s in statuses.items() if s.state != "done"}
-    if unfinished:
-        print_status(unfinished)
-        counts = ", ".join(f"{n} {state}" for state, n in count_states(list(unfinished.values())).items())
-        print(f"primacy reproduce: {spec.name} is not complete ({counts}): see the logs of failed runs, wait for "
-              "running or queued ones, then run the same command again", file=sys.stderr)
-        raise SystemExit(1)
+    stop_unless_done(statuses, f"primacy reproduce: {spec.name} is", "runs")
     for path in draw(spec, options.scale, out, runs):
         print(f"wrote {path}")

@@ -74,8 +74,7 @@ def command(args: list[str]) -> None:
 def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> dict | None:
     """Every participant's fit, launching the chunks not yet fitted; None when they are not all done (queued on
     SLURM, or --status)."""
-    from primacy.cli.launching import print_status, run_local, stop_unless_done, submit
-    from primacy.workflows.launchers import RunJob
+    from primacy.cli.launching import launch, print_status, stop_unless_done
 
     groups = humans.fit_groups(comparison, out)
     chunks = cmr_fits.chunks(groups)
@@ -92,10 +91,7 @@ def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> 
     if todo:
         print(f"fitting CMR: {len(chunks) - len(todo)} of {len(chunks)} jobs need nothing; running {len(todo)} "
               f"({sum(len(c.participants) for c in todo)} participants at most)", flush=True)
-        jobs = [RunJob(str(chunk.dir), statuses[chunk].args) for chunk in todo]
-        if options.launcher == "local":
-            run_local(jobs, options.jobs, todo, status, "primacy humans")
-        elif not submit(jobs, todo, out / "fits", options, 1, "humans-fit", ["primacy humans", *args]):
+        if not launch(todo, statuses, status, options, out / "fits", 1, "humans-fit", ["primacy humans", *args]):
             return None
         statuses = {chunk: status(chunk) for chunk in chunks}
     stop_unless_done(statuses, "primacy humans: the fits are", "jobs")

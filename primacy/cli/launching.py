@@ -147,3 +147,15 @@ def stop_unless_done(statuses: dict[Any, Status], subject: str, kind: str) -> No
         print(f"{subject} not complete ({counts}): see the logs of failed {kind}, wait for running or queued ones, "
               "then run the same command again", file=sys.stderr)
         raise SystemExit(1)
+
+
+def launch(todo: list[Any], statuses: dict[Any, Status], status_of: Callable[[Any], Status], options: Any,
+           folder: Path, processes: int, name: str, command: list[str]) -> bool:
+    """Starts the runs (or jobs) ``todo``, each the primacy command of its status: here (``run_local``, --jobs at a
+    time) or as one SLURM array job (``submit``, its files in ``folder``). True when they have ended, False when they
+    were queued on SLURM."""
+    jobs = [RunJob(str(run.dir), statuses[run].args) for run in todo]
+    if options.launcher == "local":
+        run_local(jobs, options.jobs, todo, status_of, command[0])
+        return True
+    return submit(jobs, todo, folder, options, processes, name, command)

@@ -11,14 +11,12 @@ from primacy.cli.launching import (
     add_launcher_options,
     check_launcher,
     check_overrides,
+    launch,
     print_status,
-    run_local,
     stop_unless_done,
-    submit,
 )
 from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser
-from primacy.workflows.launchers import RunJob
 from primacy.workflows.pages import FIGURES, SCALES
 from primacy.workflows.reproduce import count_states, draw, figure, plan, process_count, status
 
@@ -54,11 +52,9 @@ def command(args: list[str]) -> None:
     if todo:
         print(f"{spec.name}: {len(runs) - len(todo)} of {len(runs)} runs need nothing; running {len(todo)} "
               f"({', '.join(f'{n} {s}' for s, n in count_states([statuses[r] for r in todo]).items())})", flush=True)
-        jobs = [RunJob(str(run.dir), statuses[run].args) for run in todo]
-        if options.launcher == "local":
-            run_local(jobs, options.jobs, todo, lambda run: status(run, configs[run.panel]), "primacy reproduce")
-        elif not submit(jobs, todo, out, options, max(process_count(configs[r.panel].trainer.devices) for r in todo),
-                        Path(options.figure).stem, ["primacy reproduce", *args]):
+        processes = max(process_count(configs[run.panel].trainer.devices) for run in todo)
+        if not launch(todo, statuses, lambda run: status(run, configs[run.panel]), options, out, processes,
+                      Path(options.figure).stem, ["primacy reproduce", *args]):
             return
         statuses = {run: status(run, configs[run.panel]) for run in runs}
     stop_unless_done(statuses, f"primacy reproduce: {spec.name} is", "runs")

@@ -66,24 +66,64 @@ def test_a_fit_under_other_settings_or_a_damaged_one_is_refused_in_one_line(thre
         "primacy: error: only=dee is not a participant of these data (e.g. ann, bo, cy)")
     assert refusal(["cmr_fit", "--data", str(path), "--out", str(out), "--max_generations", "0"], capsys) == (
         "primacy: error: max_generations=0 is invalid: it must be at least 1")
+    assert refusal(["cmr_fit", "--data", str(path), "--out", str(out), "--spec", str(tmp_path / "no.json")],
+                   capsys).startswith(f"primacy: error: spec={tmp_path / 'no.json'} cannot be read (FileNotFoundError")
+    (tmp_path / "spec.json").write_text(json.dumps({"free": {"T": [0.01, 1]}, "fixed": {"Afc": 0, "Acf": 0}}))
+    assert refusal(["cmr_fit", "--data", str(path), "--out", str(out), "--spec", str(tmp_path / "spec.json")],
+                   capsys) == ("primacy: error: FitSpec: B_enc is missing: give it in one of free (bounds), fixed (a "
+                               "value) and dependent (an expression)")
     assert fit_files(out) == ["ann.json"]
 
 
-def test_humans_fit_fits_people_and_seeds_alike_and_draws_them_side_by_side(three_people, tmp_path, capsys):  # noqa: F811
+def test_cmr_fit_fits_the_parameters_a_spec_file_frees(three_people, tmp_path):  # noqa: F811
     path, _ = three_people
+    spec = cmr_fits.FitSpec(free={"B_rec": (0.0, 1.0), "X2": (0.0, 5.0)}, dependent={"Dfc": "1 - Lfc"},
+                            fixed={"Afc": 0.0, "Acf": 0.0, "B_enc": 0.5, "B_start": 0.1, "Lfc": 0.3, "Lcf": 0.6,
+                                   "Dcf": 0.4, "P1": 1.0, "P2": 1.0, "T": 0.2, "X1": 0.05})
+    (tmp_path / "spec.json").write_text(json.dumps(spec.to_dict()))
+    out = tmp_path / "fits"
+    main(["cmr_fit", "--data", str(path), "--out", str(out), "--only", "bo", "--spec", str(tmp_path / "spec.json"),
+          *QUICK])
+    content = json.loads((out / "bo.json").read_text())
+    assert content["settings"]["spec"] == spec.to_dict() and content["fit"]["free"] == ["B_rec", "X2"]
+    assert content["fit"]["parameters"]["B_enc"] == 0.5 and content["fit"]["parameters"]["Dfc"] == pytest.approx(0.7)
+
+
+@pytest.fixture
+def eight_item_people(tmp_path):
+    """Three people's lists of 8 items (all lags of the grid fit, -5..5, possible), as a file in psifr's format."""
+    rows = [row for seed, name in enumerate(["ann", "bo", "cy"])
+            for row in long_format_rows(*lists(seed, n_lists=12, n_items=8), name)]
+    path = tmp_path / "eight.csv"
+    write(path, rows)
+    return path
+
+
+def test_humans_fit_fits_people_and_seeds_alike_and_sets_bic_beside_the_grid_cell(eight_item_people, tmp_path,
+                                                                                   capsys):
+    path = eight_item_people
     model = tmp_path / "model"
     for seed in range(2):
-        free_recall_run(model, f"seed{seed}", 5, seed)
+        free_recall_run(model, f"seed{seed}", 8, seed)
     out = tmp_path / "out"
     args = ["humans", str(model), "--data", str(path), "--out", str(out), "--fit", "--fit_max_generations", "2",
             "--fit_no_polish"]
     main([*args, "--status"])
     status = capsys.readouterr().out.splitlines()
-    assert status == ["people/0  missing  0 of 3 fitted", "model/0   missing  0 of 2 fitted", "2 missing"]
+    assert status == ["fits/people/0       missing  0 of 3 fitted", "fits/model/0        missing  0 of 2 fitted",
+                      "grid-fits/people/0  missing  0 of 3 fitted", "grid-fits/model/0   missing  0 of 2 fitted",
+                      "4 missing"]
+    # the people's and the model's own fits, as a stopped humans --fit would have left them: the rest is launched
+    main(["cmr_fit", "--data", str(path), "--out", str(out / "fits" / "people"), *QUICK])
+    main(["cmr_fit", "--runs", str(model / "seed0"), str(model / "seed1"), "--out", str(out / "fits" / "model"),
+          *QUICK])
+    capsys.readouterr()
     main([*args, "--jobs", "2"])
     printed = capsys.readouterr().out
-    assert "running 2 (5 participants at most)" in printed and "fits.csv, parameters.png" in printed
-    assert {p.name for p in out.iterdir()} >= {"fits.csv", "parameters.png", "parameters.pdf", "fits", "summary.json"}
+    assert "2 of 4 jobs need nothing; running 2 (5 participants at most)" in printed, printed
+    assert "fits.csv, parameters.png" in printed
+    assert {p.name for p in out.iterdir()} >= {"fits.csv", "parameters.png", "parameters.pdf", "fits", "grid-fits",
+                                               "summary.json"}
     with (out / "fits.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["group"], r["participant"]) for r in rows] == [("people", s) for s in ("ann", "bo", "cy")] + [
@@ -91,7 +131,8 @@ def test_humans_fit_fits_people_and_seeds_alike_and_draws_them_side_by_side(thre
     for row in rows:
         assert float(row["bic"]) == pytest.approx(int(row["k"]) * math.log(int(row["n"]))
                                                   - 2 * float(row["log_likelihood"]))
-    fit = json.loads((out / "summary.json").read_text())["mine"]["likelihood_fit"]
+    summary = json.loads((out / "summary.json").read_text())["eight"]
+    fit = summary["likelihood_fit"]
     assert fit["free"] == ["B_enc", "B_start", "B_rec", "Lfc", "Lcf", "P1", "P2", "T", "X1", "X2"]
     people_fit = fit["groups"]["people"]
     b_enc = np.array([float(r["B_enc"]) for r in rows[:3]])
@@ -99,8 +140,28 @@ def test_humans_fit_fits_people_and_seeds_alike_and_draws_them_side_by_side(thre
     low, high = people_fit["parameters"]["B_enc"]["ci_low"], people_fit["parameters"]["B_enc"]["ci_high"]
     assert b_enc.min() - 1e-12 <= low <= b_enc.mean() <= high <= b_enc.max() + 1e-12
     assert fit["groups"]["model"]["bic"] == pytest.approx(sum(float(r["bic"]) for r in rows[3:]))
+
+    for label, members in (("people", ("ann", "bo", "cy")), ("model", ("seed0", "seed1"))):
+        # each member fitted again at its group's cell of the lag-CRP grid, scored by the same likelihood
+        cell = summary["groups"][label]["cmr_fit"]["canonical"]
+        grid = fit["grid"][label]
+        assert grid["cell"] == {name: cell[name] for name in ("beta_enc", "beta_rec", "gamma_ft")}
+        at_cell = [json.loads((out / "grid-fits" / label / f"{name}.json").read_text())["fit"] for name in members]
+        own = [r for r in rows if r["group"] == label]
+        for one in at_cell:
+            parameters = one["parameters"]
+            assert (parameters["B_enc"], parameters["B_rec"], parameters["Lfc"]) == (
+                cell["beta_enc"], cell["beta_rec"], cell["gamma_ft"])
+            assert (parameters["Lcf"], parameters["Dcf"], parameters["P1"], parameters["T"]) == (1, 0, 0, 0.2)
+            assert one["free"] == ["B_start", "X1", "X2"] and one["k"] == 3
+        n = sum(one["n"] for one in at_cell)
+        assert n == grid["n"] == sum(int(r["n"]) for r in own)
+        assert grid["bic"] == pytest.approx(sum(one["bic"] for one in at_cell) + 3 * math.log(n))
+        assert grid["likelihood_bic"] == pytest.approx(fit["groups"][label]["bic"])
+        assert grid["delta_bic"] == pytest.approx(grid["bic"] - grid["likelihood_bic"])
+        assert grid["members_better"] == sum(float(r["bic"]) < one["bic"] for r, one in zip(own, at_cell))
     main([*args, "--status"])  # the same command again would read every fit back and launch nothing
-    assert capsys.readouterr().out.splitlines()[-1] == "2 done"
+    assert capsys.readouterr().out.splitlines()[-1] == "4 done"
 
 
 def test_the_fit_options_need_fit(three_people, tmp_path, capsys):  # noqa: F811
@@ -109,6 +170,13 @@ def test_the_fit_options_need_fit(three_people, tmp_path, capsys):  # noqa: F811
         flag = extra[0]
         assert refusal(["humans", "--data", str(path), "--out", str(tmp_path / "out"), *extra], capsys) == (
             f"primacy: error: {flag} is for --fit: add --fit, or leave it out")
+
+
+def test_humans_fit_asks_slurm_for_one_cpu_and_no_gpu_per_job(capsys):
+    with pytest.raises(SystemExit):
+        main(["humans", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "GPUs per process (default 0)" in text and "CPUs per process (default 1)" in text
 
 
 def test_participant_names_become_file_names():

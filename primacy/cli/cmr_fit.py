@@ -35,8 +35,14 @@ def _parser() -> ArgumentParser:
 
 
 def add_fit_options(parser: ArgumentParser, prefix: str = "") -> None:
-    """The optimiser's options, --PREFIXseed, --PREFIXmax_generations and --PREFIXno_polish (``fit_settings``)."""
+    """The fit's options, --PREFIXspec, --PREFIXseed, --PREFIXmax_generations and --PREFIXno_polish
+    (``fit_settings``)."""
     generations = cmr_fits.FitSettings().max_generations
+    parser.add_argument(f"--{prefix}spec", type=Path, metavar="FILE",
+                        help='which parameters are free, fixed and dependent: a JSON file {"free": {NAME: [LOW, '
+                        'HIGH]}, "fixed": {NAME: VALUE}, "dependent": {NAME: "A - B * SOURCE"}} naming each of CMR\'s '
+                        "14 parameters once (default: Morton & Polyn's ten free, Afc = Acf = 0, Dfc = 1 - Lfc, Dcf = "
+                        "1 - Lcf)")
     parser.add_argument(f"--{prefix}seed", type=int, default=0, help="the optimiser's seed (default 0)")
     parser.add_argument(f"--{prefix}max_generations", type=int, default=generations,
                         help=f"differential evolution's generations at most (default {generations}; it stops earlier "
@@ -52,7 +58,9 @@ def fit_settings(options: Any, prefix: str = "") -> cmr_fits.FitSettings:
 
     generations = getattr(options, f"{prefix}max_generations")
     positive(**{f"{prefix}max_generations": generations})
-    return cmr_fits.FitSettings(seed=getattr(options, f"{prefix}seed"), max_generations=generations,
+    spec = getattr(options, f"{prefix}spec")
+    return cmr_fits.FitSettings(spec=cmr_fits.FitSpec() if spec is None else cmr_fits.read_spec(spec),
+                                seed=getattr(options, f"{prefix}seed"), max_generations=generations,
                                 polish=not getattr(options, f"{prefix}no_polish"))
 
 

@@ -10,11 +10,15 @@ from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows import cmr_fits, humans, launchers, people
 from primacy.workflows.reproduce import Status
 
+FIT_SLURM = launchers.SlurmOptions(gpus_per_task=0, cpus_per_task=1)  # a fit is numpy on one CPU
 FIT_HELP = ("also fit CMR by likelihood to every person and every model seed (one participant each; `primacy cmr_fit` "
             "over chunks of participants, --jobs at a time or on SLURM): OUT/fits/GROUP/PARTICIPANT.json each, "
             "fits.csv (parameters, log-likelihood, n, k, BIC per participant), parameters.png/.pdf (people's and "
             "models' parameters side by side, group means with bootstrap 95%% intervals) and summary.json's "
-            "likelihood_fit. A stopped fit resumes: run the same command again")
+            "likelihood_fit. Each participant is also fitted at its group's cell of the lag-CRP grid (B_enc, B_rec, "
+            "Lfc from the grid's canonical CMR; only B_start, X1, X2 free; OUT/grid-fits/GROUP) so that "
+            "likelihood_fit.grid sets each group's BIC beside that of its grid cell. A stopped fit resumes: run the "
+            "same command again")
 
 
 def _parser() -> ArgumentParser:
@@ -34,7 +38,7 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--out", type=Path, help="directory for the figure and tables (default runs/humans-DATASET)")
     parser.add_argument("--fit", action="store_true", help=FIT_HELP)
     add_fit_options(parser.add_argument_group("--fit's optimiser"), prefix="fit_")
-    add_launcher_options(parser)
+    add_launcher_options(parser, FIT_SLURM)
     return parser
 
 
@@ -47,13 +51,13 @@ def command(args: list[str]) -> None:
     options = parser.parse_args(args)
     defaults = parser.parse_args(["--dataset", "peers"])
     if not options.fit:
-        given = next((name for name in ("status", "launcher", "jobs", "wait", "fit_seed", "fit_max_generations",
-                                             "fit_no_polish")
+        given = next((name for name in ("status", "launcher", "jobs", "wait", "fit_spec", "fit_seed",
+                                             "fit_max_generations", "fit_no_polish")
                       if getattr(options, name) != getattr(defaults, name)), None)
         if given:
             raise UsageError(f"--{given} is for --fit: add --fit, or leave it out")
     positive(jobs=options.jobs)
-    check_launcher(options)
+    check_launcher(options, FIT_SLURM)
     name = options.dataset or options.data.stem
     out = options.out or Path("runs") / f"humans-{name}"
     if not options.status:
@@ -76,13 +80,13 @@ def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> 
     SLURM, or --status)."""
     from primacy.cli.launching import launch, print_status, stop_unless_done
 
-    groups = humans.fit_groups(comparison, out)
-    chunks = cmr_fits.chunks(groups)
     fitting = fit_settings(options, prefix="fit_")
+    groups, grid_groups = humans.fit_groups(comparison, out, fitting), humans.grid_groups(comparison, out, fitting)
+    chunks = cmr_fits.chunks(groups + grid_groups)
     submitit = out / "fits" / "submitit"
 
     def status(chunk: cmr_fits.FitChunk):
-        return chunk_status(chunk, fitting, submitit)
+        return chunk_status(chunk, submitit)
     statuses = {chunk: status(chunk) for chunk in chunks}
     if options.status:
         print_status(statuses)
@@ -91,14 +95,16 @@ def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> 
     if todo:
         print(f"fitting CMR: {len(chunks) - len(todo)} of {len(chunks)} jobs need nothing; running {len(todo)} "
               f"({sum(len(c.participants) for c in todo)} participants at most)", flush=True)
+        for group in {chunk.group for chunk in todo}:
+            group.write_spec()
         if not launch(todo, statuses, status, options, out / "fits", 1, "humans-fit", ["primacy humans", *args]):
             return None
         statuses = {chunk: status(chunk) for chunk in chunks}
     stop_unless_done(statuses, "primacy humans: the fits are", "jobs")
-    return humans.fit_results(groups, fitting)
+    return humans.fit_results(comparison, groups, grid_groups)
 
 
-def chunk_status(chunk: cmr_fits.FitChunk, fitting: cmr_fits.FitSettings, submitit: Path) -> Status:
+def chunk_status(chunk: cmr_fits.FitChunk, submitit: Path) -> Status:
     """Where a chunk stands (``reproduce.Status``), from its participants' files and its launcher state."""
     state = launchers.read_state(chunk.dir)
     if launchers.is_alive(state):
@@ -113,5 +119,5 @@ def chunk_status(chunk: cmr_fits.FitChunk, fitting: cmr_fits.FitSettings, submit
     detail = f"{written} of {len(chunk.participants)} fitted"
     if state.get("state") == "exited" and state.get("exit_code") not in (0, *launchers.STOPPED):
         return Status("failed", f"{detail}, exit code {state.get('exit_code')}, log {state.get('log')}",
-                      chunk.args(fitting))
-    return Status("stopped" if written else "missing", detail, chunk.args(fitting))
+                      chunk.args())
+    return Status("stopped" if written else "missing", detail, chunk.args())

@@ -18,15 +18,14 @@ from primacy.workflows.reproduce import Run, Status, count_states
 RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args.seed")  # set per run
 
 
-def add_launcher_options(parser: ArgumentParser) -> None:
-    """--status, --launcher, --jobs, --wait and --slurm.*."""
+def add_launcher_options(parser: ArgumentParser, defaults: SlurmOptions = SlurmOptions()) -> None:
+    """--status, --launcher, --jobs, --wait and --slurm.* (each defaulting to ``defaults``'s value)."""
     parser.add_argument("--status", action="store_true", help="list each run as done/running/queued/stopped/"
                         "failed/missing and exit")
     parser.add_argument("--launcher", choices=("local", "slurm"), default="local",
                         help="local: here, --jobs at a time; slurm: one array job through submitit")
     parser.add_argument("--jobs", type=int, default=1, help="local launcher: runs at once")
     parser.add_argument("--wait", action="store_true", help="slurm launcher: wait for the array job, then draw")
-    defaults = SlurmOptions()
     for name, kind, text in (("partition", str, "partition"), ("account", str, "account"), ("qos", str, "QOS"),
                              ("constraint", str, "node constraint"), ("time", int, "time limit per task, minutes"),
                              ("gpus_per_task", int, "GPUs per process"), ("cpus_per_task", int, "CPUs per process"),
@@ -37,8 +36,8 @@ def add_launcher_options(parser: ArgumentParser) -> None:
                             help=f"{text} (default {getattr(defaults, name)})")
 
 
-def check_launcher(options: Any) -> None:
-    """Refuses options that the chosen launcher would ignore."""
+def check_launcher(options: Any, defaults: SlurmOptions = SlurmOptions()) -> None:
+    """Refuses options that the chosen launcher would ignore (``defaults``: those ``add_launcher_options`` had)."""
     if options.launcher == "slurm":
         if options.jobs != 1:
             raise UsageError(f"jobs={options.jobs} is for --launcher local: on SLURM, --slurm.array_parallelism sets "
@@ -47,7 +46,7 @@ def check_launcher(options: Any) -> None:
     if options.launcher == "local":
         if options.wait:
             raise UsageError("--wait is for --launcher slurm: the local launcher always waits")
-        given, defaults = slurm_options(options), SlurmOptions()
+        given = slurm_options(options)
         changed = [name for name in SlurmOptions.__dataclass_fields__
                    if getattr(given, name) != getattr(defaults, name)]
         if changed:

@@ -5,11 +5,16 @@ A participant is one person's lists or one trained model's test lists (a free-re
 on its own (``primacy.analysis.behaviour.cmr.fitting``) and written to ``<out>/<participant>.json`` when its fit
 ends: an interrupted fit loses only the participants in progress, and a rerun fits only those not yet written. A file
 written under other settings (free parameters, bounds, seed, optimiser options) is refused, never mixed in.
+
+The lag-CRP grid fit of a group (``primacy.analysis.behaviour.cmr.fits``) picks one cell of CMR's canonical variant
+for the group's mean curve. ``grid_cell_spec`` writes that cell as a spec of the likelihood's CMR, so that the same
+likelihood scores both, and ``grid_comparison`` sets their BICs side by side.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -20,14 +25,17 @@ import numpy as np
 import torch
 
 from primacy import files
+from primacy.analysis.behaviour.cmr.fits import CMRFit
 from primacy.analysis.behaviour.cmr.fitting import (
     DE_OPTIONS,
+    DEFAULT_FREE,
     FitSpec,
     LikelihoodFit,
     fit_cmr_likelihood,
     recovery_correlations,
 )
 from primacy.analysis.behaviour.cmr.generate import cmr_generate
+from primacy.analysis.behaviour.cmr.simulate import DEFAULT_TEMPERATURE
 from primacy.analysis.behaviour.comparison import bootstrap_interval
 from primacy.analysis.behaviour.free_recall import PADDING, recall_positions
 from primacy.errors import UsageError
@@ -35,6 +43,7 @@ from primacy.rundir.layout import FREE_RECALL_ARRAYS, RunDir
 from primacy.workflows import people as human_data
 
 FIT_FORMAT = 1  # the version of a participant file's layout
+SPEC_FILE = "spec.json"  # a group's FitSpec, beside its fits, when it is not the default one
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,19 @@ class FitSettings:
                                   maxiter=self.max_generations, polish=self.polish)
 
 
+def read_spec(path: Path) -> FitSpec:
+    """The FitSpec in the JSON file ``path`` (``FitSpec.to_dict``'s layout); a UsageError names what is wrong."""
+    try:
+        content = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UsageError(f"spec={path} cannot be read ({type(err).__name__}: {err}): give a JSON file "
+                         '{"free": {NAME: [LOW, HIGH]}, "fixed": {NAME: VALUE}, "dependent": {NAME: "A - B * SOURCE"}}'
+                         ) from None
+    if not isinstance(content, dict) or set(content) - {"free", "fixed", "dependent"}:
+        raise UsageError(f"spec={path} is invalid: its keys must be free, fixed and dependent")
+    return FitSpec(**content)
+
+
 def read_fit(path: Path, expected: dict[str, Any]) -> LikelihoodFit | None:
     """The fit in ``path`` when it exists and was made under ``expected`` settings; None when it does not exist."""
     if not path.is_file():
@@ -155,12 +177,22 @@ CHUNK = 8  # participants per job: each job is a process of its own, so a chunk 
 @dataclass(frozen=True)
 class FitGroup:
     """People, or one model's seeds: where their data come from (``primacy cmr_fit``'s source arguments), who they
-    are, and where their fits go."""
+    are, where their fits go and what they are fitted with."""
 
     label: str
     source: tuple[str, ...]  # --dataset NAME | --data FILE | --runs RUN...
     participants: tuple[str, ...]
     out: Path  # <humans out>/fits/<label>
+    settings: FitSettings = FitSettings()
+
+    @property
+    def spec_file(self) -> Path | None:
+        """Where ``write_spec`` puts the group's spec for ``primacy cmr_fit --spec``; None for the default spec."""
+        return None if self.settings.spec == FitSpec() else self.out / SPEC_FILE
+
+    def write_spec(self) -> None:
+        if self.spec_file is not None:
+            files.write_json(self.spec_file, self.settings.spec.to_dict())
 
 
 @dataclass(frozen=True)
@@ -177,15 +209,15 @@ class FitChunk:
 
     @property
     def label(self) -> str:
-        """How status lines and the launcher's reports name the job."""
-        return f"{self.group.label}/{self.index}"
+        """How status lines and the launcher's reports name the job: its group's folder and its index."""
+        return f"{self.group.out.parent.name}/{self.group.out.name}/{self.index}"
 
-    def args(self, fitting: FitSettings) -> tuple[str, ...]:
-        if fitting.spec != FitSpec():
-            raise UsageError("primacy cmr_fit fits the default FitSpec only: fit other specs in Python")
+    def args(self) -> tuple[str, ...]:
+        """``primacy cmr_fit``'s arguments (its group's spec file written first: ``FitGroup.write_spec``)."""
+        fitting, spec = self.group.settings, self.group.spec_file
         return ("cmr_fit", *self.group.source, "--out", str(self.group.out), "--seed", str(fitting.seed),
                 "--max_generations", str(fitting.max_generations), *([] if fitting.polish else ["--no_polish"]),
-                "--only", *self.participants)
+                *([] if spec is None else ["--spec", str(spec)]), "--only", *self.participants)
 
     def done(self) -> bool:
         return all((self.group.out / file_name(name)).is_file() for name in self.participants)
@@ -197,12 +229,12 @@ def chunks(groups: list[FitGroup], size: int = CHUNK) -> list[FitChunk]:
             for group in groups for i in range(0, len(group.participants), size)]
 
 
-def gather(groups: list[FitGroup], fitting: FitSettings) -> dict[str, dict[str, LikelihoodFit]]:
+def gather(groups: list[FitGroup]) -> dict[str, dict[str, LikelihoodFit]]:
     """Every group's fits by participant, read from their files; a UsageError names the first one missing."""
-    expected = fitting.as_dict()
     found: dict[str, dict[str, LikelihoodFit]] = {}
     for group in groups:
         found[group.label] = {}
+        expected = group.settings.as_dict()
         for name in group.participants:
             fit = read_fit(group.out / file_name(name), expected)
             if fit is None:
@@ -233,6 +265,43 @@ def fit_summary(fits: dict[str, dict[str, LikelihoodFit]], free: list[str]) -> d
                                   **dict(zip(("ci_low", "ci_high"), bootstrap_interval(v)))}
                            for name, v in values.items()}}
     return summary
+
+
+# The grid's canonical CMR has no start drift and no stopping rule (its chains start at a study context and draw a fixed
+# number of items): what the likelihood needs for them is fitted, with DEFAULT_FREE's bounds.
+GRID_FREE = ("B_start", "X1", "X2")
+GRID_CELL = ("beta_enc", "beta_rec", "gamma_ft")  # what the lag-CRP grid fit chooses for a group, once
+
+
+def grid_cell_spec(cell: CMRFit, temperature: float = DEFAULT_TEMPERATURE) -> FitSpec:
+    """The likelihood's CMR at a cell of the canonical lag-CRP grid (``simulate``'s variant ``canonical``): B_enc =
+    β_enc, B_rec = β_rec, M_FC = (1 - γ_FT) I + γ_FT · learned (Lfc = γ_FT, Dfc = 1 - γ_FT), M_CF learned only (Lcf =
+    1, Dcf = 0), no primacy gradient (P1 = 0), no pre-experimental spread (Afc = Acf = 0), and the grid's choice rule
+    e^(a / temperature) as cymr's e^(2a / T) (T = 2 · temperature); B_start, X1 and X2 free (``GRID_FREE``). One
+    difference stays: the grid associates an item with the context before it, the likelihood's CMR with the context
+    that includes it."""
+    fixed = {"B_enc": cell.beta_enc, "B_rec": cell.beta_rec, "Lfc": cell.gamma_ft, "Dfc": 1 - cell.gamma_ft,
+             "Lcf": 1.0, "Dcf": 0.0, "Afc": 0.0, "Acf": 0.0, "P1": 0.0, "P2": 1.0, "T": 2 * temperature}
+    return FitSpec(free={name: DEFAULT_FREE[name] for name in GRID_FREE}, fixed=fixed, dependent={})
+
+
+def grid_comparison(likelihood: dict[str, LikelihoodFit], grid: dict[str, LikelihoodFit],
+                    cell: CMRFit) -> dict[str, Any]:
+    """One group's BIC under its own likelihood fits (``likelihood``, by participant) beside the BIC of its lag-CRP
+    grid cell (``grid``: each participant fitted with ``grid_cell_spec(cell)``). The grid's BIC counts its
+    participants' free parameters (``GRID_FREE``) and, once for the group, the three the grid chose from the group's
+    mean curve (``GRID_CELL``, with the group's events as n). ``delta_bic`` = grid's - likelihood's (> 0: the
+    likelihood fit is better); ``members_better`` counts the participants whose own BIC is lower under their
+    likelihood fit than under the grid cell (its three chosen parameters not counted)."""
+    names = list(likelihood)
+    n = sum(likelihood[name].n for name in names)
+    grid_bic = sum(grid[name].bic for name in names) + len(GRID_CELL) * math.log(n)
+    likelihood_bic = sum(likelihood[name].bic for name in names)
+    return {"cell": {name: getattr(cell, name) for name in GRID_CELL}, "members": len(names), "n": n,
+            "log_likelihood": sum(grid[name].log_likelihood for name in names), "bic": grid_bic,
+            "likelihood_log_likelihood": sum(likelihood[name].log_likelihood for name in names),
+            "likelihood_bic": likelihood_bic, "delta_bic": grid_bic - likelihood_bic,
+            "members_better": sum(likelihood[name].bic < grid[name].bic for name in names)}
 
 
 def simulated_participants(fits_dir: Path, seed: int) -> tuple[list[Participant], dict[str, dict[str, float]]]:

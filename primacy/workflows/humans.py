@@ -7,13 +7,13 @@ Each person's curves come from their own lists, each seed's from its test lists,
 lag-CRP, people in black), curves.csv (every curve of every group: mean, se, n by position or lag) and summary.json
 (each group's indices and CMR fit of its mean lag-CRP, each model's distances to the people). With --fit, CMR is also
 fitted by likelihood to every person and every seed alike (``cmr_fits``): fits.csv, parameters.png/.pdf and
-summary.json's likelihood_fit.
+summary.json's likelihood_fit, whose ``grid`` sets each group's BIC beside that of its lag-CRP grid cell.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from primacy import figures, files
+from primacy.analysis.behaviour.cmr.fits import CMRFit, fit_free_recall
 from primacy.analysis.behaviour.cmr.fitting import LikelihoodFit
 from primacy.analysis.behaviour.comparison import COMPARED_LAGS, GroupCurves, distances, group_curves, indices
 from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
@@ -117,7 +118,7 @@ def write(comparisons: list[Comparison], out: Path, title: str = "", fitted: Fit
         (comparison,) = comparisons
         fit_summary = cmr_fits.fit_summary(fitted.fits, fitted.free)
         summary[comparison.dataset.name]["likelihood_fit"] = {"free": fitted.free, "settings": fitted.settings,
-                                                              "groups": fit_summary}
+                                                              "groups": fit_summary, "grid": fitted.grid}
         written.append(files.write_csv(out / "fits.csv", cmr_fits.fit_rows(fitted.fits)))
         groups = {label: (np.array([[fit.parameters[name] for name in fitted.free] for fit in members.values()]),
                           {name: (entry["ci_low"], entry["ci_high"])
@@ -131,29 +132,56 @@ def write(comparisons: list[Comparison], out: Path, title: str = "", fitted: Fit
 
 @dataclass(frozen=True)
 class FitResults:
-    """The likelihood fits of a comparison's groups (people first), by participant, and what they were fitted with."""
+    """The likelihood fits of a comparison's groups (people first), by participant, what they were fitted with, and
+    each group's BIC beside that of its lag-CRP grid cell (``cmr_fits.grid_comparison``; None where the group's
+    lag-CRP has no grid fit)."""
 
     fits: dict[str, dict[str, LikelihoodFit]]
     free: list[str]
     settings: dict[str, Any]
+    grid: dict[str, dict[str, Any] | None]
 
 
-def fit_groups(comparison: Comparison, out: Path) -> list[cmr_fits.FitGroup]:
+def grid_cells(comparison: Comparison) -> dict[str, CMRFit | None]:
+    """Each group's cell of the canonical lag-CRP grid (people first): the fit of its mean lag-CRP that summary.json's
+    ``cmr_fit`` reports, or None where there is none."""
+    groups = {PEOPLE: comparison.people, **comparison.models}
+    return {label: fit_free_recall(group.mean["lag_crp"], group.lags)["canonical"] for label, group in groups.items()}
+
+
+def fit_groups(comparison: Comparison, out: Path, fitting: cmr_fits.FitSettings = cmr_fits.FitSettings(),
+               folder: str = "fits") -> list[cmr_fits.FitGroup]:
     """The participants of a comparison as fit groups: the people (from their dataset or file), then each model's
-    seeds; each group's fits in OUT/fits/<label>."""
+    seeds; each group's fits in OUT/<folder>/<label>, fitted with ``fitting``."""
     dataset = comparison.dataset
     source = ("--data", str(dataset.path)) if dataset.path else ("--dataset", dataset.name)
     names = tuple(str(subject) for subject in comparison.subjects)
-    groups = [cmr_fits.FitGroup(PEOPLE, source, names, out / "fits" / PEOPLE)]
+    groups = [cmr_fits.FitGroup(PEOPLE, source, names, out / folder / PEOPLE, fitting)]
     for label, dirs in comparison.runs.items():
-        folder = out / "fits" / cmr_fits.file_name(label).removesuffix(".json")
-        groups.append(cmr_fits.FitGroup(label, ("--runs", *map(str, dirs)), tuple(d.name for d in dirs), folder))
+        where = out / folder / cmr_fits.file_name(label).removesuffix(".json")
+        groups.append(cmr_fits.FitGroup(label, ("--runs", *map(str, dirs)), tuple(d.name for d in dirs), where,
+                                        fitting))
     return groups
 
 
-def fit_results(groups: list[cmr_fits.FitGroup], fitting: cmr_fits.FitSettings) -> FitResults:
-    """The groups' fits, read from their files (``cmr_fits.gather``)."""
-    return FitResults(cmr_fits.gather(groups, fitting), list(fitting.spec.names), fitting.as_dict())
+def grid_groups(comparison: Comparison, out: Path, fitting: cmr_fits.FitSettings) -> list[cmr_fits.FitGroup]:
+    """The groups that have a lag-CRP grid cell, each fitted at that cell (``cmr_fits.grid_cell_spec``, the seed and
+    optimiser of ``fitting``) in OUT/grid-fits/<label>."""
+    cells = grid_cells(comparison)
+    return [replace(group, settings=replace(fitting, spec=cmr_fits.grid_cell_spec(cells[group.label])))
+            for group in fit_groups(comparison, out, fitting, "grid-fits") if cells[group.label] is not None]
+
+
+def fit_results(comparison: Comparison, groups: list[cmr_fits.FitGroup],
+                grid_groups: list[cmr_fits.FitGroup]) -> FitResults:
+    """The groups' fits and their grid cells' fits, read from their files (``cmr_fits.gather``)."""
+    fits, at_cells = cmr_fits.gather(groups), cmr_fits.gather(grid_groups)
+    cells = grid_cells(comparison)
+    grid = {label: None if label not in at_cells else cmr_fits.grid_comparison(fits[label], at_cells[label],
+                                                                                 cells[label])
+            for label in fits}
+    settings = groups[0].settings
+    return FitResults(fits, list(settings.spec.names), settings.as_dict(), grid)
 
 
 def _curve_rows(comparison: Comparison) -> list[dict[str, Any]]:

@@ -146,6 +146,9 @@ class FitSpec:
             raise UsageError(f"FitSpec: its bounds, fixed values and dependent expressions allow an invalid "
                              f"parameter set: {error}") from None
 
+    def __hash__(self) -> int:  # its dicts are never changed after __post_init__
+        return hash((tuple(self.free.items()), tuple(self.fixed.items()), tuple(self.dependent.items())))
+
     @property
     def names(self) -> tuple[str, ...]:
         """The free parameters, in ``PARAMETER_NAMES`` order: the columns of a fit's search and of recovery."""

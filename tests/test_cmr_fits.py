@@ -16,6 +16,7 @@ import pytest
 from test_humans import free_recall_run, refusal
 from test_people_files import lists, three_people, write  # noqa: F401 - three_people is a fixture
 
+from primacy.analysis.behaviour.cmr.fitting import count_events
 from primacy.analysis.behaviour.cmr.likelihood import cmr_log_likelihood
 from primacy.analysis.behaviour.free_recall import long_format_rows, recall_positions
 from primacy.cli import main
@@ -106,8 +107,9 @@ def test_humans_fit_fits_people_and_seeds_alike_and_sets_bic_beside_the_grid_cel
     for seed in range(2):
         free_recall_run(model, f"seed{seed}", 8, seed)
     out = tmp_path / "out"
+    # each seed fitted on its first 10 test lists of 40; the people on all 12 of theirs
     args = ["humans", str(model), "--data", str(path), "--out", str(out), "--fit", "--fit_max_generations", "2",
-            "--fit_no_polish"]
+            "--fit_no_polish", "--fit_lists", "10"]
     main([*args, "--status"])
     status = capsys.readouterr().out.splitlines()
     assert status == ["fits/people/0       missing  0 of 3 fitted", "fits/model/0        missing  0 of 2 fitted",
@@ -116,7 +118,12 @@ def test_humans_fit_fits_people_and_seeds_alike_and_sets_bic_beside_the_grid_cel
     # the people's and the model's own fits, as a stopped humans --fit would have left them: the rest is launched
     main(["cmr_fit", "--data", str(path), "--out", str(out / "fits" / "people"), *QUICK])
     main(["cmr_fit", "--runs", str(model / "seed0"), str(model / "seed1"), "--out", str(out / "fits" / "model"),
-          *QUICK])
+          "--lists", "10", *QUICK])
+    seed0 = cmr_fits.run_participants([model / "seed0"])[0]
+    written = json.loads((out / "fits" / "model" / "seed0.json").read_text())
+    assert written["n_lists"] == 10 and written["settings"]["lists"] == 10
+    assert written["fit"]["n"] == count_events(seed0.positions[:10], 8)
+    assert json.loads((out / "fits" / "people" / "ann.json").read_text())["n_lists"] == 12
     capsys.readouterr()
     main([*args, "--jobs", "2"])
     printed = capsys.readouterr().out
@@ -205,6 +212,9 @@ def test_recovery_simulates_each_fitted_participant_and_fits_it_again(three_peop
     true = np.array([float(rows[n]["true_X2"]) for n in ("ann", "bo", "cy")])
     fitted = np.array([float(rows[n]["fitted_X2"]) for n in ("ann", "bo", "cy")])
     assert found["n"] == 3 and found["r"]["X2"] == pytest.approx(np.corrcoef(true, fitted)[0, 1], abs=1e-9)
+    # how many lists recovery needs: the same people simulated with 9 lists each
+    main(["cmr_fit", "--recover", str(fits), "--out", str(tmp_path / "nine"), "--lists", "9", *QUICK])
+    assert {json.loads((tmp_path / "nine" / f"{name}.json").read_text())["n_lists"] for name in ("ann", "bo")} == {9}
 
 
 def test_a_fit_stopped_by_sigterm_keeps_its_finished_participants_and_resumes(tmp_path):

@@ -34,8 +34,12 @@ def _parser() -> ArgumentParser:
     return parser
 
 
-def add_fit_options(parser: ArgumentParser, prefix: str = "") -> None:
-    """The fit's options, --PREFIXspec, --PREFIXseed, --PREFIXmax_generations and --PREFIXno_polish
+LISTS_HELP = ("fit each participant's first N lists only (default: all); with --recover, simulate N lists per "
+              "participant")
+
+
+def add_fit_options(parser: ArgumentParser, prefix: str = "", lists_help: str = LISTS_HELP) -> None:
+    """The fit's options, --PREFIXspec, --PREFIXlists, --PREFIXseed, --PREFIXmax_generations and --PREFIXno_polish
     (``fit_settings``)."""
     generations = cmr_fits.FitSettings().max_generations
     parser.add_argument(f"--{prefix}spec", type=Path, metavar="FILE",
@@ -43,6 +47,7 @@ def add_fit_options(parser: ArgumentParser, prefix: str = "") -> None:
                         'HIGH]}, "fixed": {NAME: VALUE}, "dependent": {NAME: "A - B * SOURCE"}} naming each of CMR\'s '
                         "14 parameters once (default: Morton & Polyn's ten free, Afc = Acf = 0, Dfc = 1 - Lfc, Dcf = "
                         "1 - Lcf)")
+    parser.add_argument(f"--{prefix}lists", type=int, metavar="N", help=lists_help)
     parser.add_argument(f"--{prefix}seed", type=int, default=0, help="the optimiser's seed (default 0)")
     parser.add_argument(f"--{prefix}max_generations", type=int, default=generations,
                         help=f"differential evolution's generations at most (default {generations}; it stops earlier "
@@ -56,12 +61,14 @@ def fit_settings(options: Any, prefix: str = "") -> cmr_fits.FitSettings:
     """The FitSettings of the options ``add_fit_options`` added."""
     from primacy.checks import positive
 
-    generations = getattr(options, f"{prefix}max_generations")
+    generations, lists = getattr(options, f"{prefix}max_generations"), getattr(options, f"{prefix}lists")
     positive(**{f"{prefix}max_generations": generations})
+    if lists is not None:
+        positive(**{f"{prefix}lists": lists})
     spec = getattr(options, f"{prefix}spec")
     return cmr_fits.FitSettings(spec=cmr_fits.FitSpec() if spec is None else cmr_fits.read_spec(spec),
                                 seed=getattr(options, f"{prefix}seed"), max_generations=generations,
-                                polish=not getattr(options, f"{prefix}no_polish"))
+                                polish=not getattr(options, f"{prefix}no_polish"), lists=lists)
 
 
 def command(args: list[str]) -> None:
@@ -75,7 +82,7 @@ def command(args: list[str]) -> None:
     if options.runs:
         participants = cmr_fits.run_participants(options.runs)
     elif options.recover:
-        participants, truth = cmr_fits.simulated_participants(options.recover, options.seed)
+        participants, truth = cmr_fits.simulated_participants(options.recover, options.seed, options.lists)
     else:
         persons = people.read_people(options.data) if options.data else people.load(options.dataset)
         participants = cmr_fits.people_participants(persons)

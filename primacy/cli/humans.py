@@ -37,7 +37,10 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--labels", nargs="+", help="one label per RUN for the figure and tables (default: its name)")
     parser.add_argument("--out", type=Path, help="directory for the figure and tables (default runs/humans-DATASET)")
     parser.add_argument("--fit", action="store_true", help=FIT_HELP)
-    add_fit_options(parser.add_argument_group("--fit's optimiser"), prefix="fit_")
+    add_fit_options(parser.add_argument_group("--fit's settings"), prefix="fit_",
+                    lists_help="fit each model seed on its first N test lists (default: all; a seed is tested on many "
+                    "more lists than a person studies: N = the people's number gives both as much data); the people "
+                    "are fitted on all of theirs")
     add_launcher_options(parser, FIT_SLURM)
     return parser
 
@@ -51,7 +54,7 @@ def command(args: list[str]) -> None:
     options = parser.parse_args(args)
     defaults = parser.parse_args(["--dataset", "peers"])
     if not options.fit:
-        given = next((name for name in ("status", "launcher", "jobs", "wait", "fit_spec", "fit_seed",
+        given = next((name for name in ("status", "launcher", "jobs", "wait", "fit_spec", "fit_lists", "fit_seed",
                                              "fit_max_generations", "fit_no_polish")
                       if getattr(options, name) != getattr(defaults, name)), None)
         if given:

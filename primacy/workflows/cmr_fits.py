@@ -100,13 +100,22 @@ class FitSettings:
     seed: int = 0
     max_generations: int = DE_OPTIONS["maxiter"]
     polish: bool = DE_OPTIONS["polish"]
+    lists: int | None = None  # fit each participant's first ``lists`` lists only (None: all of them)
 
     def as_dict(self) -> dict[str, Any]:
         """As each participant's file records it: every optimiser option, so that a change of default shows."""
         return {"format": FIT_FORMAT, "spec": self.spec.to_dict(), "seed": self.seed,
-                "optimiser": {**DE_OPTIONS, "maxiter": self.max_generations, "polish": self.polish}}
+                "optimiser": {**DE_OPTIONS, "maxiter": self.max_generations, "polish": self.polish},
+                **({} if self.lists is None else {"lists": self.lists})}
+
+    def lists_of(self, participant: Participant) -> Participant:
+        """The participant as fitted: its first ``lists`` lists."""
+        if self.lists is None:
+            return participant
+        return Participant(participant.name, participant.study[: self.lists], participant.recalls[: self.lists])
 
     def fit(self, participant: Participant) -> LikelihoodFit:
+        participant = self.lists_of(participant)
         return fit_cmr_likelihood(participant.positions, participant.n_items, self.spec, seed=self.seed,
                                   maxiter=self.max_generations, polish=self.polish)
 
@@ -163,7 +172,8 @@ def fit_participants(participants: list[Participant], out: Path, fitting: FitSet
         if fit is None:
             start = time.perf_counter()
             fit = fitting.fit(participant)
-            files.write_json(path, {"participant": participant.name, "n_lists": int(participant.study.shape[0]),
+            fitted = fitting.lists_of(participant)
+            files.write_json(path, {"participant": participant.name, "n_lists": int(fitted.study.shape[0]),
                                     "list_length": participant.n_items, "settings": expected, "fit": fit.to_dict()})
             report(f"  {participant.name}: log-likelihood {fit.log_likelihood:.2f}, BIC {fit.bic:.1f} "
                    f"({time.perf_counter() - start:.1f} s)")
@@ -217,7 +227,8 @@ class FitChunk:
         fitting, spec = self.group.settings, self.group.spec_file
         return ("cmr_fit", *self.group.source, "--out", str(self.group.out), "--seed", str(fitting.seed),
                 "--max_generations", str(fitting.max_generations), *([] if fitting.polish else ["--no_polish"]),
-                *([] if spec is None else ["--spec", str(spec)]), "--only", *self.participants)
+                *([] if spec is None else ["--spec", str(spec)]),
+                *([] if fitting.lists is None else ["--lists", str(fitting.lists)]), "--only", *self.participants)
 
     def done(self) -> bool:
         return all((self.group.out / file_name(name)).is_file() for name in self.participants)
@@ -304,10 +315,12 @@ def grid_comparison(likelihood: dict[str, LikelihoodFit], grid: dict[str, Likeli
             "members_better": sum(likelihood[name].bic < grid[name].bic for name in names)}
 
 
-def simulated_participants(fits_dir: Path, seed: int) -> tuple[list[Participant], dict[str, dict[str, float]]]:
+def simulated_participants(fits_dir: Path, seed: int,
+                           n_lists: int | None = None) -> tuple[list[Participant], dict[str, dict[str, float]]]:
     """Parameter recovery's people: one simulated participant per fit in ``fits_dir`` (the files ``fit_participants``
-    writes), with that participant's number of lists and list length, recalling under CMR at its fitted parameters
-    (``cmr_generate``; participant i from the random stream (seed, i)). Returns them and their true parameters."""
+    writes), with that participant's number of lists (or ``n_lists``) and list length, recalling under CMR at its
+    fitted parameters (``cmr_generate``; participant i from the random stream (seed, i)). Returns them and their true
+    parameters."""
     paths = sorted(fits_dir.glob("*.json")) if fits_dir.is_dir() else []
     if not paths:
         raise UsageError(f"recover={fits_dir} holds no fits: give a directory that `primacy cmr_fit` (or humans "
@@ -316,12 +329,13 @@ def simulated_participants(fits_dir: Path, seed: int) -> tuple[list[Participant]
     for index, path in enumerate(paths):
         try:
             content = json.loads(path.read_text())
-            name, n_lists, n_items = content["participant"], int(content["n_lists"]), int(content["list_length"])
+            name, n_items = content["participant"], int(content["list_length"])
+            lists = int(content["n_lists"]) if n_lists is None else n_lists
             parameters = LikelihoodFit.from_dict(content["fit"]).parameters
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise UsageError(f"{path} is not a participant's fit ({type(err).__name__}: {err})") from None
-        positions = cmr_generate(parameters, n_lists, n_items, np.random.default_rng([seed, index]))  # B L
-        study = torch.arange(n_items).expand(n_lists, n_items)
+        positions = cmr_generate(parameters, lists, n_items, np.random.default_rng([seed, index]))  # B L
+        study = torch.arange(n_items).expand(lists, n_items)
         recalls = torch.from_numpy(np.where(positions >= 0, positions, PADDING))
         participants.append(Participant(name, study, recalls))
         truth[name] = dict(parameters)

@@ -152,11 +152,12 @@ def grid_cells(comparison: Comparison) -> dict[str, CMRFit | None]:
 def fit_groups(comparison: Comparison, out: Path, fitting: cmr_fits.FitSettings = cmr_fits.FitSettings(),
                folder: str = "fits") -> list[cmr_fits.FitGroup]:
     """The participants of a comparison as fit groups: the people (from their dataset or file), then each model's
-    seeds; each group's fits in OUT/<folder>/<label>, fitted with ``fitting``."""
+    seeds; each group's fits in OUT/<folder>/<label>, fitted with ``fitting`` (whose ``lists`` caps the seeds' lists
+    only: the people are fitted on all of theirs)."""
     dataset = comparison.dataset
     source = ("--data", str(dataset.path)) if dataset.path else ("--dataset", dataset.name)
     names = tuple(str(subject) for subject in comparison.subjects)
-    groups = [cmr_fits.FitGroup(PEOPLE, source, names, out / folder / PEOPLE, fitting)]
+    groups = [cmr_fits.FitGroup(PEOPLE, source, names, out / folder / PEOPLE, replace(fitting, lists=None))]
     for label, dirs in comparison.runs.items():
         where = out / folder / cmr_fits.file_name(label).removesuffix(".json")
         groups.append(cmr_fits.FitGroup(label, ("--runs", *map(str, dirs)), tuple(d.name for d in dirs), where,
@@ -165,10 +166,10 @@ def fit_groups(comparison: Comparison, out: Path, fitting: cmr_fits.FitSettings 
 
 
 def grid_groups(comparison: Comparison, out: Path, fitting: cmr_fits.FitSettings) -> list[cmr_fits.FitGroup]:
-    """The groups that have a lag-CRP grid cell, each fitted at that cell (``cmr_fits.grid_cell_spec``, the seed and
-    optimiser of ``fitting``) in OUT/grid-fits/<label>."""
+    """The groups that have a lag-CRP grid cell, each fitted at that cell (``cmr_fits.grid_cell_spec``; otherwise as
+    ``fit_groups`` fits it) in OUT/grid-fits/<label>."""
     cells = grid_cells(comparison)
-    return [replace(group, settings=replace(fitting, spec=cmr_fits.grid_cell_spec(cells[group.label])))
+    return [replace(group, settings=replace(group.settings, spec=cmr_fits.grid_cell_spec(cells[group.label])))
             for group in fit_groups(comparison, out, fitting, "grid-fits") if cells[group.label] is not None]
 
 
@@ -180,7 +181,7 @@ def fit_results(comparison: Comparison, groups: list[cmr_fits.FitGroup],
     grid = {label: None if label not in at_cells else cmr_fits.grid_comparison(fits[label], at_cells[label],
                                                                                  cells[label])
             for label in fits}
-    settings = groups[0].settings
+    settings = groups[-1].settings  # a model's, if any: with its cap on lists
     return FitResults(fits, list(settings.spec.names), settings.as_dict(), grid)
 
 

@@ -133,13 +133,28 @@ def test_the_guide_builds_a_model_plugin_with_its_own_kind_of_result(tmp_path):
         seed = int(fit[fit.index("--seed_everything") + 1])
         fit += tiny_args(None, None, None, seed=seed, data_settings=tiny_settings("VerificationTask"),
                          args=["--results.formats", "[png]"])
-    # the package's tests in a directory of their own (not the numbered ones that concurrent pytest sessions share)
-    script = ("import json, sys, pytest; from primacy.cli.main import main; "
-              "code = pytest.main(['-q', '-p', 'no:cacheprovider', '--basetemp', sys.argv[2], sys.argv[1]]); "
-              "sys.exit(code) if code else [main(command) for command in json.loads(sys.argv[3])]")
+    # the package's tests in a directory of their own (not the numbered ones that concurrent pytest sessions share);
+    # a figure's runs trained in this process before `primacy reproduce` finds them done and aggregates them (a
+    # launched run would be a new Python: 7 s of imports; launching is test_reproduce's)
+    script = """import json, sys, pytest
+from pathlib import Path
+from primacy.cli.lightning import parse_run
+from primacy.cli.main import main
+from primacy.workflows.figure_files import read_figure
+from primacy.workflows.reproduce import plan
+code = pytest.main(['-q', '-p', 'no:cacheprovider', '--basetemp', sys.argv[2], sys.argv[1]])
+if code:
+    sys.exit(code)
+for command in json.loads(sys.argv[3]):
+    if command[0] == 'reproduce':
+        out = Path(command[command.index('--out') + 1])
+        for run in plan(read_figure(Path(command[1])), 'cpu', 1, out, [], parse_run)[0]:
+            main(list(run.fit_args()))
+    main(command)
+"""
     work = tmp_path / "work"  # the guide's relative run directories go here
     work.mkdir()
-    # and a figure of one's own with a panel of the plugin's model: primacy reproduce trains it in a process of its own
+    # and a figure of one's own with a panel of the plugin's model, aggregated by `primacy reproduce`
     data = {"class_path": "VerificationTask", "init_args": tiny_settings("VerificationTask")}
     model = {"class_path": "CalibratedModel", "init_args": {"warmup_steps": 2, "backbone": {
         "class_path": "S4DBackbone", "init_args": {"d_model": 8}}}}

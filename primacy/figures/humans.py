@@ -69,7 +69,9 @@ def fitted_parameters(groups: dict[str, ParameterGroup], free: list[str], title:
     for j, (ax, name) in enumerate(zip(axes.flat, free)):
         for x, ((label, (values, intervals)), color) in enumerate(zip(groups.items(), colors)):
             column = values[:, j]
-            ax.scatter(x + jitter.uniform(-0.18, 0.18, len(column)), column, s=6, color=color, alpha=0.35, lw=0)
+            few = len(column) <= 10  # a few seeds: each dot seen; many people: their density
+            ax.scatter(x + jitter.uniform(-0.18, 0.18, len(column)), column, s=14 if few else 6, color=color,
+                       alpha=0.8 if few else 0.35, lw=0, zorder=3 if few else 2)
             low, high = intervals[name]
             mean = column.mean()
             ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]] if np.isfinite(low) else None, fmt="_",

@@ -130,22 +130,20 @@ def _people(rows: Iterable[tuple[str, Any, Any, Any, Any, Any]], source: str, li
     subjects: dict[str, Any] = {}  # the id as text -> as the table has it
     for where, subject, list_id, trial_type, position, item in rows:
         subjects.setdefault(_text(subject), subject)
-        def fail(column: str, value: Any, rule: str) -> NoReturn:
-            raise UsageError(f"{source} {where}, column {column}: {value!r} {rule}")
-
+        at = f"{source} {where}"
         subject, list_id, item = (_text(v) for v in (subject, list_id, item))
         for column, value in (("subject", subject), ("list", list_id), ("item", item)):
             if not value:
-                fail(column, value, "is empty: every row names its " + column)
+                _bad_cell(at, column, value, "is empty: every row names its " + column)
         if trial_type not in ("study", "recall"):
-            fail("trial_type", trial_type, "is neither 'study' nor 'recall'")
+            _bad_cell(at, "trial_type", trial_type, "is neither 'study' nor 'recall'")
         number = _position(position)
         if number is None:
-            fail("position", position, "is not a whole number from 1")
+            _bad_cell(at, "position", position, "is not a whole number from 1")
         events = lists.setdefault((subject, list_id), {"study": {}, "recall": {}})[trial_type]
         if number in events:
-            fail("position", position, f"is the {trial_type} position of {events[number][1]} too (subject {subject}, "
-                 f"list {list_id}): each position holds one event")
+            _bad_cell(at, "position", position, f"is the {trial_type} position of {events[number][1]} too (subject "
+                      f"{subject}, list {list_id}): each position holds one event")
         events[number] = (items.setdefault(item, len(items)), where)
     if not lists:
         raise UsageError(f"{source} has no rows: give one row per study event and per output")
@@ -178,6 +176,11 @@ def _people(rows: Iterable[tuple[str, Any, Any, Any, Any, Any]], source: str, li
     return [Person(original, torch.from_numpy(study[owner == index]),
                    torch.from_numpy(_trim(recalls[owner == index])))
             for index, original in enumerate(subjects.values())]
+
+
+def _bad_cell(at: str, column: str, value: Any, rule: str) -> NoReturn:
+    """A UsageError naming the row (``at``: the file and its line, or the table and its row), column and value."""
+    raise UsageError(f"{at}, column {column}: {value!r} {rule}")
 
 
 def _text(value: Any) -> str:

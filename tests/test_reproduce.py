@@ -101,6 +101,13 @@ def test_the_fig3_page_and_table_from_every_panel(tmp_path, monkeypatch):
             fake_run(run.dir, lengths[panel.label], seed, accuracy, None if panel.label == "H" else dt[seed])
             runs.append(run)
 
+    real_aggregate = pages.aggregate.aggregate  # each panel's own figures in PNG only: the page is the PDFs' test
+
+    def aggregate_png(*args, **kwargs):
+        with monkeypatch.context() as patch:
+            patch.setattr(figures, "FORMATS", ("png",))
+            return real_aggregate(*args, **kwargs)
+    monkeypatch.setattr(pages.aggregate, "aggregate", aggregate_png)
     drawn = []  # the panels the page is drawn with: (letter, title, matrix, distractor)
     page = figures.accuracy.fig3_page
     monkeypatch.setattr(figures.accuracy, "fig3_page", lambda panels, title: drawn.extend(panels) or page(panels, title))

@@ -111,6 +111,13 @@ FIGURES = {
         for n in (24, 16)
         for label, title, config in (("S4D", "S4D, HiPPO-LegS", "s4d-legs"), ("LSTM", "LSTM", "lstm"),
                                      ("Transformer", "Transformer", "transformer"))), "humans"),
+    "hybrids": FigureSpec("hybrids", "Free recall: how a window of recent positions trades primacy for recency", tuple(
+        _panel(f"{label} L{n}", f"{title}, L = {n}", f"free-recall-hybrid-{config}-L{n}",
+               f"free-recall-hybrid-{config}-L{n}")
+        for n in (24, 16)
+        for label, title, config in (("S4D-alone", "the hybrid's S4D layer alone", "ssm"),
+                                     ("S4D+window-2", "S4D, then attention over 2 positions", "w2"),
+                                     ("S4D+window-8", "S4D, then attention over 8 positions", "w8"))), "humans"),
     "transformer": FigureSpec("transformer", "Appendix: the Transformer at the ceiling", (
         _panel("T", "Transformer", "transformer-L32", "transformer-L128"),
     ), "probes"),

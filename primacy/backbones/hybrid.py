@@ -64,7 +64,7 @@ class WindowLayer(nn.Module):
         self.block.norm1 = nn.RMSNorm(d_model, eps=1e-6)  # the block's norms are identities without layer_norm
         if mlp:
             self.block.norm2 = nn.RMSNorm(d_model, eps=1e-6)
-        self.n_heads, self.d_model = n_heads, d_model
+        self.n_heads = n_heads
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x)
@@ -74,8 +74,7 @@ class WindowLayer(nn.Module):
         return self.block.step(x_t, state)
 
     def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        empty = self.block.attn.qkv.weight.new_zeros(batch_size, self.n_heads, 0, self.d_model // self.n_heads)
-        return empty, empty
+        return self.block.attn.empty_cache(batch_size)
 
     def influence(self, x: torch.Tensor) -> Influence:
         return self.block.attn.influence(self.block.norm1(x))

@@ -96,6 +96,12 @@ class CausalSelfAttention(nn.Module):
             out = self._explicit(q, k, v, dropout)
         return self.proj(out.transpose(1, 2).reshape(b, t, d))  # B T D
 
+    def empty_cache(self, batch_size: int) -> KeyValues:
+        """The (keys, values) cache before the first position: each (B, heads, 0, D / heads)."""
+        d_model = self.qkv.in_features
+        empty = self.qkv.weight.new_zeros(batch_size, self.n_heads, 0, d_model // self.n_heads)
+        return empty, empty
+
     def step(self, x: torch.Tensor, cache: KeyValues) -> tuple[torch.Tensor, KeyValues]:
         """The next position's attention: x (B, D) -> (B, D), attending to the cached keys and values and its own
         (appended to the cache). Ablated heads are zeroed as in forward."""
@@ -249,9 +255,7 @@ class TransformerBackbone(Backbone):
 
     def initial_state(self, batch_size: int) -> list[KeyValues]:
         """Empty key-value caches, a (keys, values) pair per block, each (B, heads, 0, D / heads)."""
-        weight = self.blocks[0].attn.qkv.weight
-        empty = weight.new_zeros(batch_size, self.n_heads, 0, self.d_model // self.n_heads)
-        return [(empty, empty)] * len(self.blocks)
+        return [block.attn.empty_cache(batch_size) for block in self.blocks]
 
     def step(self, x_t: torch.Tensor, state: list[KeyValues]) -> tuple[torch.Tensor, list[KeyValues]]:
         """The next position t (the caches' length): x_t (B, D) -> y_t (B, D) and the caches with t appended. Each

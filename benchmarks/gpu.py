@@ -78,7 +78,7 @@ TWINS = {
     "free-recall-transformer-L128": "quickstart-free-recall-transformer",  # 2 x 128, L = 32, K = 512
     # the human list lengths (primacy humans): the same L at both scales, the quickstarts' models at CPU scale
     **{f"free-recall-{model}-L{n}": f"cpu/free-recall-{model}-L{n}"
-       for model in ("s4d-legs", "lstm", "transformer") for n in (24, 16)},
+       for model in ("s4d-legs", "lstm", "transformer", "hybrid-ssm", "hybrid-w2", "hybrid-w8") for n in (24, 16)},
 }
 
 

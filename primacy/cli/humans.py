@@ -84,7 +84,9 @@ def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> 
     from primacy.cli.launching import launch, print_status, stop_unless_done
 
     fitting = fit_settings(options, prefix="fit_")
-    groups, grid_groups = humans.fit_groups(comparison, out, fitting), humans.grid_groups(comparison, out, fitting)
+    cells = humans.grid_cells(comparison)
+    groups, grid_groups = humans.fit_groups(comparison, out, fitting), humans.grid_groups(comparison, out, fitting,
+                                                                                          cells)
     chunks = cmr_fits.chunks(groups + grid_groups)
     submitit = out / "fits" / "submitit"
 
@@ -104,7 +106,7 @@ def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> 
             return None
         statuses = {chunk: status(chunk) for chunk in chunks}
     stop_unless_done(statuses, "primacy humans: the fits are", "jobs")
-    return humans.fit_results(comparison, groups, grid_groups)
+    return humans.fit_results(groups, grid_groups, cells)
 
 
 def chunk_status(chunk: cmr_fits.FitChunk, submitit: Path) -> Status:

@@ -165,19 +165,18 @@ def fit_groups(comparison: Comparison, out: Path, fitting: cmr_fits.FitSettings 
     return groups
 
 
-def grid_groups(comparison: Comparison, out: Path, fitting: cmr_fits.FitSettings) -> list[cmr_fits.FitGroup]:
-    """The groups that have a lag-CRP grid cell, each fitted at that cell (``cmr_fits.grid_cell_spec``; otherwise as
-    ``fit_groups`` fits it) in OUT/grid-fits/<label>."""
-    cells = grid_cells(comparison)
+def grid_groups(comparison: Comparison, out: Path, fitting: cmr_fits.FitSettings,
+                cells: dict[str, CMRFit | None]) -> list[cmr_fits.FitGroup]:
+    """The groups that have a lag-CRP grid cell (``cells``: ``grid_cells``), each fitted at that cell
+    (``cmr_fits.grid_cell_spec``; otherwise as ``fit_groups`` fits it) in OUT/grid-fits/<label>."""
     return [replace(group, settings=replace(group.settings, spec=cmr_fits.grid_cell_spec(cells[group.label])))
             for group in fit_groups(comparison, out, fitting, "grid-fits") if cells[group.label] is not None]
 
 
-def fit_results(comparison: Comparison, groups: list[cmr_fits.FitGroup],
-                grid_groups: list[cmr_fits.FitGroup]) -> FitResults:
+def fit_results(groups: list[cmr_fits.FitGroup], grid_groups: list[cmr_fits.FitGroup],
+                cells: dict[str, CMRFit | None]) -> FitResults:
     """The groups' fits and their grid cells' fits, read from their files (``cmr_fits.gather``)."""
     fits, at_cells = cmr_fits.gather(groups), cmr_fits.gather(grid_groups)
-    cells = grid_cells(comparison)
     grid = {label: None if label not in at_cells else cmr_fits.grid_comparison(fits[label], at_cells[label],
                                                                                  cells[label])
             for label in fits}

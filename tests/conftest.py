@@ -87,12 +87,6 @@ TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and
                                  "test_a_run_written_before_periodic_checkpoints_still_tests")
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker more than cores. Many tests wait on processes they started (launched runs, gloo groups,
-    signals), and an extra worker fills that idle time (pyproject's --maxprocesses still caps it)."""
-    return (os.cpu_count() or 1) + 1
-
-
 # Modules whose tests start processes and last 5-35 s each: collected first, so that pytest-xdist hands them out
 # while the many short tests can still fill the other workers (last, they ran alone at the end: 20 % more time).
 LONG_FIRST = ("test_reproduce.py", "test_distributed.py", "test_plugin_docs.py", "test_resume.py")

@@ -1,4 +1,5 @@
 import importlib
+import gc
 import os
 from pathlib import Path
 
@@ -87,9 +88,10 @@ TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and
                                  "test_a_run_written_before_periodic_checkpoints_still_tests")
 
 
-# Modules whose tests start processes and last 5-35 s each: collected first, so that pytest-xdist hands them out
+# Modules with tests of 5-35 s each (most start processes): collected first, so that pytest-xdist hands them out
 # while the many short tests can still fill the other workers (last, they ran alone at the end: 20 % more time).
-LONG_FIRST = ("test_reproduce.py", "test_distributed.py", "test_plugin_docs.py", "test_resume.py")
+LONG_FIRST = ("test_reproduce.py", "test_distributed.py", "test_plugin_docs.py", "test_resume.py", "test_atlas.py",
+              "test_pretrained.py", "test_icl.py", "test_cmr_fits.py")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -100,3 +102,10 @@ def pytest_collection_modifyitems(config, items):
         sigterm = item.originalname.startswith("test_a_signalled_run") and item.name.endswith("-sigterm]")
         if task in LATER_TASKS and (sigterm or item.originalname in TASK_INDEPENDENT_RESUME_TESTS):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session):
+    """What the imports and the collection made lives until the end: out of the garbage collector's sight (as in the
+    `primacy` command), the full collections during the tests scan only what the tests make (7-15 % less time)."""
+    gc.collect()
+    gc.freeze()

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
@@ -22,6 +23,7 @@ from primacy.analysis.serial_position import summarize
 
 from primacy import figures
 from primacy.cli import main
+from primacy.cli import reproduce as reproduce_command
 from primacy.rundir import results
 from primacy.testing import tiny_fit
 from primacy.workflows import launchers, pages
@@ -200,7 +202,14 @@ def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_finds_a_de
     out = tmp_path / "fig4"
     sweep = ["reproduce", "fig4", "--out", str(out), "--panels", "4", "6", *SMALL]
     command = [*sweep, "--seeds", "1", "--jobs", "2", "--trainer.max_steps", "4"]
+    # panel 6's run is trained here first, so the sweep skips it and launches panel 4's (one new Python, not two)
+    train_here(["reproduce", "fig4", "--out", str(out), "--panels", "6", *SMALL, "--seeds", "1",
+                "--trainer.max_steps", "4"])
+    capsys.readouterr()
     main(command)
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "fig4: 1 of 2 runs need nothing; running 1 (1 missing)",
+        "  fig3f-hippo-legs-L16/seed0: fit (log in " + str(out / "fig3f-hippo-legs-L16" / "seed0" / "logs") + "/)"]
     runs = [out / "fig3f-hippo-legs-L16" / "seed0", out / "fig4-hippo-legs-frozen-dt-L32" / "seed0"]
     for run in runs:
         assert (run / "results" / "summary.json").is_file(), run
@@ -220,9 +229,10 @@ def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_finds_a_de
     main([*sweep, "--seeds", "1", "--status", "--trainer.max_steps", "8"])  # a larger budget: the runs are unfinished
     assert capsys.readouterr().out.count("stopped  at step 4 of 8: resumes") == 2
 
-    before = logs(out)
+    before, drawn = logs(out), []  # the figure was drawn above; here only whether it is drawn again
+    monkeypatch.setattr(reproduce_command, "draw", lambda spec, scale, out, runs: drawn.append(len(runs)) or [])
     main(command)  # everything is done: nothing trains, the figure is drawn again
-    assert logs(out) == before
+    assert logs(out) == before and drawn == [2]
     assert "running" not in capsys.readouterr().out
 
     # a deleted run is missing again, so the next sweep trains it as the first one trained every missing run
@@ -370,10 +380,12 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monke
     analysed = {path: path.stat().st_mtime_ns
                 for path in [*out.glob("*/seed*/icl/step*/heads.csv"), *out.glob("*/seed*/ablation/ablation.json")]}
     assert len(analysed) == 2 * 2 + 2
-    before = logs(out)
+    before, drawn = logs(out), []
     capsys.readouterr()
-    main(command)  # nothing trains and no checkpoint is analysed again
-    assert logs(out) == before
+    monkeypatch.setattr(figures, "save", lambda fig, stem, formats=None: plt.close(fig) or drawn.append(Path(stem).name)
+                        or [])
+    main(command)  # nothing trains and no checkpoint is analysed again; the page is drawn again (not its files here)
+    assert logs(out) == before and "induction" in drawn
     assert {path: path.stat().st_mtime_ns for path in analysed} == analysed
 
 
@@ -521,7 +533,8 @@ def test_the_local_launcher_skips_a_run_taken_since_the_plan(tmp_path):
     """Two `primacy reproduce` at once on one directory: a run the other one has started by the time its turn comes is
     not started again."""
     events = []
-    jobs = [launchers.RunJob(str(tmp_path / name), ("models",)) for name in ("taken", "free")]
+    # `primacy --help`: a command that ends with 0 in 0.2 s (`primacy models` imports Lightning: 7 s)
+    jobs = [launchers.RunJob(str(tmp_path / name), ("--help",)) for name in ("taken", "free")]
     codes = launchers.run_local(jobs, 1, lambda job, event: events.append((Path(job.run_dir).name, event)),
                                 still_needed=lambda job: Path(job.run_dir).name == "free")
     assert events == [("taken", "skip"), ("free", "start"), ("free", "end")]
@@ -530,33 +543,33 @@ def test_the_local_launcher_skips_a_run_taken_since_the_plan(tmp_path):
 
 
 def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):
-    """The sbatch script submitit writes for `--launcher slurm` (a fake sbatch captures it)."""
+    """The sbatch script submitit writes for `--launcher slurm` (a fake sbatch captures it), for two panels."""
     extra_module("submitit")
     bin_dir, captured = fake_slurm(tmp_path, monkeypatch, 4242)
     out = tmp_path / "fig3"
-    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--out", str(out), "--launcher", "slurm",
+    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--panels", "A", "B", "--out", str(out), "--launcher", "slurm",
           "--slurm.partition", "gpu", "--slurm.time", "2880", "--slurm.array_parallelism", "4",
           "--slurm.account", "lab", "--trainer.devices", "2", "--trainer.strategy", "ddp"])
     script = captured.read_text()
-    for line in ("#SBATCH --array=0-15%4", "#SBATCH --partition=gpu", "#SBATCH --time=2880",
+    for line in ("#SBATCH --array=0-3%4", "#SBATCH --partition=gpu", "#SBATCH --time=2880",
                  "#SBATCH --ntasks-per-node=2", "#SBATCH --gpus-per-node=2", "#SBATCH --account=lab",
                  "#SBATCH --signal=USR2@90", "#SBATCH --nodes=1", "#SBATCH --job-name=primacy-fig3"):
         assert line in script, line
-    assert "submitted 16 runs as job 4242" in capsys.readouterr().out
-    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--out", str(out), "--status",
+    assert "submitted 4 runs as job 4242" in capsys.readouterr().out
+    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--panels", "A", "B", "--out", str(out), "--status",
           "--trainer.devices", "2", "--trainer.strategy", "ddp"])
-    assert capsys.readouterr().out.splitlines()[-1] == "16 queued"
+    assert capsys.readouterr().out.splitlines()[-1] == "4 queued"
     # SLURM (a fake sacct) says the first task was cancelled before it started: that run is missing again
     (bin_dir / "sacct").write_text('#!/bin/sh\nprintf "JobID|State|NodeList\\n4242_0|CANCELLED by 0|None\\n'
-                                   '4242_[1-15]|PENDING|None\\n"\n')
+                                   '4242_[1-3]|PENDING|None\\n"\n')
     (bin_dir / "sacct").chmod(0o755)
-    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--out", str(out), "--status",
+    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--panels", "A", "B", "--out", str(out), "--status",
           "--trainer.devices", "2", "--trainer.strategy", "ddp"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["fig3a-s4-legs-L128/seed0", "missing", "job", "4242_0", "ended", "CANCELLED", "before",
                                 "the", "run", "started"]
     assert lines[1].split() == ["fig3a-s4-legs-L128/seed1", "queued", "job", "4242_1", "PENDING"]
-    assert lines[-1] == "15 queued, 1 missing"
+    assert lines[-1] == "3 queued, 1 missing"
 
 
 def test_slurm_launcher_without_slurm_is_one_line(tmp_path, monkeypatch, capsys):

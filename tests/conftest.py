@@ -1,5 +1,5 @@
-import importlib
 import gc
+import importlib
 import os
 from pathlib import Path
 

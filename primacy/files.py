@@ -91,10 +91,12 @@ def write_json(path: str | Path, content: Any) -> Path:
 
 
 def write_csv(path: str | Path, rows: list[dict[str, Any]]) -> Path:
-    """A table, one dict per row with the first row's keys as the header, to ``path`` atomically, lines ending in
-    \\n; returns the path. Every CSV primacy writes goes through here."""
+    """A table, one dict per row, to ``path`` atomically, lines ending in \\n; returns the path. The header is every
+    key of the rows in the order first seen (a row without one has an empty cell). Every CSV primacy writes goes
+    through here."""
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+    writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(key for row in rows for key in row)),
+                            lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return write_text(path, text.getvalue())

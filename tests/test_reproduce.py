@@ -191,6 +191,9 @@ def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp
     assert float(table[0]["weight_early_minus_late_L0"]) == pytest.approx(expected, abs=1e-4)
     assert table[0]["seeds"] == "2" and (tmp_path / "out" / "weights.png").is_file()
     assert "weight early − late, layer 0" in (tmp_path / "out" / "weights.md").read_text()
+    # S4D's Δt is fixed: old and new probes take the same Δ (the control of Mamba's selection), drawn beside
+    assert float(table[0]["dt_repeat_minus_new_L0"]) == 0.0 and (tmp_path / "out" / "weights_dt.png").is_file()
+    assert "log10 Δ old − new probe, layer 0" in (tmp_path / "out" / "weights.md").read_text()
     before = [(run.dir / "probes" / "summary.json").stat().st_mtime_ns for run in runs]
     draw(spec, "cpu", tmp_path / "out", runs)
     assert [(run.dir / "probes" / "summary.json").stat().st_mtime_ns for run in runs] == before
@@ -412,6 +415,7 @@ def test_influence_figure_reads_a_backbone_without_attention_by_its_panels_units
     assert (run / "results" / "token_dt.npz").is_file()  # the config's TokenDtTracker
 
     assert (out / "induction-v64-s4d" / "mean" / "emergence.png").is_file() and (out / "influence.png").is_file()
+    assert (out / "influence_dt.png").is_file()  # Δ on the first and the repeated tokens
 
     analysed = [run / "icl" / "step2" / "summary.json", run / "ablation" / "ablation.json"]
     before = [path.stat().st_mtime_ns for path in analysed]

@@ -22,6 +22,7 @@ from primacy.analysis.heads.analysis import score_heads
 from primacy.analysis.heads.emergence import EMERGED
 from primacy.analysis.heads.model import head_model
 from primacy.analysis.heads.scores import QUERY_WINDOWS, shortest_prompt
+from primacy.analysis.heads.selection import token_dt
 from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.checks import figure_formats, fits_in_memory, one_of, positive
 from primacy.errors import UsageError
@@ -175,16 +176,7 @@ class TokenDtTracker(TrainingRecorder):
         """Δt of each layer at each position of the sequences: {layer: (sequences, T, channels)}."""
         if self.tokens is None:
             self.tokens = next(iter(trainer.datamodule.val_dataloader()))["tokens"][: self.sequences].cpu()
-        backbone, training = pl_module.backbone, pl_module.training
-        pl_module.eval()
-        try:
-            with torch.no_grad():
-                x = pl_module.embedding(self.tokens.to(pl_module.device))  # B T D
-                if callable(getattr(backbone, "dt_per_token", None)):
-                    return backbone.dt_per_token(x)
-                return {name: dt.expand(*x.shape[:2], -1) for name, dt in backbone.dt().items()}  # a fixed Δt
-        finally:
-            pl_module.train(training)
+        return token_dt(pl_module, self.tokens)
 
     def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         step = trainer.global_step

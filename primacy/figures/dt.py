@@ -1,5 +1,5 @@
 """Δt figures (Fig. 4): every channel's Δt over training, and its distribution before and after; and the Δt each
-position takes (Mamba's selection step, beside a fixed Δt)."""
+position takes (Mamba's selection step, beside a fixed Δt), over training and, at the end, on new and seen tokens."""
 
 from __future__ import annotations
 
@@ -119,4 +119,33 @@ def fig4_page(columns: list[tuple[str, list[dict[str, np.ndarray]]]], title: str
     axes[0, 0].legend(frameon=False, fontsize=7)
     axes[1, 0].legend(frameon=False, fontsize=7)
     fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def dt_by_role(columns: list[tuple[str, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]], boundary: int,
+               boundary_label: str, title: str) -> Figure:
+    """Δ by token, one panel per model: per layer the channels' median log10 Δ at each position on new tokens (solid)
+    and on tokens seen earlier in the sequence (dashed), mean ± SE over seeds; a dotted line where ``boundary``
+    starts (``boundary_label``: the probes, the repeat). A fixed Δt gives one flat line for both.
+
+    columns: (title, layer names, new mean, new SE, repeat mean, repeat SE), each array (layers, T) with NaN where
+    no sequence has that kind of token."""
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns) + 0.4, 3.4), squeeze=False,
+                             constrained_layout=True)
+    for ax, (label, layers, new, new_se, repeat, repeat_se) in zip(axes[0], columns):
+        positions = np.arange(new.shape[1])
+        palette = plt.get_cmap("viridis")(np.linspace(0.1, 0.8, len(layers)))
+        for i, name in enumerate(layers):
+            for mean, se, style, kind in ((new[i], new_se[i], "-", "new"), (repeat[i], repeat_se[i], "--", "seen")):
+                ax.plot(positions, mean, style, color=palette[i], lw=1.2, label=f"{name}, {kind}")
+                ax.fill_between(positions, mean - np.nan_to_num(se), mean + np.nan_to_num(se), color=palette[i],
+                                alpha=0.15, lw=0)
+        ax.axvline(boundary - 0.5, color="0.5", ls=":", lw=0.8)
+        ax.text(boundary, 1.0, f" {boundary_label}", transform=ax.get_xaxis_transform(), va="top", fontsize=7,
+                color="0.4")
+        ax.set_title(textwrap.fill(label, 40), fontsize=9)
+        ax.set_xlabel("position")
+        ax.legend(fontsize=7, frameon=False)
+    axes[0, 0].set_ylabel("median log10 Δ over channels")
+    fig.suptitle(textwrap.fill(title, 100), fontsize=10)
     return fig

@@ -33,8 +33,9 @@ from primacy.workflows.analyses import (
     write_emergence,
 )
 from primacy.workflows.probes import ProbeRun, analyze_probes
-from primacy.workflows.tables import DT_QUANTILES, SMALL_DT, emergence_table, markdown_table, rounded, weights_table
+from primacy.workflows.selection import PanelDt, panel_dt
 from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
+from primacy.workflows.tables import DT_QUANTILES, SMALL_DT, emergence_table, markdown_table, rounded, weights_table
 
 SCALES = ("cpu", "paper")
 
@@ -265,7 +266,7 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
     for the final one only), each panel's emergence over seeds (<panel>/mean/emergence.csv and figure), the page of
     every panel, the table of each run's final checkpoint and emergence step, and its mean ± SE per panel (.md)."""
     settings = emergence_settings()
-    written, table, models = [], [], []
+    written, table, models, dts = [], [], [], []
     for panel in spec.panels:
         name, group = panel.config(scale), panel.groups[SCALES.index(scale)]
         seeds = {}
@@ -284,7 +285,12 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         write_emergence(mean, out / name / "mean", figures.FORMATS, seeds, label)
         written += [out / name / "mean" / f"emergence.{ext}" for ext in ("csv", *figures.FORMATS)]
         models.append((mean, seeds, label))
+        selection = panel_dt(label, [run.dir for run in runs if run.panel == name])  # Δ on the [BOS] r r prompts
+        dts += [selection] if selection is not None else []
     written += figures.save(figures.heads.emergence_page(models, f"{spec.title} · {scale} scale"), out / spec.name)
+    if dts:  # the repeat starts after [BOS] and the n tokens of r
+        written += _draw_dt_by_role(dts, (dts[0].new[0].shape[1] - 1) // 2 + 1, "repeat",
+                                    f"Δ on the first and the repeated tokens · {scale} scale", out / f"{spec.name}_dt")
     return [*written, files.write_csv(out / f"{spec.name}.csv", table),
             files.write_text(out / f"{spec.name}.md", emergence_table(table))]
 
@@ -297,7 +303,7 @@ def _draw_weights(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> l
     <run>/probes, reused when newer than the checkpoint), and the page: accuracy and the share of the queries'
     weight on the study items by study position (new probes: the positional part, not the match), one column per
     panel, with a table of the early-minus-late quarter of both and Δt after training, mean ± SE over seeds."""
-    written, table, columns = [], [], []
+    written, table, columns, dts = [], [], [], []
     for panel in spec.panels:
         name = panel.config(scale)
         dirs = [run.dir for run in runs if run.panel == name]
@@ -314,14 +320,27 @@ def _draw_weights(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> l
         medians = np.array([[float(np.median(h["dt"][-1]))] for h in histories])  # seeds 1
         dt_mean, dt_se = mean_and_se(medians) if len(medians) else ([None], [None])
         row["dt_final_median"], row["dt_final_median_se"] = rounded(dt_mean[0], 5), rounded(dt_se[0], 5)
+        label = f"{panel.label}  {panel.title} · n={len(dirs)}"
+        selection = panel_dt(label, dirs)  # Δ on old and new probes, for a backbone with a Δt
+        if selection is not None:
+            row.update({key: rounded(value) for key, value in selection.row().items()})
+            dts.append(selection)
         table.append(row)
         curve = summary["serial_position_curve"]
-        columns.append((f"{panel.label}  {panel.title} · n={len(dirs)}", np.array(curve["mean"], dtype=float),
-                        np.array(curve["se"], dtype=float), *mean_and_se(profiles)))
+        columns.append((label, np.array(curve["mean"], dtype=float), np.array(curve["se"], dtype=float),
+                        *mean_and_se(profiles)))
     title = f"{spec.title} · {scale} scale"
     written += figures.save(figures.heads.study_weights(columns, title), out / spec.name)
+    if dts:
+        written += _draw_dt_by_role(dts, table[0]["n_items"], "probes", f"Δ on old and new probes · {scale} scale",
+                                    out / f"{spec.name}_dt")
     return [*written, files.write_csv(out / f"{spec.name}.csv", table),
             files.write_text(out / f"{spec.name}.md", weights_table(table))]
+
+
+def _draw_dt_by_role(panels: list[PanelDt], boundary: int, boundary_label: str, title: str, stem: Path) -> list[Path]:
+    columns = [(p.label, p.layers, *p.new, *p.repeat) for p in panels]
+    return figures.save(figures.dt.dt_by_role(columns, boundary, boundary_label, title), stem)
 
 
 def _study_weights(run: Path) -> np.ndarray:

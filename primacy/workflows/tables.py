@@ -73,16 +73,19 @@ def rounded(x: float | None, digits: int = 4) -> float | None:
 
 
 def weights_table(rows: list[dict[str, Any]]) -> str:
-    """The weights page's table for docs: behaviour's and each layer's weights' early-minus-late, Δt after."""
-    layers = max(sum(key.startswith("weight_early_minus_late_L") and not key.endswith("_se") for key in row)
-                 for row in rows)
-    header = ["panel", "L", "n", "accuracy early − late", *[f"weight early − late, layer {i}" for i in range(layers)],
-              "median Δt after"]
+    """The weights page's table for docs: behaviour's and each layer's weights' early-minus-late, Δt after, and each
+    layer's log10 Δ on old minus new probes (— for a model without Δt)."""
+    def layers(prefix: str) -> int:
+        return max(sum(key.startswith(prefix) and not key.endswith("_se") for key in row) for row in rows)
+    weights, dts = layers("weight_early_minus_late_L"), layers("dt_repeat_minus_new_L")
+    header = ["panel", "L", "n", "accuracy early − late", *[f"weight early − late, layer {i}" for i in range(weights)],
+              "median Δt after", *[f"log10 Δ old − new probe, layer {i}" for i in range(dts)]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [str(row["panel"]), str(row["n_items"]), str(row["seeds"]), table_cell(row, "early_minus_late", None)]
-        cells += [table_cell(row, f"weight_early_minus_late_L{i}", None) for i in range(layers)]
+        cells += [table_cell(row, f"weight_early_minus_late_L{i}", None) for i in range(weights)]
         cells.append(table_cell(row, "dt_final_median", None))
+        cells += [table_cell(row, f"dt_repeat_minus_new_L{i}", None) for i in range(dts)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -8,7 +8,10 @@ convolution is an FFT) the "fraction" is a lower bound. It does not see inside t
 LSTM layers are counted by hand: 2·4H·(D_in + H) per token and layer forward, times 3 with the backward. The reference rate is a float32 (1024 x 1024) matrix
 product on the same threads. Prints medians; no thresholds.
 
-    python benchmarks/backbones.py [--repeats 30] [--threads N]
+    python benchmarks/backbones.py [--repeats 30] [--threads N] [--backbones NAME ...] [--mamba-scans SCAN ...]
+
+--mamba-scans times MambaBackbone once per pure-PyTorch scan (rows "MambaBackbone[scan]"); "/ S4D" is each step's
+time over S4DBackbone's when S4D is among the backbones run.
 """
 
 from __future__ import annotations
@@ -49,9 +52,9 @@ def matmul_rate(repeats: int) -> float:
     return 2 * 1024**3 / median_seconds(lambda: a @ b, repeats)
 
 
-def training_step(name: str):
+def training_step(name: str, settings: dict | None = None):
     torch.manual_seed(0)
-    backbone = registry.get(name)(d_model=WIDTH, **SETTINGS.get(name, {}))
+    backbone = registry.get(name)(d_model=WIDTH, **SETTINGS.get(name, {}), **(settings or {}))
     model = SequenceModel(backbone=backbone, vocab_size=VOCAB, n_items=N_ITEMS)
     batch = training_batch(BATCH, N_ITEMS, VOCAB, 0.5, torch.Generator().manual_seed(0))
 
@@ -82,6 +85,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--backbones", nargs="+", default=None, help="registered names to time (default: all)")
+    parser.add_argument("--mamba-scans", nargs="+", default=None, help="MambaBackbone's scans to time, one row each")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -89,13 +94,29 @@ def main() -> None:
     peak = matmul_rate(args.repeats)
     print(f"quickstart batch: B = {BATCH}, T = {2 * N_ITEMS}, width {WIDTH}; {torch.get_num_threads()} threads; "
           f"matmul reference {peak / 1e9:.1f} GFLOP/s")
-    print(f"{'backbone':<22} {'step ms':>8} {'MFLOP':>8} {'GFLOP/s':>8} {'of matmul':>9}")
-    for name in registry.names():
-        step, model = training_step(name)
+    print(f"{'backbone':<26} {'step ms':>8} {'MFLOP':>8} {'GFLOP/s':>8} {'of matmul':>9} {'/ S4D':>6}")
+    s4d = None
+    for label, name, settings in runs(args.backbones or registry.names(), args.mamba_scans):
+        step, model = training_step(name, settings)
         flops = count_flops(step, model)
         seconds = median_seconds(step, args.repeats)
         rate = flops / seconds
-        print(f"{name:<22} {1e3 * seconds:8.2f} {flops / 1e6:8.1f} {rate / 1e9:8.2f} {rate / peak:9.1%}")
+        s4d = seconds if name == "S4DBackbone" else s4d
+        ratio = f"{seconds / s4d:6.2f}" if s4d else f"{'':>6}"
+        print(f"{label:<26} {1e3 * seconds:8.2f} {flops / 1e6:8.1f} {rate / 1e9:8.2f} {rate / peak:9.1%} {ratio}",
+              flush=True)
+
+
+def runs(names: list[str], mamba_scans: list[str] | None) -> list[tuple[str, str, dict]]:
+    """(row label, registered name, extra settings) per row: S4D first (the "/ S4D" yardstick), MambaBackbone once
+    per scan of ``mamba_scans`` if given."""
+    rows = []
+    for name in sorted(names, key=lambda n: n != "S4DBackbone"):
+        if name == "MambaBackbone" and mamba_scans:
+            rows += [(f"{name}[{scan}]", name, {"scan": scan}) for scan in mamba_scans]
+        else:
+            rows.append((name, name, {}))
+    return rows
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ from torch import nn
 from primacy_mamba.block import MambaLayer
 from primacy_mamba.kernels import Kernel, check_kernel, log, use_fused
 
-Scan = Literal["recurrent", "parallel", "sequential"]
-_SCANS = ("recurrent", "parallel", "sequential")
+Scan = Literal["recurrent", "chunked", "parallel", "sequential"]
+_SCANS = ("recurrent", "chunked", "parallel", "sequential")
 
 
 class MambaBackbone(Backbone):
@@ -41,9 +41,11 @@ class MambaBackbone(Backbone):
             ``pip install 'primacy-mamba[cuda]'`` and the model on a GPU); ``auto`` the fused kernel when both
             hold, otherwise the pure one. Both use the same parameters, so checkpoints move between them.
         scan: the pure path's algorithm: ``recurrent`` (``primacy_mamba.scan``: a loop over time with a
-            hand-derived backward that recomputes the states; the fastest on a CPU and the leanest in memory),
-            ``parallel`` (mambapy's Blelloch scan, which keeps the states for backward; the default before
-            primacy-mamba 0.2) or ``sequential`` (mambapy's step-by-step loop, the slow reference).
+            hand-derived backward that recomputes the states; lean in memory), ``chunked``
+            (``primacy_mamba.chunked``: the same recurrence and backward over cache-sized reused buffers, in chunks
+            of about √T positions for T > 128; equal to ``recurrent`` up to rounding and faster on a CPU),
+            ``parallel`` (mambapy's Blelloch scan, which keeps the states for backward; the
+            default before primacy-mamba 0.2) or ``sequential`` (mambapy's step-by-step loop, the slow reference).
     """
 
     def __init__(

@@ -80,7 +80,7 @@ from primacy.testing import QUIET, TINY_RUNS  # noqa: E402, F401 (imported by th
 # signal handling, kills and checkpoint bookkeeping (the same RunCheckpoint code whatever the task) run with
 # `-m slow`; the bitwise resume after Ctrl-C stays in the default run for every task. A kill differs from Ctrl-C only
 # in which checkpoint the run resumes from (the last periodic one, written by the same callback), and costs a new
-# Python process (5 s of imports) per task.
+# Python process (5 s of imports) per task: only the first task's kill test is in the default run.
 LATER_TASKS = ("reconstruction", "recall", "free_recall", "mqar", "selective_copying")
 TASK_INDEPENDENT_RESUME_TESTS = ("test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves",
                                  "test_a_killed_run_resumes_from_its_last_periodic_checkpoint",
@@ -100,7 +100,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         task = getattr(getattr(item, "callspec", None), "params", {}).get("straight")
         sigterm = item.originalname.startswith("test_a_signalled_run") and item.name.endswith("-sigterm]")
-        if task in LATER_TASKS and (sigterm or item.originalname in TASK_INDEPENDENT_RESUME_TESTS):
+        killed = item.originalname == "test_a_killed_run_resumes_from_its_last_periodic_checkpoint"
+        if (task in LATER_TASKS and (sigterm or item.originalname in TASK_INDEPENDENT_RESUME_TESTS)) or (
+                killed and task != "verification"):
             item.add_marker(pytest.mark.slow)
 
 

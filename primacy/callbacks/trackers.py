@@ -22,7 +22,7 @@ from primacy.analysis.heads.analysis import score_heads
 from primacy.analysis.heads.emergence import EMERGED
 from primacy.analysis.heads.model import head_model
 from primacy.analysis.heads.scores import QUERY_WINDOWS, shortest_prompt
-from primacy.analysis.heads.selection import token_dt
+from primacy.analysis.heads.selection import has_dt, token_dt
 from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.checks import figure_formats, fits_in_memory, one_of, positive
 from primacy.errors import UsageError
@@ -168,7 +168,7 @@ class TokenDtTracker(TrainingRecorder):
         if stage != "fit":
             return
         backbone = pl_module.backbone
-        if not callable(getattr(backbone, "dt_per_token", None)) and not backbone.dt():
+        if not has_dt(backbone):
             raise UsageError(f"TokenDtTracker: backbone {type(backbone).__name__} has no Δt: it needs an SSM (S4, "
                              "S4D, or Mamba's selection step)")
 

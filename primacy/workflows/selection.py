@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from primacy.analysis.behaviour.comparison import mean_and_se
-from primacy.analysis.heads.selection import DtByRole, dt_by_role, token_dt
+from primacy.analysis.heads.selection import DtByRole, dt_by_role, has_dt, token_dt
 from primacy.rundir.layout import RunDir
 from primacy.rundir.runs import load_run
 
@@ -21,8 +21,7 @@ def run_dt_by_role(run: Path, sequences: int = SEQUENCES) -> DtByRole | None:
     """Δ by role of a run's last checkpoint; None for a backbone without a Δt (attention, LSTM, xLSTM)."""
     files_of = RunDir(run)
     model, data = load_run(files_of.config, files_of.last_checkpoint)
-    backbone = model.backbone
-    if not callable(getattr(backbone, "dt_per_token", None)) and not backbone.dt():
+    if not has_dt(model.backbone):
         return None
     data.setup("validate")
     tokens = next(iter(data.val_dataloader()))["tokens"][:sequences]  # B T
@@ -39,7 +38,6 @@ class PanelDt:
     new: tuple[np.ndarray, np.ndarray]
     repeat: tuple[np.ndarray, np.ndarray]
     contrast: tuple[np.ndarray, np.ndarray]
-    seeds: int
 
     def row(self) -> dict[str, float]:
         """The table's columns: dt_repeat_minus_new_L<i> and its _se, in decades (log10 Δ)."""
@@ -57,4 +55,4 @@ def panel_dt(label: str, dirs: list[Path]) -> PanelDt | None:
 
     def over_seeds(field: str) -> tuple[np.ndarray, np.ndarray]:
         return mean_and_se(np.stack([getattr(seed, field) for seed in seeds]))
-    return PanelDt(label, seeds[0].layers, over_seeds("new"), over_seeds("repeat"), over_seeds("contrast"), len(seeds))
+    return PanelDt(label, seeds[0].layers, over_seeds("new"), over_seeds("repeat"), over_seeds("contrast"))

@@ -14,6 +14,11 @@ import numpy as np
 import torch
 
 
+def has_dt(backbone: torch.nn.Module) -> bool:
+    """Whether a backbone has a Δ to read: a selection step per token (``dt_per_token``) or a fixed Δt (``dt()``)."""
+    return callable(getattr(backbone, "dt_per_token", None)) or bool(backbone.dt())
+
+
 def token_dt(model: torch.nn.Module, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """Δ of every layer at every position of ``tokens`` (B, T): {layer: (B, T, channels)}, without gradients and in
     eval mode (the model's mode is restored). A fixed Δt (S4, S4D) is expanded over the positions."""

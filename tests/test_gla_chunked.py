@@ -8,20 +8,23 @@ from conftest import recurrent_outputs
 
 from primacy.backbones import gla
 from primacy.backbones.gla import GatedLinearAttention
-from primacy.backbones.matrix_memory import Heads
+from primacy.backbones.matrix_memory import Heads, chunked
 
 LENGTHS = sorted({1, 5, 16, 17, 40, 64, gla.CHUNK, gla.CHUNK + 1})  # whole, ragged and shorter chunks
 
 
-def random_heads(length: int, generator: torch.Generator) -> Heads:
-    """B 2, H 2, K 4, V 3: log α per key dimension in [-30, 0), log-uniform from -1e-3 so that both open and nearly
-    closed gates occur, and -30 throughout head 0's first key dimension (a chunk's product of gates reaches e^(-30 C),
-    whose inverse overflows float32 from C = 3)."""
+def random_heads(length: int, generator: torch.Generator, strong: bool = True) -> Heads:
+    """B 2, H 2, K 4, V 3. ``strong``: log α per key dimension in [-30, 0), log-uniform from -1e-3 so that both open
+    and nearly closed gates occur, and -30 throughout head 0's first key dimension (a chunk's product of gates reaches
+    e^(-30 C), whose inverse overflows float32 from C = 3): the chunks take their (C, C, K) decays. Otherwise log α in
+    [-1, 0), as trained gates are: every chunk spans less than ``gla.FAST_SPAN`` and takes the one matrix product."""
     def draw(*shape: int) -> torch.Tensor:
         return torch.randn(2, 2, *shape, generator=generator, dtype=torch.float64)
 
-    scale = 10.0 ** torch.empty(2, 2, length, 4, dtype=torch.float64).uniform_(-3, 1.477, generator=generator)
-    scale[:, 0, :, 0] = 30.0
+    high = 1.477 if strong else 0.0
+    scale = 10.0 ** torch.empty(2, 2, length, 4, dtype=torch.float64).uniform_(-3, high, generator=generator)
+    if strong:
+        scale[:, 0, :, 0] = 30.0
     return Heads(draw(length, 4), draw(length, 4) / 2, draw(length, 3), {"log_alpha": -scale})  # log α B H T K
 
 
@@ -29,13 +32,16 @@ def mixer() -> GatedLinearAttention:
     return GatedLinearAttention(d_model=8, n_heads=2, d_key=4, d_value=3, conv_kernel=1).double()
 
 
+@pytest.mark.parametrize("strong", [True, False], ids=["decays", "one-product"])
 @pytest.mark.parametrize("length", LENGTHS)
-def test_chunked_form_is_the_parallel_form_and_the_recurrence(length):
-    heads = random_heads(length, torch.Generator().manual_seed(length))
+def test_chunked_form_is_the_parallel_form_and_the_recurrence(length, strong):
+    heads = random_heads(length, torch.Generator().manual_seed(length), strong)
+    fits = gla._fits_one_product(chunked(heads.gates["log_alpha"], gla.CHUNK).cumsum(dim=3), heads.q)
+    assert fits == (not strong or length == 1)  # one position of log α -30 spans exactly FAST_SPAN
     layer = mixer()
-    chunked = layer._mix(heads)  # B H T V
-    torch.testing.assert_close(chunked, layer._weights(heads) @ heads.v, rtol=0, atol=1e-10)
-    torch.testing.assert_close(chunked, recurrent_outputs(layer, heads), rtol=0, atol=1e-10)
+    by_chunks = layer._mix(heads)  # B H T V
+    torch.testing.assert_close(by_chunks, layer._weights(heads) @ heads.v, rtol=0, atol=1e-10)
+    torch.testing.assert_close(by_chunks, recurrent_outputs(layer, heads), rtol=0, atol=1e-10)
 
 
 def test_float32_with_the_strongest_gates_is_finite_and_accurate():
@@ -52,10 +58,11 @@ def test_float32_with_the_strongest_gates_is_finite_and_accurate():
     torch.testing.assert_close(o.double(), reference, rtol=0, atol=1e-4)
 
 
-def test_the_chunked_form_passes_gradcheck():
+@pytest.mark.parametrize("strong", [True, False], ids=["decays", "one-product"])
+def test_the_chunked_form_passes_gradcheck(strong):
     """Exact gradients of the chunked form itself, for q, k, v and the gates, across a chunk boundary (fast mode: the
     Jacobian checked along random directions)."""
-    heads = random_heads(gla.CHUNK + 3, torch.Generator().manual_seed(1))
+    heads = random_heads(gla.CHUNK + 3, torch.Generator().manual_seed(1), strong)
     layer = mixer()
     parts = (heads.q, heads.k, heads.v, heads.gates["log_alpha"])
     inputs = [x.clone().requires_grad_() for x in parts]

@@ -5,12 +5,13 @@ import pytest
 import torch
 
 from primacy import registry
-from primacy.backbones import deltanet, gla
+from primacy.backbones import deltanet, gla, linear_attention, retnet
+from primacy.backbones.conv import causal_depthwise
 from primacy.backbones.deltanet import DeltaNetBackbone, DeltaRule
 from primacy.backbones.gla import GatedLinearAttention, GLABackbone
-from primacy.backbones.linear_attention import LinearAttentionBackbone
+from primacy.backbones.linear_attention import LinearAttention, LinearAttentionBackbone
 from primacy.backbones.matrix_memory import Heads, MatrixMemory
-from primacy.backbones.retnet import RetNetBackbone
+from primacy.backbones.retnet import Retention, RetNetBackbone
 from primacy.errors import UsageError
 from primacy.testing import check_backbone
 
@@ -35,6 +36,22 @@ def test_stepping_is_the_parallel_form_in_float64(cls, kwargs):
             y_t, state = model.step(x_t, state)
             steps.append(y_t)
         torch.testing.assert_close(torch.stack(steps, 1), model(x), rtol=0, atol=1e-10)
+
+
+def test_causal_depthwise_is_the_left_padded_convolution_in_either_piece():
+    torch.manual_seed(0)
+    x = torch.randn(2, 9, 5, dtype=torch.float64)
+    conv = torch.nn.Conv1d(5, 5, 4, groups=5, padding=3).double()
+    with torch.no_grad():
+        expected = conv(x.transpose(1, 2))[:, :, :9].transpose(1, 2)  # B T C: the first 9 outputs are the causal ones
+        whole, window = causal_depthwise(x, conv.weight, conv.bias)
+        first, carried = causal_depthwise(x[:, :6], conv.weight, conv.bias)
+        rest, _ = causal_depthwise(x[:, 6:], conv.weight, conv.bias, carried)
+    torch.testing.assert_close(whole, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(torch.cat([first, rest], 1), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(window, x[:, -3:], rtol=0, atol=0)
+    inputs = [t.detach().clone().requires_grad_() for t in (x[:, 5:], conv.weight, conv.bias, x[:, 2:5])]
+    assert torch.autograd.gradcheck(lambda *args: causal_depthwise(*args)[0], inputs)  # its own backward
 
 
 def test_registered_by_class_name():
@@ -132,12 +149,14 @@ def test_bad_arguments_are_one_line(cls, kwargs, message):
 
 
 @pytest.mark.parametrize("family,mixer,settings", [
-    ("gla", GatedLinearAttention, {}), ("deltanet", DeltaRule, {}), ("gated-deltanet", DeltaRule, {"gated": True})])
+    ("linear", LinearAttention, {}), ("retnet", Retention, {}), ("gla", GatedLinearAttention, {}),
+    ("deltanet", DeltaRule, {}), ("gated-deltanet", DeltaRule, {"gated": True})])
 def test_a_backbone_trains_the_same_with_the_chunked_form(family, mixer, settings, monkeypatch):
     """Outputs and every gradient (input and parameters) of the chunked form, which training runs, equal the
     parallel form's A V in float64, over several chunks and a ragged last one."""
     torch.manual_seed(0)
-    backbone, module = {"gla": (GLABackbone, gla), "deltanet": (DeltaNetBackbone, deltanet),
+    backbone, module = {"linear": (LinearAttentionBackbone, linear_attention), "retnet": (RetNetBackbone, retnet),
+                        "gla": (GLABackbone, gla), "deltanet": (DeltaNetBackbone, deltanet),
                         "gated-deltanet": (DeltaNetBackbone, deltanet)}[family]
     model = backbone(d_model=8, n_layers=2, n_heads=2, conv_kernel=3, **settings).double()
     x = torch.randn(2, 2 * module.CHUNK + 3, 8, dtype=torch.float64)

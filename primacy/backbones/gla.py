@@ -9,10 +9,12 @@ per-head norm and SiLU output gate.
 
 Training computes the chunked form (``GatedLinearAttention._mix``, the paper's chunkwise parallel form, section 4):
 the sequence is cut into chunks of ``CHUNK`` positions, the state S (K × V per head) is carried from chunk to chunk,
-and inside a chunk the decays between positions are formed directly, (C, C, K) per head and chunk: per head, time
-O(T·K·(C + V)) and memory O(T·C·K + T/C·K·V). The parallel form (``_weights``) builds every A[t, s] through its
-(T, T, K) decays, O(T²·K) memory: it is the exact token-to-token influence that the analyses read. The two agree to
-rounding in float64 (tests/test_gla_chunked.py).
+and inside a chunk one matrix product of q ⊙ e^{b} and k ⊙ e^{-b} (b the cumulative log gate from the chunk's start)
+gives the decayed products between positions: per head, time O(T·K·(C + V)) and memory O(T·(C + K) + T/C·K·V).
+Where a chunk's gates close so far that e^{-b} could overflow, the decays between positions are formed directly
+instead, (C, C, K) per head and chunk, every exponent ≤ 0. The parallel form (``_weights``) builds every A[t, s]
+through its (T, T, K) decays, O(T²·K) memory: it is the exact token-to-token influence that the analyses read. The two
+agree to rounding in float64 (tests/test_gla_chunked.py).
 
 Legend: B batch, T time, H heads, K key width, V value width, D model width, R the gate's rank, N chunks, C positions
 per chunk.
@@ -24,14 +26,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone, chunked
+from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone, chunked, chunked_form
 from primacy.checks import fits_in_memory
 
 GATE_RANK, GATE_TEMPERATURE = 16, 16.0
-# positions per chunk of the chunked form: (C, C, K) decays per chunk, T / C sequential steps of the state. On a CPU
-# the K-wide decays dominate, and 4 trained faster than 2, 8 or 16 at T 64 and T 256 (benchmarks/backbones.py's scale)
-CHUNK = 4
-
+# positions per chunk of the chunked form: C × C products per chunk, T / C sequential steps of the state
+CHUNK = 16
+# The largest log decay a chunk may span (-b_C, per key dimension) for its within-chunk products to be one matrix
+# product of q ⊙ e^{b} and k ⊙ e^{-b}: e^30 ≈ 1e13 leaves float32 room. At initialisation a chunk spans about 0.7
+# (log σ(0) / 16 a position); a chunk beyond it takes the (C, C, K) decays, which never exponentiate a positive.
+FAST_SPAN = 30.0
 
 
 class GatedLinearAttention(MatrixMemory):
@@ -61,31 +65,22 @@ class GatedLinearAttention(MatrixMemory):
         return (heads.q[:, :, :, None] * decay * heads.k[:, :, None]).sum(-1)  # B H T T
 
     def _mix(self, heads: Heads) -> torch.Tensor:
-        """The chunked form that training computes, equal to ``_weights(heads) @ heads.v``. In a chunk whose state
-        before it is S_0, with b_r = Σ_{j≤r} log α_j the cumulative log gate from the chunk's start (per key dimension),
-
-            o_r = (q_r ⊙ e^{b_r})ᵀ S_0 + Σ_{i≤r} (Σ_d q_r[d] k_i[d] e^{b_r[d] - b_i[d]}) v_i
-            S_C = diag(e^{b_C}) S_0 + Σ_i (k_i ⊙ e^{b_C - b_i}) v_iᵀ
-
-        Every exponent is ≤ 0 (never e^{b_r} times e^{-b_i}, which overflows when gates are small); only the update
-        of S_0 runs chunk by chunk."""
+        """The chunked form that training computes (``chunked_form``), equal to ``_weights(heads) @ heads.v``. The
+        sums within a chunk are one matrix product of q ⊙ e^{b} and k ⊙ e^{-b} when every chunk spans at most
+        ``FAST_SPAN`` of log decay (``_fits_one_product``); otherwise they are built from the (C, C, K) decays
+        e^{b_r - b_i}, whose exponents are all ≤ 0, since e^{-b_i} alone would overflow when gates nearly close."""
         length = heads.q.shape[2]
         size = min(CHUNK, length)
         q, k, v = (chunked(x, size) for x in (heads.q, heads.k, heads.v))  # B H N C K|V
         b = chunked(heads.gates["log_alpha"], size).cumsum(dim=3)  # B H N C K, ≤ 0
-        causal = torch.ones(size, size, dtype=torch.bool, device=b.device).tril()  # C C
-        log_decay = b[:, :, :, :, None] - b[:, :, :, None]  # B H N C C K: b_r - b_i, ≤ 0 for i ≤ r
-        decay = log_decay.masked_fill(~causal[:, :, None], float("-inf")).exp()  # 0 above the diagonal
-        within = (q[:, :, :, :, None] * decay * k[:, :, :, None]).sum(-1)  # B H N C C
-        last = b[:, :, :, -1:]  # B H N 1 K: b_C
-        writes = (k * torch.exp(last - b)).transpose(-1, -2) @ v  # B H N K V: Σ_i (k_i ⊙ e^{b_C - b_i}) v_iᵀ
-        kept = torch.exp(last).transpose(-1, -2)  # B H N K 1: e^{b_C}, what of S_0 each key row keeps
-        memory, starts = writes.new_zeros(*writes.shape[:2], *writes.shape[3:]), []  # B H K V: S_0 of the first
-        for keep, write in zip(kept.unbind(2), writes.unbind(2)):  # unbind: one backward for all chunks
-            starts.append(memory)
-            memory = keep * memory + write  # B H K V
-        o = (q * torch.exp(b)) @ torch.stack(starts, dim=2) + within @ v  # B H N C V
-        return o.flatten(2, 3)[:, :, :length]  # B H T V
+        if _fits_one_product(b, q):
+            within = ((q * torch.exp(b)) @ (k * torch.exp(-b)).transpose(-1, -2)).tril()  # B H N C C
+        else:
+            causal = torch.ones(size, size, dtype=torch.bool, device=b.device).tril()  # C C
+            log_decay = b[:, :, :, :, None] - b[:, :, :, None]  # B H N C C K: b_r - b_i, ≤ 0 for i ≤ r
+            decay = log_decay.masked_fill(~causal[:, :, None], float("-inf")).exp()  # 0 above the diagonal
+            within = (q[:, :, :, :, None] * decay * k[:, :, :, None]).sum(-1)  # B H N C C
+        return chunked_form(q, k, v, b, within).flatten(2, 3)[:, :, :length]  # B H T V
 
     def _initial(self, batch_size: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"S": like.new_zeros(batch_size, self.n_heads, self.d_key, self.d_value)}
@@ -94,6 +89,13 @@ class GatedLinearAttention(MatrixMemory):
         alpha = torch.exp(heads.gates["log_alpha"])[..., None]  # B H K 1
         memory = alpha * state["S"] + heads.k[..., None] * heads.v[..., None, :]  # B H K V
         return torch.einsum("bhk,bhkv->bhv", heads.q, memory), {"S": memory}
+
+
+def _fits_one_product(b: torch.Tensor, q: torch.Tensor) -> bool:
+    """Whether the chunks' cumulative log gates b (B, H, N, C, K) span at most FAST_SPAN and the product runs in at
+    least float32 (not half precision, nor cast to it by autocast), so that k ⊙ e^{-b} cannot overflow."""
+    full = q.dtype in (torch.float32, torch.float64) and not torch.is_autocast_enabled(q.device.type)
+    return full and bool(-b[:, :, :, -1].min() <= FAST_SPAN)
 
 
 class GLABackbone(MatrixMemoryBackbone):

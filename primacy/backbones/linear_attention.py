@@ -4,7 +4,11 @@ positive feature map φ(x) = elu(x) + 1, so attention is a running sum.
     S_t = S_{t-1} + φ(k_t) v_tᵀ,   z_t = z_{t-1} + φ(k_t),   o_t = S_tᵀ φ(q_t) / (z_t · φ(q_t))
     A[t, s] = φ(q_t) · φ(k_s) / Σ_{s'≤t} φ(q_t) · φ(k_s')   for s ≤ t
 
-Legend: B batch, T time, H heads, K key width, V value width, D model width.
+Training computes the chunked form (``LinearAttention._mix``): O(T·C) per head instead of the parallel form's O(T²),
+which ``_weights`` builds as the exact token-to-token influence the analyses read. They agree to rounding in float64
+(tests/test_matrix_memory.py).
+
+Legend: B batch, T time, H heads, K key width, V value width, D model width, N chunks, C positions per chunk.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone
+from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone, chunked, chunked_form
+
+CHUNK = 16  # positions per chunk of the chunked form that training runs
 
 
 class LinearAttention(MatrixMemory):
@@ -24,6 +30,17 @@ class LinearAttention(MatrixMemory):
     def _weights(self, heads: Heads) -> torch.Tensor:
         scores = (heads.q @ heads.k.transpose(-1, -2)).tril()  # B H T T, all > 0 on and below the diagonal
         return scores / scores.sum(-1, keepdim=True)
+
+    def _mix(self, heads: Heads) -> torch.Tensor:
+        """The chunked form that training computes (``chunked_form``), equal to ``_weights(heads) @ heads.v``: the
+        values carry a column of ones, so the same products give both S_tᵀ φ(q_t) and the normaliser z_t · φ(q_t)."""
+        length = heads.q.shape[2]
+        size = min(CHUNK, length)
+        ones = heads.v.new_ones(*heads.v.shape[:3], 1)  # B H T 1
+        q, k, v = (chunked(x, size) for x in (heads.q, heads.k, torch.cat([heads.v, ones], dim=-1)))  # B H N C K|V+1
+        within = (q @ k.transpose(-1, -2)).tril()  # B H N C C
+        o = chunked_form(q, k, v, None, within).flatten(2, 3)[:, :, :length]  # B H T V+1
+        return o[..., :-1] / o[..., -1:]  # B H T V
 
     def _initial(self, batch_size: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"S": like.new_zeros(batch_size, self.n_heads, self.d_key, self.d_value),

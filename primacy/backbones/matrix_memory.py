@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.backbones.conv import causal_depthwise
 from primacy.backbones.influence import Influence, ablating, zero_units
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
@@ -52,6 +53,33 @@ def chunked(x: torch.Tensor, size: int) -> torch.Tensor:
     if pad:
         x = torch.cat([x, x.new_zeros(*x.shape[:2], pad, *x.shape[3:])], dim=2)
     return x.reshape(*x.shape[:2], -1, size, *x.shape[3:])
+
+
+def chunked_form(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor | None,
+                 within: torch.Tensor) -> torch.Tensor:
+    """The chunked form of a decaying linear-attention memory, S_t = diag(α_t) S_{t-1} + k_t v_tᵀ and o_t = S_tᵀ q_t,
+    from chunks of C positions (``chunked``): q, k (B, H, N, C, K), v (B, H, N, C, V); ``log_decay`` b, broadcastable
+    to q, the cumulative log gate from each chunk's start, b_r = Σ_{j≤r} log α_j (None: no decay, α = 1); ``within``
+    (B, H, N, C, C), Σ_d q_r[d] k_i[d] e^{b_r[d] - b_i[d]} for i ≤ r and 0 above, which each family computes as its
+    gates allow. In a chunk whose state before it is S_0,
+
+        o_r = (q_r ⊙ e^{b_r})ᵀ S_0 + Σ_{i≤r} within[r, i] v_i
+        S_C = diag(e^{b_C}) S_0 + Σ_i (k_i ⊙ e^{b_C - b_i}) v_iᵀ
+
+    with every exponent ≤ 0; only the carry of S_0 from chunk to chunk is sequential. Returns O (B, H, N, C, V)."""
+    if log_decay is None:
+        q_start, k_end, kept = q, k, None
+    else:
+        last = log_decay[..., -1:, :]  # (B) H (N) 1 K: b_C
+        q_start, k_end = q * torch.exp(log_decay), k * torch.exp(last - log_decay)  # B H N C K
+        kept = torch.exp(last).transpose(-1, -2)  # (B) H (N) K|1 1: what of S_0 each key row keeps
+        kept = kept.expand(*q.shape[:3], q.shape[-1], 1).unbind(2)  # N × (B H K 1)
+    writes = k_end.transpose(-1, -2) @ v  # B H N K V: Σ_i (k_i ⊙ e^{b_C - b_i}) v_iᵀ
+    memory, starts = writes.new_zeros(*writes.shape[:2], *writes.shape[3:]), []  # B H K V: S_0 of the first chunk
+    for n, write in enumerate(writes.unbind(2)):  # unbind: one backward for all chunks
+        starts.append(memory)
+        memory = (memory if kept is None else kept[n] * memory) + write  # B H K V
+    return q_start @ torch.stack(starts, dim=2) + within @ v  # B H N C V
 
 
 class MatrixMemory(nn.Module):
@@ -95,19 +123,14 @@ class MatrixMemory(nn.Module):
 
     # --- shared -----------------------------------------------------------------------------------------------------
     def _heads(self, x: torch.Tensor, window: torch.Tensor | None = None, start: int = 0) -> tuple[Heads, torch.Tensor]:
-        """Heads of x (B, T, D), and the last conv_kernel - 1 projections (B, width, conv_kernel - 1) for the next
+        """Heads of x (B, T, D), and the last conv_kernel - 1 projections (B, conv_kernel - 1, width) for the next
         step; ``window`` holds those of the positions before x (zeros before the first)."""
-        batch, length, _ = x.shape
-        p = self.qkv(x).transpose(1, 2)  # B width T
+        p = self.qkv(x)  # B T width
         if self.conv is not None:
-            if window is None:
-                window = p.new_zeros(*p.shape[:2], self.conv_kernel - 1)
-            p = torch.cat([window, p], dim=2)  # B width (kernel-1)+T
-            window = p[:, :, -(self.conv_kernel - 1):]
-            p = F.conv1d(p, self.conv.weight, self.conv.bias, groups=p.shape[1])  # B width T: causal, valid
+            p, window = causal_depthwise(p, self.conv.weight, self.conv.bias, window)  # B T width, B kernel-1 width
         split = [self.n_heads * self.d_key] * 2 + [self.n_heads * self.d_value]
-        q, k, v = (part.reshape(batch, self.n_heads, -1, length).transpose(2, 3)  # B H T K|V
-                   for part in torch.split(p, split, dim=1))
+        q, k, v = (part.unflatten(-1, (self.n_heads, -1)).transpose(1, 2)  # B H T K|V, each head's features contiguous
+                   for part in torch.split(p, split, dim=-1))
         return self._features(q, k, v, x, start), window
 
     def _output(self, o: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -135,7 +158,7 @@ class MatrixMemory(nn.Module):
         state = self._initial(batch_size, weight)
         state["t"] = torch.zeros((), dtype=torch.long, device=weight.device)
         if self.conv is not None:
-            state["window"] = weight.new_zeros(batch_size, weight.shape[0], self.conv_kernel - 1)
+            state["window"] = weight.new_zeros(batch_size, self.conv_kernel - 1, weight.shape[0])
         return state
 
     def step(self, x_t: torch.Tensor, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -6,15 +6,22 @@ rotary positions on queries and keys, read through a per-head norm and a SiLU ou
 with γ_h = 1 - 2^(-5-h) for head h (the paper's schedule), q_t and k_s rotated by their positions (so q_t · k_s
 depends on t - s) and k scaled by K^(-1/2).
 
-Legend: B batch, T time, H heads, K key width (even), V value width, D model width.
+Training computes the chunked form (``Retention._mix``, the paper's chunkwise retention): O(T·C) per head instead of
+the parallel form's O(T²), which ``_weights`` builds as the exact token-to-token influence the analyses read. They
+agree to rounding in float64 (tests/test_matrix_memory.py).
+
+Legend: B batch, T time, H heads, K key width (even), V value width, D model width, N chunks, C positions per
+chunk.
 """
 
 from __future__ import annotations
 
 import torch
 
-from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone
+from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone, chunked, chunked_form
 from primacy.errors import UsageError
+
+CHUNK = 16  # positions per chunk of the chunked form that training runs
 
 
 def rotate(x: torch.Tensor, start: int) -> torch.Tensor:
@@ -48,6 +55,19 @@ class Retention(MatrixMemory):
         lag = (lag[:, None] - lag[None, :]).clamp(min=0).to(heads.q.dtype)  # T T: t - s
         decay = torch.exp(self._log_gamma(heads.q)[:, None, None] * lag).tril()  # H T T
         return (heads.q @ heads.k.transpose(-1, -2)) * decay  # B H T T
+
+    def _mix(self, heads: Heads) -> torch.Tensor:
+        """The chunked form that training computes (``chunked_form``), equal to ``_weights(heads) @ heads.v``: within a
+        chunk, (q_r · k_i) γ^(r-i); across chunks, the state S carried with its decay γ^C."""
+        length = heads.q.shape[2]
+        size = min(CHUNK, length)
+        q, k, v = (chunked(x, size) for x in (heads.q, heads.k, heads.v))  # B H N C K|V
+        log_gamma = self._log_gamma(heads.q)[:, None, None]  # H 1 1
+        lag = torch.arange(size, dtype=q.dtype, device=q.device)  # C
+        decay = torch.exp(log_gamma * (lag[:, None] - lag[None, :]).clamp(min=0)).tril()  # H C C: γ^(r-i), i ≤ r
+        within = (q @ k.transpose(-1, -2)) * decay[:, None]  # B H N C C
+        log_decay = (log_gamma * (lag + 1)[:, None])[:, None]  # H 1 C 1: b_r = (r + 1) log γ
+        return chunked_form(q, k, v, log_decay, within).flatten(2, 3)[:, :, :length]  # B H T V
 
     def _initial(self, batch_size: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"S": like.new_zeros(batch_size, self.n_heads, self.d_key, self.d_value)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from mambapy.mamba import MambaBlock, MambaConfig, RMSNorm
+from primacy.backbones.conv import causal_depthwise
 from primacy.backbones.influence import Influence, selective_scan_weights, zero_units
 from primacy.checks import fits_in_memory
 from torch import nn
@@ -42,9 +43,8 @@ class MambaMixer(MambaBlock):
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """What the selective scan reads from x (B, T, D): u, z, Δt before its bias and softplus (B, T, E·D each),
         B, C (B, T, N) and A (E·D, N)."""
-        length = x.shape[1]
         u, z = self.in_proj(x).chunk(2, dim=-1)  # B T E·D, B T E·D
-        u = F.silu(self.conv1d(u.transpose(1, 2))[:, :, :length]).transpose(1, 2)  # B T E·D; the conv is causal
+        u = F.silu(causal_depthwise(u, self.conv1d.weight, self.conv1d.bias)[0])  # B T E·D: conv1d's weights, causal
         rank, n = self.config.dt_rank, self.config.d_state
         dt_low, b, c = torch.split(self.x_proj(u), [rank, n, n], dim=-1)  # B T R, B T N, B T N
         dt_low, b, c = self._apply_layernorms(dt_low, b, c)

@@ -22,8 +22,10 @@ from xlstm import (
     xLSTMBlockStackConfig,
 )
 from xlstm.blocks.mlstm.cell import mLSTMCell
+from xlstm.blocks.slstm.cell import sLSTMCell_vanilla
 
 from primacy_xlstm.backends import Backend, log, resolve_backend
+from primacy_xlstm.slstm import FastsLSTMCell
 
 BLOCK_TYPES = ("mlstm", "slstm")
 _ROUND_UP_TO = 64  # xlstm rounds the mLSTM's inner width (proj_factor * d_model) up to a multiple of 64
@@ -50,7 +52,8 @@ class XLSTMBackbone(Backbone):
         conv_kernel: width of the causal convolution in both block types, at least 2.
         proj_factor: the mLSTM's up-projection factor.
         ff_proj_factor: the sLSTM feed-forward layer's factor.
-        backend: the sLSTM cell: ``vanilla`` is xlstm's PyTorch loop (any device), ``cuda`` its fused kernel
+        backend: the sLSTM cell: ``vanilla`` is xlstm's PyTorch cell with this plugin's loop over the sequence
+            (``primacy_xlstm.slstm``; any device), ``cuda`` xlstm's fused kernel
             (compiled when the model is built; needs CUDA), ``auto`` the kernel where CUDA is available.
     """
 
@@ -103,6 +106,8 @@ class XLSTMBackbone(Backbone):
             built, reason = "vanilla", "backend='auto' and the CUDA kernel did not build"
             self.stack = xLSTMBlockStack(_stack_config(backend=built, **settings))
         self.backend = built
+        if self.backend == "vanilla":
+            _with_our_loop(self.stack)
         if "slstm" in blocks:
             log.info("XLSTMBackbone builds the %s sLSTM cell (%s)", built, reason)
 
@@ -244,6 +249,14 @@ def _unshared(state: State) -> State:
     return {block: {key: tuple(t.clone() for t in value) if key == "conv_state" and value is not None else value
                     for key, value in entries.items()}
             for block, entries in state.items()}
+
+
+def _with_our_loop(stack: xLSTMBlockStack) -> None:
+    """Makes each of xlstm's PyTorch sLSTM cells a ``FastsLSTMCell`` in place (same parameters and state dict, the
+    sequence loop in O(T): primacy_xlstm.slstm); xlstm builds its cells in ``sLSTMLayer`` with no way to choose one."""
+    for module in stack.modules():
+        if type(module) is sLSTMCell_vanilla:
+            module.__class__ = FastsLSTMCell
 
 
 def _first_line(err: Exception) -> str:

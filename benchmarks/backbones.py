@@ -9,9 +9,13 @@ LSTM layers are counted by hand: 2·4H·(D_in + H) per token and layer forward, 
 product on the same threads. Prints medians; no thresholds.
 
     python benchmarks/backbones.py [--repeats 30] [--threads N] [--backbones NAME ...] [--mamba-scans SCAN ...]
+    python benchmarks/backbones.py --atlas configs/atlas/verification.yaml [--length T]
 
 --mamba-scans times MambaBackbone once per pure-PyTorch scan (rows "MambaBackbone[scan]"); "/ S4D" is each step's
-time over S4DBackbone's when S4D is among the backbones run.
+time over S4DBackbone's when S4D is among the backbones run. --atlas times each row of an atlas file with the backbone
+as the row builds it (its init_args, at the easiest knob value when the knob is the backbone's), "/ S4D" over the row
+whose backbone is S4DBackbone; --length sets T (L = T / 2 study items). Steps are timed round-robin, one of each
+row per round, so that a load on the machine weighs on every row alike.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -52,11 +57,14 @@ def matmul_rate(repeats: int) -> float:
     return 2 * 1024**3 / median_seconds(lambda: a @ b, repeats)
 
 
-def training_step(name: str, settings: dict | None = None):
+def training_step(name: str, settings: dict | None = None, n_items: int = N_ITEMS, quickstart: bool = True):
+    """A closure running one training step of the named backbone (with the quickstart's settings unless not
+    ``quickstart``, then ``settings``) on a batch of ``n_items`` study items, and the model."""
     torch.manual_seed(0)
-    backbone = registry.get(name)(d_model=WIDTH, **SETTINGS.get(name, {}), **(settings or {}))
-    model = SequenceModel(backbone=backbone, vocab_size=VOCAB, n_items=N_ITEMS)
-    batch = training_batch(BATCH, N_ITEMS, VOCAB, 0.5, torch.Generator().manual_seed(0))
+    defaults = {"d_model": WIDTH, **(SETTINGS.get(name, {}) if quickstart else {})}
+    backbone = registry.get(name)(**{**defaults, **(settings or {})})
+    model = SequenceModel(backbone=backbone, vocab_size=VOCAB, n_items=n_items)
+    batch = training_batch(BATCH, n_items, VOCAB, 0.5, torch.Generator().manual_seed(0))
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
@@ -87,9 +95,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--backbones", nargs="+", default=None, help="registered names to time (default: all)")
     parser.add_argument("--mamba-scans", nargs="+", default=None, help="MambaBackbone's scans to time, one row each")
+    parser.add_argument("--atlas", default=None, help="an atlas file: time each of its rows' backbones instead")
+    parser.add_argument("--length", type=int, default=2 * N_ITEMS, help="with --atlas: the sequence length T")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.atlas:
+        return time_atlas(args.atlas, args.length, args.repeats)
 
     peak = matmul_rate(args.repeats)
     print(f"quickstart batch: B = {BATCH}, T = {2 * N_ITEMS}, width {WIDTH}; {torch.get_num_threads()} threads; "
@@ -105,6 +117,44 @@ def main() -> None:
         ratio = f"{seconds / s4d:6.2f}" if s4d else f"{'':>6}"
         print(f"{label:<26} {1e3 * seconds:8.2f} {flops / 1e6:8.1f} {rate / 1e9:8.2f} {rate / peak:9.1%} {ratio}",
               flush=True)
+
+
+def atlas_rows(path: str) -> list[tuple[str, str, dict]]:
+    """(label, backbone class, init_args) of each row of an atlas file, a knob of the backbone's at its first value."""
+    import yaml
+
+    rows = []
+    for row in yaml.safe_load(Path(path).read_text())["rows"]:
+        settings = dict(row["backbone"].get("init_args", {}))
+        prefix = "model.init_args.backbone.init_args."
+        if row["knob"].startswith(prefix):
+            values = row["values"]
+            settings[row["knob"][len(prefix):]] = (values["cpu"] if isinstance(values, dict) else values)[0]
+        rows.append((row["label"], row["backbone"]["class_path"].rsplit(".", 1)[-1], settings))
+    return rows
+
+
+def time_atlas(path: str, length: int, repeats: int) -> None:
+    """Median step of every atlas row's backbone, round-robin, and its ratio to the S4D row's."""
+    rows = atlas_rows(path)
+    steps = [(label, training_step(name, settings, n_items=length // 2, quickstart=False)[0])
+             for label, name, settings in rows]
+    times: dict[str, list[float]] = {label: [] for label, _ in steps}
+    for step in (s for _, s in steps):
+        step()  # warm-up
+    for _ in range(repeats):
+        for label, step in steps:
+            start = time.perf_counter()
+            step()
+            times[label].append(time.perf_counter() - start)
+    s4d = next((statistics.median(times[label]) for label, name, _ in rows if name == "S4DBackbone"), None)
+    print(f"atlas {path}: B = {BATCH}, T = {length}, vocabulary {VOCAB}; {torch.get_num_threads()} threads; "
+          f"{repeats} rounds")
+    print(f"{'row':<26} {'step ms':>8} {'/ S4D':>6}")
+    for label, _ in steps:
+        seconds = statistics.median(times[label])
+        ratio = f"{seconds / s4d:6.2f}" if s4d else f"{'':>6}"
+        print(f"{label:<26} {1e3 * seconds:8.2f} {ratio}", flush=True)
 
 
 def runs(names: list[str], mamba_scans: list[str] | None) -> list[tuple[str, str, dict]]:

@@ -25,6 +25,7 @@ from xlstm.blocks.mlstm.cell import mLSTMCell
 from xlstm.blocks.slstm.cell import sLSTMCell_vanilla
 
 from primacy_xlstm.backends import Backend, log, resolve_backend
+from primacy_xlstm.mlstm import ChunkwisemLSTMCell
 from primacy_xlstm.slstm import FastsLSTMCell
 
 BLOCK_TYPES = ("mlstm", "slstm")
@@ -37,10 +38,10 @@ class XLSTMBackbone(Backbone):
     """xLSTM blocks, each x + Layer(LayerNorm(x)), then a LayerNorm (xlstm's ``xLSTMBlockStack``).
 
     An mLSTM block projects D up to an inner width (``proj_factor`` · D, rounded up to a multiple of 64), runs a
-    causal convolution, a matrix-memory LSTM with exponential gating over ``mlstm_heads`` heads (computed in
-    parallel over the sequence), gates it and projects back. An sLSTM block runs a causal convolution and a
-    scalar-memory LSTM with exponential gating and recurrent connections within each of ``slstm_heads`` heads,
-    then a gated feed-forward layer of width ``ff_proj_factor`` · D.
+    causal convolution, a matrix-memory LSTM with exponential gating over ``mlstm_heads`` heads (xlstm's parallel
+    form, computed in chunks: primacy_xlstm.mlstm), gates it and projects back. An sLSTM block runs a causal
+    convolution and a scalar-memory LSTM with exponential gating and recurrent connections within each of
+    ``slstm_heads`` heads, then a gated feed-forward layer of width ``ff_proj_factor`` · D.
 
     Args:
         d_model: width D of inputs and outputs.
@@ -108,6 +109,7 @@ class XLSTMBackbone(Backbone):
         self.backend = built
         if self.backend == "vanilla":
             _with_our_loop(self.stack)
+        _with_chunkwise_mlstm(self.stack)
         if "slstm" in blocks:
             log.info("XLSTMBackbone builds the %s sLSTM cell (%s)", built, reason)
 
@@ -142,18 +144,19 @@ class XLSTMBackbone(Backbone):
             C[t, s] = (q_t · k_s / √d) · D[t, s],   D[t, s] = exp(F[t, s] + ĩ_s − m_t),
             F[t, s] = Σ_{s<k≤t} log σ(f̃_k),   m_t = max_{s'≤t} (F[t, s'] + ĩ_s'),
 
-        0 above the diagonal, eps = 1e-6 (the function's): xlstm's ``parallel_stabilized_simple`` (the cell's
-        ``backend_fn``, the path forward runs on every device; ``backend`` only picks the sLSTM cell). It is not
-        rewritten here: the cell's own call is recorded during a forward pass (its q, k, v (B, H, T, d), gate
-        pre-activations ĩ, f̃ (B, H, T, 1) and causal mask), and the weights are that same function called again
-        with the identity as values, C_normalised @ I, which is C_normalised exactly. ``values`` are v (B, H, T, d)
-        (``v_proj`` of the up-projection, before the convolution, as xlstm's layer does), and ``output`` is the
-        function's result in forward, h̃ (B, H, T, d): the cell's output before its per-head ``outnorm``, the
+        0 above the diagonal, eps = 1e-6 (the function's): xlstm's ``parallel_stabilized_simple``, the cell's
+        ``backend_fn`` (forward computes the same map in chunks, ``primacy_xlstm.mlstm``, on every device; ``backend``
+        only picks the sLSTM cell). It is not rewritten here: the cell's own call is recorded during a forward pass
+        (while ``backend_fn`` is the recorder, the cell calls it, so the parallel function itself) with its q, k, v
+        (B, H, T, d), gate pre-activations ĩ, f̃ (B, H, T, 1) and causal mask, and the weights are that same function
+        called again with the identity as values, C_normalised @ I, which is C_normalised exactly. ``values`` are v
+        (B, H, T, d) (``v_proj`` of the up-projection, before the convolution, as xlstm's layer does), and ``output``
+        is the function's result in forward, h̃ (B, H, T, d): the cell's output before its per-head ``outnorm``, the
         learnable skip, the silu(z) gate and the down-projection. Guaranteed: Σ_s weights · v equals output to
         rounding (float64: ≤ 1e-10; measured 0 on the tests' inputs and T = 64).
 
         Computed in evaluation mode (restored after) without gradients, by one forward pass (so a length beyond
-        ``context_length`` is refused as in forward). Holds (B, H, T, T) per mLSTM block, as forward does."""
+        ``context_length`` is refused as in forward). Holds (B, H, T, T) per mLSTM block, as the parallel form does."""
         training = self.training
         cells = self._mlstm_cells()
         calls: dict[int, tuple[dict[str, Any], torch.Tensor]] = {}
@@ -257,6 +260,14 @@ def _with_our_loop(stack: xLSTMBlockStack) -> None:
     for module in stack.modules():
         if type(module) is sLSTMCell_vanilla:
             module.__class__ = FastsLSTMCell
+
+
+def _with_chunkwise_mlstm(stack: xLSTMBlockStack) -> None:
+    """Makes each of xlstm's mLSTM cells a ``ChunkwisemLSTMCell`` in place (same parameters, buffers and state dict;
+    forward computes the parallel form in chunks: primacy_xlstm.mlstm); xlstm builds its cells in ``mLSTMLayer``."""
+    for module in stack.modules():
+        if type(module) is mLSTMCell:
+            module.__class__ = ChunkwisemLSTMCell
 
 
 def _first_line(err: Exception) -> str:

@@ -4,6 +4,9 @@
 import csv
 import dataclasses
 import json
+import os
+import re
+import time
 
 import numpy as np
 import pytest
@@ -15,6 +18,7 @@ from primacy.cli import main
 from primacy.cli.lightning import parse_run
 from primacy.errors import UsageError
 from primacy.testing import tiny_settings
+from primacy.workflows import launchers
 from primacy.workflows.atlas import Planner, RowState, draw, search
 from primacy.workflows.atlas_files import ATLASES, read_atlas
 from primacy.workflows.pages import SCALES
@@ -118,8 +122,24 @@ def test_primacy_atlas_searches_launches_the_seeds_as_the_pilot_ends_and_draws(t
     assert (out / "S4D" / "n_items=4" / "mean" / "summary.json").is_file()
     main([*command, "--status"])
     status = capsys.readouterr().out.splitlines()
-    assert status[0].startswith("S4D: n_items 4: ") and status[0].endswith("; chose 4")
-    assert status[-1] == "2 done"
+    assert re.fullmatch(r"S4D: n_items 4: \S+; chose 4 \(\d+ min of runs\)", status[0])
+    assert status[-2] == "2 done"
+    assert re.fullmatch(r"\d+ min of runs so far \(wall time of each launch, summed over runs\)", status[-1])
+
+
+def test_the_time_spent_on_a_run_is_its_launches_summed(tmp_path):
+    """Each launch of a run, from the time in its log's name to the log's last write; another rank's log and a log
+    the launcher did not name are not counted."""
+    logs = tmp_path / "run" / "logs"
+    logs.mkdir(parents=True)
+    for name, seconds in [("20261127-060000", 90), ("20261127-070000-12345", 30), ("20261127-070000-rank1", 500),
+                          ("notes", 500)]:
+        log = logs / f"{name}.log"
+        log.write_text("")
+        start = time.mktime(time.strptime("20261127-060000" if name == "notes" else name[:15], "%Y%m%d-%H%M%S"))
+        os.utime(log, (start + seconds, start + seconds))
+    assert launchers.run_seconds(tmp_path / "run") == pytest.approx(120)
+    assert launchers.run_seconds(tmp_path / "never-launched") == 0
 
 
 def test_primacys_atlases_parse_every_row_at_both_scales():

@@ -21,7 +21,7 @@ from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw
 from primacy.workflows.atlas_files import ATLASES, read_atlas, valid_band
-from primacy.workflows.launchers import RunJob
+from primacy.workflows.launchers import RunJob, run_seconds
 from primacy.workflows.pages import SCALES
 from primacy.workflows.reproduce import count_states, process_count
 
@@ -108,6 +108,12 @@ def _todo(states: list[RowState], launched: dict[str, AtlasRun]) -> list[tuple[R
 
 
 def _print(planner: Planner, states: list[RowState]) -> None:
+    spent = {state.row.label: sum(run_seconds(run.dir) for run in state.runs) for state in states}
     for state in states:
-        print(state.line(state.row.scale_values(planner.scale)))
+        print(f"{state.line(state.row.scale_values(planner.scale))} ({_hours(spent[state.row.label])} of runs)")
     print_status({run: status for state in states for run, status in state.runs.items()})
+    print(f"{_hours(sum(spent.values()))} of runs so far (wall time of each launch, summed over runs)")
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"

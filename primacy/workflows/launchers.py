@@ -57,6 +57,21 @@ def is_alive(state: dict[str, Any]) -> bool:
     return time.time() - float(state.get("updated", 0)) < STALE_SECONDS
 
 
+def run_seconds(run_dir: str | Path) -> float:
+    """Wall seconds the launchers have spent on a run so far: over each launch's log (rank 0's), from the time in its
+    name, when the launch began, to the log's last write. A run resumed three times counts its four launches."""
+    total = 0.0
+    for log in RunDir(run_dir).logs.glob("*.log"):
+        if "-rank" in log.stem:
+            continue
+        try:
+            started = time.mktime(time.strptime(log.stem[:15], "%Y%m%d-%H%M%S"))  # local time, as __call__ names it
+        except ValueError:
+            continue  # not a launcher's log
+        total += max(0.0, log.stat().st_mtime - started)
+    return total
+
+
 def write_state(run_dir: Path, **state: Any) -> None:
     from primacy import files  # here: main() imports this module in every process, and files imports Lightning
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone, chunked, chunked_form
-
-CHUNK = 16  # positions per chunk of the chunked form that training runs
+from primacy.backbones.matrix_memory import CHUNK, Heads, MatrixMemory, MatrixMemoryBackbone, chunked, chunked_form
 
 
 class LinearAttention(MatrixMemory):

@@ -45,6 +45,9 @@ class Heads:
         return Heads(self.q[:, :, t], self.k[:, :, t], self.v[:, :, t], {n: g[:, :, t] for n, g in self.gates.items()})
 
 
+CHUNK = 16  # positions per chunk of the chunked forms that training runs (a family may measure and set its own)
+
+
 def chunked(x: torch.Tensor, size: int) -> torch.Tensor:
     """x (B, H, T, ...) -> (B, H, N, C, ...) in chunks of ``size`` positions for a family's chunked form, the last
     padded with zeros: padding comes after every real position, so it changes no real output (a zero key, value, β

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from primacy.backbones.matrix_memory import Heads, MatrixMemory, MatrixMemoryBackbone, chunked, chunked_form
+from primacy.backbones.matrix_memory import CHUNK, Heads, MatrixMemory, MatrixMemoryBackbone, chunked, chunked_form
 from primacy.errors import UsageError
-
-CHUNK = 16  # positions per chunk of the chunked form that training runs
 
 
 def rotate(x: torch.Tensor, start: int) -> torch.Tensor:
@@ -46,14 +44,18 @@ class Retention(MatrixMemory):
         heads = torch.arange(self.n_heads, dtype=like.dtype, device=like.device)
         return torch.log1p(-(2.0 ** (-5.0 - heads)))
 
+    def _decays(self, length: int, like: torch.Tensor) -> torch.Tensor:
+        """γ_h^(t-s) for s ≤ t and 0 above, (H, length, length), in ``like``'s precision."""
+        lag = torch.arange(length, device=like.device)
+        lag = (lag[:, None] - lag[None, :]).clamp(min=0).to(like.dtype)  # T T: t - s
+        return torch.exp(self._log_gamma(like)[:, None, None] * lag).tril()  # H T T
+
     def _features(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor, start: int) -> Heads:
         return Heads(rotate(q, start), rotate(k, start) * self.d_key**-0.5, v, {})
 
     def _weights(self, heads: Heads) -> torch.Tensor:
         length = heads.q.shape[2]
-        lag = torch.arange(length, device=heads.q.device)
-        lag = (lag[:, None] - lag[None, :]).clamp(min=0).to(heads.q.dtype)  # T T: t - s
-        decay = torch.exp(self._log_gamma(heads.q)[:, None, None] * lag).tril()  # H T T
+        decay = self._decays(length, heads.q)  # H T T
         return (heads.q @ heads.k.transpose(-1, -2)) * decay  # B H T T
 
     def _mix(self, heads: Heads) -> torch.Tensor:
@@ -62,11 +64,9 @@ class Retention(MatrixMemory):
         length = heads.q.shape[2]
         size = min(CHUNK, length)
         q, k, v = (chunked(x, size) for x in (heads.q, heads.k, heads.v))  # B H N C K|V
-        log_gamma = self._log_gamma(heads.q)[:, None, None]  # H 1 1
-        lag = torch.arange(size, dtype=q.dtype, device=q.device)  # C
-        decay = torch.exp(log_gamma * (lag[:, None] - lag[None, :]).clamp(min=0)).tril()  # H C C: γ^(r-i), i ≤ r
-        within = (q @ k.transpose(-1, -2)) * decay[:, None]  # B H N C C
-        log_decay = (log_gamma * (lag + 1)[:, None])[:, None]  # H 1 C 1: b_r = (r + 1) log γ
+        within = (q @ k.transpose(-1, -2)) * self._decays(size, q)[:, None]  # B H N C C
+        position = torch.arange(1, size + 1, dtype=q.dtype, device=q.device)  # C: r + 1
+        log_decay = (self._log_gamma(q)[:, None] * position)[:, None, :, None]  # H 1 C 1: b_r = (r + 1) log γ
         return chunked_form(q, k, v, log_decay, within).flatten(2, 3)[:, :, :length]  # B H T V
 
     def _initial(self, batch_size: int, like: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -1,5 +1,5 @@
-"""The short causal depthwise convolution that DeltaNet (and Mamba, in its plugin) put before their mixing, in
-time-major layout, with its own backward.
+"""The short causal depthwise convolution that the matrix-memory mixers (``conv_kernel`` > 1: DeltaNet's default, every
+atlas row's) and Mamba's plugin put before their mixing, in time-major layout, with its own backward.
 
 Input and output are (B, T, C), as the projections before it and the heads after it want them, so each head's
 features sit contiguous in memory. The convolution is K shifted multiply-adds, and its backward is written out

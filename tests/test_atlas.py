@@ -59,6 +59,18 @@ def test_the_search_bisects_from_the_middle_towards_the_band(accuracy, tried, ch
     assert found.next == (None if chosen is not None else tried[-1])
 
 
+def test_values_added_to_an_atlas_file_reuse_the_pilots_that_exist():
+    """Two values added at the easy end move the middle; the pilots measured before still place the values they
+    rule out, so the next pilot is one they do not: a row searched at 24 and 12, then given 4 and 6, goes on at 6."""
+    values = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96)
+    found = search(values, {5: 0.601, 3: 0.648}, (0.70, 0.80))  # 24 and 12 below the band, so 16 is too
+    assert found.next == 1 and found.tried == [(3, 0.648), (1, None)]
+    found = search(values, {5: 0.601, 3: 0.648, 1: 0.75}, (0.70, 0.80))
+    assert found.chosen == 1 and found.in_band
+    # pilots against the order (an easier value below the band, a harder one above it) place nothing between them
+    assert search(values, {2: 0.6, 6: 0.9}, (0.70, 0.80)).next == 4
+
+
 def test_a_search_stops_after_logarithmically_many_pilots():
     values = tuple(range(64))
     for edge in (0, 17, 40, 63):  # accuracy falls past ``edge``: the band is crossed between two neighbours

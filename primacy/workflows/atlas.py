@@ -62,26 +62,43 @@ def search(values: tuple[Any, ...], accuracy: dict[int, float], band: tuple[floa
     """The bisection over ``values`` (easiest to hardest) replayed from the pilots measured so far (``accuracy``:
     index -> metric): from the middle value, harder while above the band, easier while below it, until a value
     lands inside it or none is left between two tried neighbours, where the tried value nearest to the band is
-    chosen."""
+    chosen. A value not measured yet is the next pilot unless a measured one already places it (``_placed``): then
+    the bisection goes on past it, so that values added to an atlas file reuse the pilots that exist."""
     low, high = 0, len(values) - 1
     result = Search()
     while low <= high:
         index = (low + high) // 2
         measured = accuracy.get(index)
-        result.tried.append((index, measured))
         if measured is None:
-            result.next = index
-            return result
+            placing = _placed(index, accuracy, band)
+            if placing is None:
+                result.tried.append((index, None))
+                result.next = index
+                return result
+            index, measured = placing, accuracy[placing]  # the measured value stands for this one: past both
+        if (index, measured) not in result.tried:
+            result.tried.append((index, measured))
         if band[0] <= measured <= band[1]:
             result.chosen, result.in_band = index, True
             return result
         if measured > band[1]:  # too easy: harder values lie later in the list
-            low = index + 1
+            low = max(low, index) + 1
         else:
-            high = index - 1
+            high = min(high, index) - 1
     # nearest to the band; of equals the last tried, which the bisection reached going towards the band
     result.chosen = min((i for i, _ in reversed(result.tried)), key=lambda i: _distance(accuracy[i], band))
     return result
+
+
+def _placed(index: int, accuracy: dict[int, float], band: tuple[float, float]) -> int | None:
+    """A measured value that places an unmeasured ``index`` outside the band, if accuracy falls as values get harder:
+    the nearest harder one above the band (so ``index``, easier, is above it too) or the nearest easier one below it;
+    None when neither exists, or both do (then the pilots disagree with that order and ``index`` is measured)."""
+    harder = [i for i, a in accuracy.items() if i > index and a > band[1]]
+    easier = [i for i, a in accuracy.items() if i < index and a < band[0]]
+    if bool(harder) == bool(easier):
+        return None
+    return min(harder) if harder else max(easier)
 
 
 def _distance(value: float, band: tuple[float, float]) -> float:

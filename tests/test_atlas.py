@@ -18,7 +18,7 @@ from primacy.cli import main
 from primacy.cli.lightning import parse_run
 from primacy.errors import UsageError
 from primacy.testing import tiny_settings
-from primacy.workflows import launchers
+from primacy.workflows import atlas, launchers
 from primacy.workflows.atlas import Planner, RowState, draw, search
 from primacy.workflows.atlas_files import ATLASES, read_atlas
 from primacy.workflows.pages import SCALES
@@ -69,6 +69,18 @@ def test_values_added_to_an_atlas_file_reuse_the_pilots_that_exist():
     assert found.chosen == 1 and found.in_band
     # pilots against the order (an easier value below the band, a harder one above it) place nothing between them
     assert search(values, {2: 0.6, 6: 0.9}, (0.70, 0.80)).next == 4
+
+
+def test_the_planner_places_values_by_pilots_off_the_searchs_path(tmp_path, monkeypatch):
+    """A pilot measured before values were added (L 4, below the band) still counts: the new middle value, L 5, which
+    it places below the band too, is not trained; the bisection goes on among the easier values, L 2 next."""
+    spec = read_atlas(write_atlas(tmp_path, [{**S4D_ROW, "values": [2, 3, 4, 5, 6, 7, 8]}], band=(0.7, 0.8)))
+    out = tmp_path / "out"
+    (out / "S4D" / "n_items=4" / "seed0").mkdir(parents=True)
+    monkeypatch.setattr(atlas, "measured", lambda run, state, metric: 0.6 if run.value == 4 else None)
+    monkeypatch.setattr(Planner, "status", lambda self, run: Status("done" if run.value == 4 else "missing"))
+    [state] = Planner(spec, "cpu", 1, out, [], parse_run).rows()
+    assert state.search.tried == [(2, 0.6), (0, None)] and state.search.next == 0
 
 
 def test_a_search_stops_after_logarithmically_many_pilots():

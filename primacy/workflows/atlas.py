@@ -195,6 +195,12 @@ class Planner:
         values = row.scale_values(self.scale)
         accuracy: dict[int, float] = {}
         runs: dict[AtlasRun, Status] = {}
+        for index, value in enumerate(values):  # every pilot measured so far, on the search's path or not
+            if (value_dir(self.out, row, value) / "seed0").is_dir():
+                pilot = self.run(row, value, 0)
+                status_of = self.status(pilot)
+                if (value_measured := measured(pilot, status_of, self.spec.metric)) is not None:
+                    accuracy[index], runs[pilot] = value_measured, status_of
         while True:
             found = search(values, accuracy, self.band)
             if found.next is None:

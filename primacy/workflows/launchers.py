@@ -57,6 +57,9 @@ def is_alive(state: dict[str, Any]) -> bool:
     return time.time() - float(state.get("updated", 0)) < STALE_SECONDS
 
 
+LOG_TIME = "%Y%m%d-%H%M%S"  # a launch's log is named by the local time it began, in this format
+
+
 def run_seconds(run_dir: str | Path) -> float:
     """Wall seconds the launchers have spent on a run so far: over each launch's log (rank 0's), from the time in its
     name, when the launch began, to the log's last write. A run resumed three times counts its four launches."""
@@ -65,7 +68,7 @@ def run_seconds(run_dir: str | Path) -> float:
         if "-rank" in log.stem:
             continue
         try:
-            started = time.mktime(time.strptime(log.stem[:15], "%Y%m%d-%H%M%S"))  # local time, as __call__ names it
+            started = time.mktime(time.strptime(log.stem[:15], LOG_TIME))
         except ValueError:
             continue  # not a launcher's log
         total += max(0.0, log.stat().st_mtime - started)
@@ -112,7 +115,7 @@ class RunJob:
         run_dir, (job, rank) = Path(self.run_dir), _task()
         logs = RunDir(run_dir).logs
         logs.mkdir(parents=True, exist_ok=True)
-        name = time.strftime("%Y%m%d-%H%M%S") + (f"-{job}" if job else "") + (f"-rank{rank}" if rank else "")
+        name = time.strftime(LOG_TIME) + (f"-{job}" if job else "") + (f"-rank{rank}" if rank else "")
         log = logs / f"{name}.log"
         with open(log, "ab") as out:
             env = {**os.environ, **self.env, PARENT_ENV: str(os.getpid())}

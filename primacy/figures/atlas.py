@@ -28,10 +28,10 @@ class AtlasCurves:
 def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
     """Accuracy by study position and by query position (positions scaled to [0, 1], as lists differ in length), one
     line per row with its standard error as a band; then each index, a dot per row with ± SE, rows top to bottom in
-    the legend's order and colours."""
+    the legend's order and colours, named right of the last index."""
     colors = sns.color_palette("husl" if len(rows) > 10 else "tab10", len(rows))
     fig = plt.figure(figsize=(12, 3.4 + 0.16 * len(rows)))
-    grid = fig.add_gridspec(1, 2 + len(INDICES), width_ratios=[3, 3, *[1.2] * len(INDICES)], left=0.05, right=0.99,
+    grid = fig.add_gridspec(1, 2 + len(INDICES), width_ratios=[3, 3, *[1.2] * len(INDICES)], left=0.05, right=0.86,
                             bottom=0.16 + 0.04 * np.ceil(len(rows) / 6), top=0.86, wspace=0.45)
     curves = [fig.add_subplot(grid[0, i]) for i in range(2)]
     for ax, key, name in ((curves[0], "serial_position", "study position"), (curves[1], "query_position",
@@ -50,7 +50,9 @@ def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
             mean, se = row.indices.get(key, (np.nan, np.nan))
             ax.errorbar([mean], [j], xerr=[np.nan_to_num(se)], fmt="o", color=color, capsize=3, ms=4)
         ax.axvline(0, color="0.6", lw=0.8)
-        ax.set_yticks([])  # the rows' colours are the legend's
+        ax.set_yticks(range(len(rows)), [row.label for row in rows] if i == len(INDICES) - 1 else [])
+        ax.yaxis.tick_right()
+        ax.tick_params(axis="y", labelsize=7, length=0)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.tick_params(axis="x", labelsize=7)

@@ -19,7 +19,7 @@ from primacy.cli.lightning import parse_run
 from primacy.errors import UsageError
 from primacy.testing import tiny_settings
 from primacy.workflows import atlas, launchers
-from primacy.workflows.atlas import Planner, RowState, draw, search
+from primacy.workflows.atlas import Planner, RowState, draw, search, slowest_first
 from primacy.workflows.atlas_files import ATLASES, read_atlas
 from primacy.workflows.pages import SCALES
 from primacy.workflows.reproduce import Status
@@ -164,6 +164,26 @@ def test_the_time_spent_on_a_run_is_its_launches_summed(tmp_path):
         os.utime(log, (start + seconds, start + seconds))
     assert launchers.run_seconds(tmp_path / "run") == pytest.approx(120)
     assert launchers.run_seconds(tmp_path / "never-launched") == 0
+
+
+def test_the_slowest_rows_start_first_and_rows_not_yet_timed_before_them(tmp_path):
+    """The rows' runs are queued by the mean wall time of their finished runs, longest first, after the rows with
+    none finished; a run still going or a test at 2L does not time its row."""
+    rows = [dataclasses.replace(read_atlas(write_atlas(tmp_path, [S4D_ROW])).rows[0], label=label)
+            for label in ("fast", "slow", "new", "running")]
+    states = []
+    for row, seconds, state in zip(rows, (60, 600, None, 900), ("done", "done", "missing", "running")):
+        run = atlas.AtlasRun(row.label, 0, tmp_path / row.label, tmp_path / "task.yaml", (), row=row.label, value=4)
+        if seconds is not None:
+            (run.dir / "logs").mkdir(parents=True)
+            log = run.dir / "logs" / "20261127-060000.log"
+            log.write_text("")
+            start = time.mktime(time.strptime("20261127-060000", launchers.LOG_TIME))
+            os.utime(log, (start + seconds, start + seconds))
+        test = dataclasses.replace(run, dir=tmp_path / "slow", test=True)  # a test's time is not a run's
+        states.append(RowState(row, search((2, 4, 6), {1: 0.5}, (0.0, 1.0)), {run: Status(state), test: Status("done")},
+                               [run]))
+    assert [state.row.label for state in slowest_first(states)] == ["new", "running", "slow", "fast"]
 
 
 def test_primacys_atlases_parse_every_row_at_both_scales():

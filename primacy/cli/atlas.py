@@ -19,7 +19,7 @@ from primacy.cli.launching import (
 )
 from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw
+from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw, slowest_first
 from primacy.workflows.atlas_files import ATLASES, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob, run_seconds
 from primacy.workflows.pages import SCALES
@@ -100,9 +100,9 @@ def command(args: list[str]) -> None:
 
 def _todo(states: list[RowState], launched: dict[str, AtlasRun]) -> list[tuple[RunJob, AtlasRun]]:
     """The runs to start now, as jobs with the arguments their status gives (and marked launched): every row's next
-    pilot, missing seeds and tests, none started by this command before."""
-    todo = [(RunJob(str(run.dir), status.args), run) for state in states for run, status in state.runs.items()
-            if status.args and str(run.dir) not in launched]
+    pilot, missing seeds and tests, none started by this command before; the slowest rows' first."""
+    todo = [(RunJob(str(run.dir), status.args), run) for state in slowest_first(states)
+            for run, status in state.runs.items() if status.args and str(run.dir) not in launched]
     launched.update((job.run_dir, run) for job, run in todo)
     return todo
 

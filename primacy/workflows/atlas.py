@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -225,6 +226,18 @@ class Planner:
 
     def n_items(self, run: AtlasRun) -> int:
         return int(self.configs[run.panel].data.init_args.n_items)
+
+
+def slowest_first(states: list[RowState]) -> list[RowState]:
+    """The rows in the order their runs should start: rows with no finished run first (their time is unknown), then
+    by the mean wall time of their finished runs, longest first. A row's search is a chain of pilots, so the slowest
+    rows set when the atlas ends; started last, they would leave one core working alone at the end. Ties keep the
+    file's order."""
+    def mean_seconds(state: RowState) -> float:
+        times = [launchers.run_seconds(run.dir) for run, status_of in state.runs.items()
+                 if status_of.state == "done" and not run.test]
+        return sum(times) / len(times) if times else math.inf
+    return sorted(states, key=mean_seconds, reverse=True)
 
 
 def measured(run: Run, state: Status, metric: str) -> float | None:

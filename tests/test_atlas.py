@@ -71,6 +71,21 @@ def test_values_added_to_an_atlas_file_reuse_the_pilots_that_exist():
     assert search(values, {2: 0.6, 6: 0.9}, (0.70, 0.80)).next == 4
 
 
+def test_pilots_off_the_path_narrow_the_bisection_before_a_pilot_is_trained():
+    """Values added at the hard end move the middle to L 32, which L 24 (above the band) does not place; the
+    bisection then goes on among the values harder than 24, not from 32: L 64 next. Pilots on both sides leave the
+    values between them; with none left, the nearest tried value is chosen."""
+    values = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192)
+    found = search(values, {3: 0.983}, (0.70, 0.80))
+    assert found.tried == [(3, 0.983), (6, None)] and found.next == 6
+    found = search(values, {3: 0.964, 5: 0.881, 6: 0.839}, (0.70, 0.80))  # 48 is on the path, 64 is not
+    assert found.tried == [(5, 0.881), (6, 0.839), (8, None)] and found.next == 8
+    found = search(values, {5: 0.849, 7: 0.565}, (0.70, 0.80))
+    assert found.tried == [(5, 0.849), (7, 0.565), (6, None)]
+    found = search(values, {5: 0.849, 6: 0.565}, (0.70, 0.80))
+    assert found.next is None and found.chosen == 5 and not found.in_band
+
+
 def test_the_planner_places_values_by_pilots_off_the_searchs_path(tmp_path, monkeypatch):
     """A pilot measured before values were added (L 4, below the band) still counts: the new middle value, L 5, which
     it places below the band too, is not trained; the bisection goes on among the easier values, L 2 next."""

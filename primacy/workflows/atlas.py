@@ -64,7 +64,8 @@ def search(values: tuple[Any, ...], accuracy: dict[int, float], band: tuple[floa
     index -> metric): from the middle value, harder while above the band, easier while below it, until a value
     lands inside it or none is left between two tried neighbours, where the tried value nearest to the band is
     chosen. A value not measured yet is the next pilot unless a measured one already places it (``_placed``): then
-    the bisection goes on past it, so that values added to an atlas file reuse the pilots that exist."""
+    the bisection goes on past it; and before a pilot is trained, the measured pilots off the bisection's path narrow
+    the values left to bisect (``_bounds``). So values added to an atlas file reuse the pilots that exist."""
     low, high = 0, len(values) - 1
     result = Search()
     while low <= high:
@@ -73,6 +74,11 @@ def search(values: tuple[Any, ...], accuracy: dict[int, float], band: tuple[floa
         if measured is None:
             placing = _placed(index, accuracy, band)
             if placing is None:
+                narrower = _bounds(accuracy, band, low, high)
+                if narrower is not None:  # bisect what the pilots leave, past the ones that bound it
+                    low, high, bounding = narrower
+                    result.tried += [(i, accuracy[i]) for i in bounding if (i, accuracy[i]) not in result.tried]
+                    continue
                 result.tried.append((index, None))
                 result.next = index
                 return result
@@ -100,6 +106,25 @@ def _placed(index: int, accuracy: dict[int, float], band: tuple[float, float]) -
     if bool(harder) == bool(easier):
         return None
     return min(harder) if harder else max(easier)
+
+
+def _bounds(accuracy: dict[int, float], band: tuple[float, float], low: int, high: int
+            ) -> tuple[int, int, list[int]] | None:
+    """The values still to bisect within [low, high] once every measured pilot counts, if accuracy falls as values
+    get harder: past the hardest pilot above the band and before the easiest one below it; with the pilots that set
+    the new ends. None when they narrow nothing, or when they disagree with that order."""
+    above = [i for i, a in accuracy.items() if a > band[1]]
+    below = [i for i, a in accuracy.items() if a < band[0]]
+    if above and below and max(above) > min(below):
+        return None
+    bounding = []
+    if above and max(above) + 1 > low:
+        low = max(above) + 1
+        bounding.append(max(above))
+    if below and min(below) - 1 < high:
+        high = min(below) - 1
+        bounding.append(min(below))
+    return (low, high, bounding) if bounding else None
 
 
 def _distance(value: float, band: tuple[float, float]) -> float:

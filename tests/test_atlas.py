@@ -78,8 +78,8 @@ def test_pilots_off_the_path_narrow_the_bisection_before_a_pilot_is_trained():
     values = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192)
     found = search(values, {3: 0.983}, (0.70, 0.80))
     assert found.tried == [(3, 0.983), (6, None)] and found.next == 6
-    found = search(values, {3: 0.964, 5: 0.881, 6: 0.839}, (0.70, 0.80))  # 48 is on the path, 64 is not
-    assert found.tried == [(5, 0.881), (6, 0.839), (8, None)] and found.next == 8
+    found = search(values, {3: 0.964, 5: 0.881, 6: 0.839}, (0.70, 0.80))  # the hardest above the band bounds it
+    assert found.tried == [(6, 0.839), (8, None)] and found.next == 8
     found = search(values, {5: 0.849, 7: 0.565}, (0.70, 0.80))
     assert found.tried == [(5, 0.849), (7, 0.565), (6, None)]
     found = search(values, {5: 0.849, 6: 0.565}, (0.70, 0.80))

@@ -63,26 +63,22 @@ def search(values: tuple[Any, ...], accuracy: dict[int, float], band: tuple[floa
     """The bisection over ``values`` (easiest to hardest) replayed from the pilots measured so far (``accuracy``:
     index -> metric): from the middle value, harder while above the band, easier while below it, until a value
     lands inside it or none is left between two tried neighbours, where the tried value nearest to the band is
-    chosen. A value not measured yet is the next pilot unless a measured one already places it (``_placed``): then
-    the bisection goes on past it; and before a pilot is trained, the measured pilots off the bisection's path narrow
-    the values left to bisect (``_bounds``). So values added to an atlas file reuse the pilots that exist."""
+    chosen. Before a value not measured yet becomes the next pilot, every measured pilot, on the path or not, narrows
+    the values left to bisect (``_bounds``), so that values added to an atlas file reuse the pilots that exist."""
     low, high = 0, len(values) - 1
     result = Search()
     while low <= high:
         index = (low + high) // 2
         measured = accuracy.get(index)
         if measured is None:
-            placing = _placed(index, accuracy, band)
-            if placing is None:
-                narrower = _bounds(accuracy, band, low, high)
-                if narrower is not None:  # bisect what the pilots leave, past the ones that bound it
-                    low, high, bounding = narrower
-                    result.tried += [(i, accuracy[i]) for i in bounding if (i, accuracy[i]) not in result.tried]
-                    continue
+            narrower = _bounds(accuracy, band, low, high)
+            if narrower is None:
                 result.tried.append((index, None))
                 result.next = index
                 return result
-            index, measured = placing, accuracy[placing]  # the measured value stands for this one: past both
+            low, high, bounding = narrower  # bisect what the pilots leave, past the ones that bound it
+            result.tried += [(i, accuracy[i]) for i in bounding if (i, accuracy[i]) not in result.tried]
+            continue
         if (index, measured) not in result.tried:
             result.tried.append((index, measured))
         if band[0] <= measured <= band[1]:
@@ -95,17 +91,6 @@ def search(values: tuple[Any, ...], accuracy: dict[int, float], band: tuple[floa
     # nearest to the band; of equals the last tried, which the bisection reached going towards the band
     result.chosen = min((i for i, _ in reversed(result.tried)), key=lambda i: _distance(accuracy[i], band))
     return result
-
-
-def _placed(index: int, accuracy: dict[int, float], band: tuple[float, float]) -> int | None:
-    """A measured value that places an unmeasured ``index`` outside the band, if accuracy falls as values get harder:
-    the nearest harder one above the band (so ``index``, easier, is above it too) or the nearest easier one below it;
-    None when neither exists, or both do (then the pilots disagree with that order and ``index`` is measured)."""
-    harder = [i for i, a in accuracy.items() if i > index and a > band[1]]
-    easier = [i for i, a in accuracy.items() if i < index and a < band[0]]
-    if bool(harder) == bool(easier):
-        return None
-    return min(harder) if harder else max(easier)
 
 
 def _bounds(accuracy: dict[int, float], band: tuple[float, float], low: int, high: int

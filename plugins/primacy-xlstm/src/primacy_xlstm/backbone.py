@@ -52,7 +52,7 @@ from xlstm.components.linear_headwise import LinearHeadwiseExpand
 from xlstm.components.ln import MultiHeadLayerNorm
 
 from primacy_xlstm.backends import Backend, log, resolve_backend
-from primacy_xlstm.mlstm import ChunkwisemLSTMCell, FastmLSTMLayer, block_diagonal
+from primacy_xlstm.mlstm import ChunkwisemLSTMCell, FastmLSTMLayer, block_diagonal, linear_halves
 from primacy_xlstm.slstm import FastsLSTMCell, FastsLSTMLayer
 
 BLOCK_TYPES = ("mlstm", "slstm")
@@ -352,10 +352,8 @@ class FastGatedFeedForward(GatedFeedForward):
 
     def forward(self, x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""
-        width = self.config._proj_up_dim
-        weights = self.proj_up.weight.split(width)  # F D each: the gate's rows, then the value's
-        biases = self.proj_up.bias.split(width) if self.proj_up.bias is not None else (None, None)
-        gate_preact, up_proj = (F.linear(x, weight, bias) for weight, bias in zip(weights, biases))  # B T F each
+        halves = linear_halves(self.proj_up, self.config._proj_up_dim)  # the gate's rows, then the value's
+        gate_preact, up_proj = (F.linear(x, weight, bias) for weight, bias in halves)  # B T F each
         return self.dropout(self.proj_down(self.act_fn(gate_preact) * up_proj))  # B T D
 
 

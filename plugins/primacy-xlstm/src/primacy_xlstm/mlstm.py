@@ -208,7 +208,7 @@ class FastmLSTMLayer(mLSTMLayer):
         if not self._fast_path(x):
             return super().forward(x, **kwargs)
         inner = self.config._inner_embedding_dim
-        x_mlstm, z = (linear(x, weight, bias) for weight, bias in _halves(self.proj_up, inner))  # B T E each
+        x_mlstm, z = (linear(x, weight, bias) for weight, bias in linear_halves(self.proj_up, inner))  # B T E each
         x_conv_act = self.conv_act_fn(self.conv1d(x_mlstm))  # B T E
         cell = self.mlstm_cell
         heads = cell.config.num_heads
@@ -236,9 +236,10 @@ class FastmLSTMLayer(mLSTMLayer):
                    and proj.weight.shape[1] == proj.weight.shape[2] for proj in projections)
 
 
-def _halves(proj_up: torch.nn.Linear, inner: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """proj_up's weight and bias as the two linear maps to x_mlstm and z, applied one by one: the gradient of x is
-    then two products added, not the two halves' gradients copied into one (the backward of a split)."""
+def linear_halves(proj_up: torch.nn.Linear, inner: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """An up-projection's weight and bias as two linear maps, to its first ``inner`` outputs and to the rest (the
+    mLSTM layer's x_mlstm and z, the feed-forward layer's gate and value), applied one by one: the gradient of the
+    input is then two products added, not the two halves' gradients copied into one (the backward of a split)."""
     weights = proj_up.weight.split(inner)
     biases = proj_up.bias.split(inner) if proj_up.bias is not None else (None, None)
     return list(zip(weights, biases))

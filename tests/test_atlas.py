@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import time
 
 import numpy as np
@@ -145,6 +146,21 @@ def test_the_planner_trains_the_pilot_then_the_seeds_then_tests_at_2L_and_draws(
     table = (out / "atlas.md").read_text().splitlines()
     assert table[2].startswith("| S4D | n_items = 4 | 4 | 2/2 | ")
 
+    # kept as results only, as docs/atlas.md's runs are published: still done, nothing to run, the same table
+    chosen = out / "S4D" / "n_items=4"
+    for seed in (0, 1):
+        shutil.rmtree(chosen / f"seed{seed}" / "checkpoints")
+    [state] = planner.rows()
+    assert state.done and not state.todo and len(state.extrapolated) == 2
+    kept = {status.detail for run, status in state.runs.items() if not run.test}
+    assert kept == {"results kept, checkpoints removed"}
+    draw(planner, [state])
+    assert (out / "atlas.md").read_text().splitlines() == table
+    shutil.rmtree(chosen / "seed1" / "extrapolate")  # a test at 2L never made: nothing is left to make it from
+    [state] = planner.rows()
+    test = state.runs[next(run for run in state.runs if run.label == "S4D/n_items=4/seed1/extrapolate")]
+    assert state.done and test.state == "failed" and test.detail.startswith("no model to test") and not test.args
+
 
 def test_primacy_atlas_searches_launches_the_seeds_as_the_pilot_ends_and_draws(tmp_path, capsys, monkeypatch):
     """The command end to end on a 1-row atlas: the pilot runs in a process of its own, seed 1 starts when it ends
@@ -179,6 +195,20 @@ def test_the_time_spent_on_a_run_is_its_launches_summed(tmp_path):
         os.utime(log, (start + seconds, start + seconds))
     assert launchers.run_seconds(tmp_path / "run") == pytest.approx(120)
     assert launchers.run_seconds(tmp_path / "never-launched") == 0
+
+
+def test_the_state_file_sums_the_seconds_of_every_launch_without_the_logs(tmp_path):
+    """A run's wall time survives its logs (runs kept as results only, docs/atlas.md): each launch adds its seconds
+    to the sum its state file holds, and run_seconds reads that sum."""
+    run = tmp_path / "run"
+    job = launchers.RunJob(str(run), ("--help",))  # `primacy --help`: ends with 0 in a fraction of a second
+    assert job() == 0
+    first = launchers.read_state(run)["seconds"]
+    launchers.write_state(run, **{**launchers.read_state(run), "seconds": first + 1000})  # as if it had run longer
+    assert job() == 0
+    for log in (run / "logs").glob("*.log"):
+        log.unlink()
+    assert 1000 + first < launchers.run_seconds(run) < 1000 + first + 60  # the second launch added its own
 
 
 def test_the_slowest_rows_start_first_and_rows_not_yet_timed_before_them(tmp_path):

@@ -44,7 +44,7 @@ from primacy.rundir.layout import RunDir
 from primacy.workflows import aggregate, launchers
 from primacy.workflows.atlas_files import AtlasSpec, Row
 from primacy.workflows.pages import SCALES
-from primacy.workflows.reproduce import Run, Status, status
+from primacy.workflows.reproduce import Run, Status, kept_as_results, status
 from primacy.workflows.tables import rounded, table_cell
 
 
@@ -268,8 +268,10 @@ def _test_status(test: AtlasRun, config: Any) -> Status:
     if launchers.is_alive(state):
         return Status("running", f"pid {state.get('pid')}")
     summary, ckpt = RunDir(test.dir).summary, RunDir(trained).last_checkpoint
-    if summary.is_file() and summary.stat().st_mtime >= ckpt.stat().st_mtime:
+    if summary.is_file() and (kept_as_results(trained) or summary.stat().st_mtime >= ckpt.stat().st_mtime):
         return Status("done", "tested at 2L")
+    if kept_as_results(trained):
+        return Status("failed", f"no model to test: {trained} was kept as its results only (its checkpoints removed)")
     n_items = 2 * int(config.data.init_args.n_items)
     args = (*RunDir(trained).test_args(), "--data.init_args.n_items", str(n_items), "--trainer.default_root_dir",
             str(test.dir), "--trainer.logger", "false")

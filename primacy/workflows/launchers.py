@@ -61,8 +61,14 @@ LOG_TIME = "%Y%m%d-%H%M%S"  # a launch's log is named by the local time it began
 
 
 def run_seconds(run_dir: str | Path) -> float:
-    """Wall seconds the launchers have spent on a run so far: over each launch's log (rank 0's), from the time in its
-    name, when the launch began, to the log's last write. A run resumed three times counts its four launches."""
+    """Wall seconds the launchers have spent on a run so far, over every launch (a run resumed three times counts its
+    four): what its state file has summed (``seconds``), or, for runs launched before the state kept that sum and
+    while their logs are still there, over each launch's log (rank 0's), from the time in its name, when the launch
+    began, to the log's last write; the larger of the two."""
+    return max(float(read_state(run_dir).get("seconds") or 0.0), _log_seconds(run_dir))
+
+
+def _log_seconds(run_dir: str | Path) -> float:
     total = 0.0
     for log in RunDir(run_dir).logs.glob("*.log"):
         if "-rank" in log.stem:
@@ -121,18 +127,20 @@ class RunJob:
             env = {**os.environ, **self.env, PARENT_ENV: str(os.getpid())}
             self._process = subprocess.Popen([sys.executable, "-m", "primacy", *self.args], stdout=out,
                                              stderr=subprocess.STDOUT, env=env)
+            before = float(read_state(run_dir).get("seconds") or 0.0) if rank == 0 else 0.0  # earlier launches'
+            started = time.time()
             record = {"pid": self._process.pid, "host": socket.gethostname(), "job": job, "log": str(log),
-                      "started": time.time()}
+                      "started": started}
             while True:
                 if rank == 0:  # in a multi-process run, one state file for the run
-                    write_state(run_dir, state="running", **record)
+                    write_state(run_dir, state="running", seconds=before + time.time() - started, **record)
                 try:
                     code = self._process.wait(timeout=HEARTBEAT_SECONDS)
                     break
                 except subprocess.TimeoutExpired:
                     continue
         if rank == 0:
-            write_state(run_dir, state="exited", exit_code=code, **record)
+            write_state(run_dir, state="exited", exit_code=code, seconds=before + time.time() - started, **record)
         return code
 
     def stop(self) -> None:
@@ -150,7 +158,9 @@ class RunJob:
             time.sleep(0.5)
         job, rank = _task()
         if self._process is not None and rank == 0:
-            write_state(Path(self.run_dir), state="exited", exit_code=self._process.poll(), job=job, requeued=True)
+            seconds = read_state(self.run_dir).get("seconds")  # the last heartbeat's sum: the requeued job adds on
+            write_state(Path(self.run_dir), state="exited", exit_code=self._process.poll(), job=job, requeued=True,
+                        seconds=seconds)
         return DelayedSubmission(RunJob(self.run_dir, self.args, self.env))
 
 

@@ -1,0 +1,48 @@
+"""results/: the published runs that the docs' numbers come from. Each run kept there is complete (its config, its
+results, a launch that ended well and its wall time), sits in the folder its knob's value names, and its summary says
+what its arrays say, so a table drawn from the folder is a table of those arrays."""
+
+import json
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from primacy.rundir import results
+from primacy.rundir.layout import RunDir
+from primacy.workflows import launchers
+
+RESULTS = ROOT / "results"
+# every run directory of the folder, with its results: a seed's (<row>/<knob>=<value>/seed<k>) and its test at 2L
+KEPT = sorted(path.parents[1] for path in RESULTS.glob("*/*/*/seed*/**/results/summary.json"))
+
+
+def test_the_folder_keeps_runs():
+    assert (RESULTS / "README.md").is_file()
+    assert KEPT or not any(RESULTS.glob("*/*/*/seed*")), "run directories without results"
+
+
+@pytest.mark.parametrize("run", KEPT, ids=[str(run.relative_to(RESULTS)) for run in KEPT])
+def test_a_kept_run_is_complete_and_its_summary_is_its_arrays(run):
+    state = launchers.read_state(run)
+    assert state.get("state") == "exited" and state.get("exit_code") == 0, state
+    assert launchers.run_seconds(run) > 0
+    config = yaml.safe_load(RunDir(run).config.read_text())
+    tested_at_2l = run.name == "extrapolate"
+    knob, value = (run.parent if tested_at_2l else run).parent.name.split("=")
+    if tested_at_2l and knob == "n_items":
+        value = str(2 * int(value))
+    assert str(_find(config, knob)) == value, f"{run}: {knob} is not {value}"
+    read = results.read(RunDir(run).results)
+    summary = json.loads(RunDir(run).summary.read_text())
+    assert summary["n_items"] == config["data"]["init_args"]["n_items"]
+    for key in results.SCALAR_KEYS:
+        assert summary[key] == pytest.approx(float(read[key]), abs=1e-6), key
+
+
+def _find(config: dict, knob: str):
+    """A knob's value in a run's config: the atlas names knobs by their last key (n_items, window, mlstm_heads)."""
+    for section in (config["data"]["init_args"], config["model"]["init_args"]["backbone"]["init_args"]):
+        if knob in section:
+            return section[knob]
+    raise KeyError(knob)

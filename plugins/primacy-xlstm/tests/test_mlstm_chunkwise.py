@@ -7,7 +7,7 @@ import primacy_xlstm.mlstm
 import pytest
 import torch
 from primacy_xlstm import XLSTMBackbone
-from primacy_xlstm.mlstm import CHUNK, ChunkwisemLSTMCell, mlstm_chunkwise
+from primacy_xlstm.mlstm import CHUNK, ChunkwisemLSTMCell, chunk_for, mlstm_chunkwise
 from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
 from xlstm.blocks.mlstm.cell import mLSTMCell
 
@@ -59,7 +59,8 @@ def test_the_chunkwise_form_is_xlstms_parallel_form_with_its_gradients_in_float6
 
 def test_other_value_widths_and_the_default_chunk_agree_too():
     """Values of another width than q and k (the influence calls backend_fn with the identity as values), no mask
-    given, and the default C on a length of two chunks and a half."""
+    given, and the default C (the head dimension's: 8 for d = 4, ten chunks here)."""
+    assert [chunk_for(d) for d in (2, 4, 8, 16, 32, 64)] == [8, 8, 8, 16, 32, 32]
     arguments = {**inputs(2 * CHUNK + CHUNK // 2, width=4), "lower_triangular_matrix": None}
     arguments["values"] = torch.randn(2, 3, arguments["values"].shape[2], 7, dtype=torch.float64)
     reference, reference_grads = output_and_gradients(parallel_stabilized_simple, arguments)

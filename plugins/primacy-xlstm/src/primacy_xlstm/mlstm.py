@@ -69,8 +69,17 @@ from primacy.backbones.matrix_memory import chunked
 
 # positions per chunk, by measurement (one CPU thread, B = 64, H = 4, d = 32): the mLSTM's forward and backward at
 # T = 256 take 202, 141, 177 ms at C = 16, 32, 64 (an xLSTM training step 951, 771, 902 ms; C = 128: 1038); at T = 64,
-# 33, 26, 26 ms (steps equal within noise).
+# 33, 26, 26 ms (steps equal within noise). That is the largest chunk: with more heads of the same inner width 128
+# (smaller d), a chunk's (C, C) matrices per head cost more than the state they save, and C = d does best (median ms
+# of the forward and backward at T = 96, C = 4, 8, 16, 32; d = 32: 220, 98, 74, 73; d = 16: 106, 63, 48, 68;
+# d = 8: 184, 93, 92, 140; d = 4: 265, 271, 261, 377; d = 2: 340, 371, 408, 849), but never below 8.
 CHUNK = 32
+SMALLEST_CHUNK = 8
+
+
+def chunk_for(head_dim: int) -> int:
+    """The chunk length for heads of ``head_dim`` (measured above): the head dimension, between 8 and 32."""
+    return min(CHUNK, max(SMALLEST_CHUNK, head_dim))
 
 
 def mlstm_chunkwise(
@@ -82,7 +91,7 @@ def mlstm_chunkwise(
     lower_triangular_matrix: torch.Tensor | None = None,
     stabilize_rowwise: bool = True,
     eps: float = 1e-6,
-    chunk_size: int = CHUNK,
+    chunk_size: int | None = None,
     **kwargs: Any,
 ) -> torch.Tensor:
     """xlstm's ``parallel_stabilized_simple`` (same arguments, same result h̃), computed in chunks of ``chunk_size``
@@ -95,7 +104,7 @@ def mlstm_chunkwise(
         lower_triangular_matrix: the causal mask (T' T', T' ≥ T) or None.
         stabilize_rowwise: False is xlstm's other stabiliser, computed by xlstm's function.
         eps: added to the normaliser.
-        chunk_size: C.
+        chunk_size: C (default ``chunk_for(d)``).
 
     Returns:
         B H T d_v.
@@ -105,7 +114,7 @@ def mlstm_chunkwise(
     if not stabilize_rowwise or short_mask:
         return parallel_stabilized_simple(queries, keys, values, igate_preact, fgate_preact, lower_triangular_matrix,
                                           stabilize_rowwise, eps, **kwargs)
-    size = min(chunk_size, length)
+    size = min(chunk_size or chunk_for(queries.shape[-1]), length)
     q = chunked(queries, size)  # B H N C d, the last chunk padded with zeros (as every chunked input)
     k = chunked(keys / math.sqrt(keys.shape[-1]), size)  # B H N C d
     v = chunked(torch.cat([values, values.new_ones(*values.shape[:3], 1)], dim=-1), size)  # B H N C d_v+1: v_s, 1

@@ -22,7 +22,6 @@ from primacy.testing import tiny_settings
 from primacy.workflows import atlas, launchers
 from primacy.workflows.atlas import Planner, RowState, draw, search, slowest_first
 from primacy.workflows.atlas_files import ATLASES, read_atlas
-from primacy.workflows.pages import SCALES
 from primacy.workflows.reproduce import Status
 
 QUIET = {"max_steps": 4, "val_check_interval": 4, "check_val_every_n_epoch": None, "accelerator": "cpu", "devices": 1,
@@ -231,7 +230,8 @@ def test_the_slowest_rows_start_first_and_rows_not_yet_timed_before_them(tmp_pat
     assert [state.row.label for state in slowest_first(states)] == ["new", "running", "slow", "fast"]
 
 
-def test_primacys_atlases_parse_every_row_at_both_scales():
+@pytest.mark.parametrize("scale", ["cpu", pytest.param("paper", marks=pytest.mark.slow)])  # 7 s each
+def test_primacys_atlases_parse_every_row_at_both_scales(scale):
     """Every row of the verification atlas is a valid run at each scale (plugins' rows included), its knob a setting
     of that run at its hardest value; the other atlases have the same backbones, so one row per knob of each is
     parsed with its task (a parse costs 0.2 s)."""
@@ -244,18 +244,17 @@ def test_primacys_atlases_parse_every_row_at_both_scales():
         rows = spec.rows if name == "verification" else list({row.knob: row for row in spec.rows}.values())
         if name != "verification":
             assert [row.backbone for row in spec.rows] == backbones, name
-        for scale in SCALES:
-            planner = Planner(spec, scale, 1, ATLASES / "unused", [], parse_run)
-            for row in rows:
-                value = row.scale_values(scale)[-1]  # the hardest: the longest list, the narrowest model
-                config = planner.configs[planner.run(row, value, 0).panel]
-                section, _, key = row.knob.rpartition(".")
-                assert config[section][key] == value, (name, row.label, scale)
-                backbone = config.model.init_args.backbone
-                assert registry.import_class(backbone.class_path).__name__ == row.backbone["class_path"], row.label
-                if scale == "paper" and row.knob_name != "d_model":  # the atlas's args: the paper's width ...
-                    width = 32 if row.label == "Transformer" else 256  # ... unless the row's own args narrow it
-                    assert backbone.init_args.d_model == width, (name, row.label)
+        planner = Planner(spec, scale, 1, ATLASES / "unused", [], parse_run)
+        for row in rows:
+            value = row.scale_values(scale)[-1]  # the hardest: the longest list, the narrowest model
+            config = planner.configs[planner.run(row, value, 0).panel]
+            section, _, key = row.knob.rpartition(".")
+            assert config[section][key] == value, (name, row.label, scale)
+            backbone = config.model.init_args.backbone
+            assert registry.import_class(backbone.class_path).__name__ == row.backbone["class_path"], row.label
+            if scale == "paper" and row.knob_name != "d_model":  # the atlas's args: the paper's width ...
+                width = 32 if row.label == "Transformer" else 256  # ... unless the row's own args narrow it
+                assert backbone.init_args.d_model == width, (name, row.label)
 
 
 @pytest.mark.parametrize("content,message", [

@@ -217,6 +217,8 @@ def test_recovery_simulates_each_fitted_participant_and_fits_it_again(three_peop
     assert {json.loads((tmp_path / "nine" / f"{name}.json").read_text())["n_lists"] for name in ("ann", "bo")} == {9}
 
 
+@pytest.mark.slow  # 13 s: a new Python stopped by a signal; the default run keeps a fit's resume after it ended early
+# (test_cmr_fit_writes_each_participant_as_it_ends_and_resumes)
 def test_a_fit_stopped_by_sigterm_keeps_its_finished_participants_and_resumes(tmp_path):
     """SLURM sends SIGTERM before it preempts a job: the participant in progress is abandoned, whole files stay,
     the exit code says stopped (143), and the same command fits the others."""

@@ -287,6 +287,8 @@ def run_with_checkpoints(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow  # 11 s: one analysis per checkpoint; one checkpoint's (every table, every figure) stays in the
+# default run
 def test_several_checkpoints_give_one_analysis_each_and_the_emergence_table(run_with_checkpoints, grid, tmp_path,
                                                                              capsys):
     run, out = run_with_checkpoints, tmp_path / "icl"

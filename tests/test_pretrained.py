@@ -382,6 +382,7 @@ def _train_copier(path, steps: int = 200, n: int = 16):
     return path
 
 
+@pytest.mark.slow  # 11 s: trains a copier first; the analyses of a saved Hugging Face model stay in the default run
 def test_the_analysis_finds_the_head_a_trained_model_copies_with(tmp_path):
     path = _train_copier(tmp_path / "copier")
     main(["analyze", "icl", "--hf_model", str(path), "--out", str(tmp_path / "icl"), "--n_items", "16",

@@ -79,7 +79,7 @@ def slstm_sequence(x: torch.Tensor, states: torch.Tensor, R: torch.Tensor, b: to
     return _Sequence.apply(xb, states, R)
 
 
-def block_diagonal(R: torch.Tensor) -> torch.Tensor:
+def recurrent_matrix(R: torch.Tensor) -> torch.Tensor:
     """R (NH, 4·dh, dh) as one (H, 4H) matrix W with y @ W every head's recurrent input, head-major:
     W[h·dh + j, h·4dh + g·dh + k] = R[h, g·dh + k, j], zero between heads."""
     return torch.block_diag(*R.transpose(1, 2))  # H 4H
@@ -96,7 +96,7 @@ class _Sequence(torch.autograd.Function):
                 ) -> torch.Tensor:
         length, batch, _ = xb.shape
         heads, _, dh = R.shape
-        W = block_diagonal(R)  # H 4H
+        W = recurrent_matrix(R)  # H 4H
         raws = xb.clone(memory_format=torch.contiguous_format)  # T B 4H: each step's pre-activations, for backward
         all_states = xb.new_empty(4, length + 1, batch, heads, dh)  # each step writes its states in place
         all_states[:, 0] = states.view(4, batch, heads, dh)
@@ -126,7 +126,7 @@ class _Sequence(torch.autograd.Function):
         heads, _, dh = R.shape
         local = _local_derivatives(raws, all_states, heads, ctx.first_from_zero)
         incoming = _Incoming(grad, length, batch, heads, ctx.outputs_only)
-        grad_raws, grad_states = _gradient_loop(local, incoming, block_diagonal(R), raws.shape)
+        grad_raws, grad_states = _gradient_loop(local, incoming, recurrent_matrix(R), raws.shape)
         # R[h]'s gradient: Σ over T and B of head h's gate gradients (4dh) times its y_prev (dh); a head's gates are
         # one strided matrix of grad_raws (head-major), so no copy, and no products between heads
         g_heads = grad_raws.view(length * batch, heads, GATES * dh)

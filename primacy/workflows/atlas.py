@@ -271,7 +271,8 @@ def _test_status(test: AtlasRun, config: Any) -> Status:
     if summary.is_file() and (kept_as_results(trained) or summary.stat().st_mtime >= ckpt.stat().st_mtime):
         return Status("done", "tested at 2L")
     if kept_as_results(trained):
-        return Status("failed", f"no model to test: {trained} was kept as its results only (its checkpoints removed)")
+        return Status("failed", f"no model to test: {trained} was kept as its results only (its checkpoints removed); "
+                      "delete it to train it again")
     n_items = 2 * int(config.data.init_args.n_items)
     args = (*RunDir(trained).test_args(), "--data.init_args.n_items", str(n_items), "--trainer.default_root_dir",
             str(test.dir), "--trainer.logger", "false")

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -547,6 +548,15 @@ def test_the_local_launcher_skips_a_run_taken_since_the_plan(tmp_path):
     assert events == [("taken", "skip"), ("free", "start"), ("free", "end")]
     assert codes == {str(tmp_path / "free"): 0}
     assert launchers.read_state(tmp_path / "free")["exit_code"] == 0 and not (tmp_path / "taken").exists()
+
+
+def test_a_running_state_with_an_old_heartbeat_is_not_alive_even_if_its_pid_is():
+    """A state file committed or copied while its run trained, read on a machine of the same name where its process
+    id now belongs to another process (here: this one): the old heartbeat says the run is not running."""
+    state = {"state": "running", "pid": os.getpid(), "host": socket.gethostname(), "updated": time.time()}
+    assert launchers.is_alive(state)
+    assert not launchers.is_alive({**state, "updated": time.time() - launchers.STALE_SECONDS - 1})
+    assert not launchers.is_alive({**state, "state": "exited"})
 
 
 def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):

@@ -44,17 +44,17 @@ def read_state(run_dir: str | Path) -> dict[str, Any]:
 
 
 def is_alive(state: dict[str, Any]) -> bool:
-    """Whether the process a "running" state names still runs: asked of the OS on this host, judged by the age of
-    the heartbeat on another one."""
-    if state.get("state") != "running":
+    """Whether the process a "running" state names still runs: its heartbeat is recent and, on this host, the OS
+    knows its process. A state file copied or committed from a machine of the same name while its run trained names a
+    process id that another process may have now: its old heartbeat tells."""
+    if state.get("state") != "running" or time.time() - float(state.get("updated", 0)) >= STALE_SECONDS:
         return False
     if state.get("host") == socket.gethostname():
         try:
             os.kill(int(state["pid"]), 0)
         except (OSError, KeyError, ValueError):
             return False
-        return True
-    return time.time() - float(state.get("updated", 0)) < STALE_SECONDS
+    return True
 
 
 LOG_TIME = "%Y%m%d-%H%M%S"  # a launch's log is named by the local time it began, in this format

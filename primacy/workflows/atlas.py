@@ -267,10 +267,10 @@ def _test_status(test: AtlasRun, config: Any) -> Status:
     state = launchers.read_state(test.dir)
     if launchers.is_alive(state):
         return Status("running", f"pid {state.get('pid')}")
-    summary, ckpt = RunDir(test.dir).summary, RunDir(trained).last_checkpoint
-    if summary.is_file() and (kept_as_results(trained) or summary.stat().st_mtime >= ckpt.stat().st_mtime):
+    summary, ckpt, kept = RunDir(test.dir).summary, RunDir(trained).last_checkpoint, kept_as_results(trained)
+    if summary.is_file() and (kept or summary.stat().st_mtime >= ckpt.stat().st_mtime):
         return Status("done", "tested at 2L")
-    if kept_as_results(trained):
+    if kept:
         return Status("failed", f"no model to test: {trained} was kept as its results only (its checkpoints removed); "
                       "delete it to train it again")
     n_items = 2 * int(config.data.init_args.n_items)

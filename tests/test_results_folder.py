@@ -27,15 +27,14 @@ def test_a_kept_run_is_complete_and_its_summary_is_its_arrays(run):
     state = launchers.read_state(run)
     assert state.get("state") == "exited" and state.get("exit_code") == 0, state
     assert launchers.run_seconds(run) > 0
-    config = yaml.safe_load(RunDir(run).config.read_text())
-    tested_at_2l = run.name == "extrapolate"
-    knob, value = (run.parent if tested_at_2l else run).parent.name.split("=")
-    if tested_at_2l and knob == "n_items":
-        value = str(2 * int(value))
-    assert str(_find(config, knob)) == value, f"{run}: {knob} is not {value}"
+    tested_at_2l = run.name == "extrapolate"  # `primacy test` of its seed's model: the seed's config, twice its L
+    seed = run.parent if tested_at_2l else run
+    config = yaml.safe_load(RunDir(seed).config.read_text())
+    knob, value = seed.parent.name.split("=")
+    assert str(_find(config, knob)) == value, f"{seed}: {knob} is not {value}"
     read = results.read(RunDir(run).results)
     summary = json.loads(RunDir(run).summary.read_text())
-    assert summary["n_items"] == config["data"]["init_args"]["n_items"]
+    assert summary["n_items"] == (2 if tested_at_2l else 1) * config["data"]["init_args"]["n_items"]
     for key in results.SCALAR_KEYS:
         assert summary[key] == pytest.approx(float(read[key]), abs=1e-6), key
 

@@ -59,6 +59,12 @@ class RunDir:
         return sorted(self.checkpoints.glob("*.ckpt"))
 
     @property
+    def kept_as_results(self) -> bool:
+        """Whether the run was kept as its results only: its test's summary is there and its checkpoints folder was
+        removed (to save space, or to publish it, as results/ does). It counts as done; it cannot resume."""
+        return self.summary.is_file() and not self.checkpoints.exists()
+
+    @property
     def results(self) -> Path:
         return self.path / "results"
 

@@ -44,7 +44,7 @@ from primacy.rundir.layout import RunDir
 from primacy.workflows import aggregate, launchers
 from primacy.workflows.atlas_files import AtlasSpec, Row
 from primacy.workflows.pages import SCALES
-from primacy.workflows.reproduce import Run, Status, kept_as_results, status
+from primacy.workflows.reproduce import Run, Status, status
 from primacy.workflows.tables import rounded, table_cell
 
 
@@ -267,7 +267,7 @@ def _test_status(test: AtlasRun, config: Any) -> Status:
     state = launchers.read_state(test.dir)
     if launchers.is_alive(state):
         return Status("running", f"pid {state.get('pid')}")
-    summary, ckpt, kept = RunDir(test.dir).summary, RunDir(trained).last_checkpoint, kept_as_results(trained)
+    summary, ckpt, kept = RunDir(test.dir).summary, RunDir(trained).last_checkpoint, RunDir(trained).kept_as_results
     if summary.is_file() and (kept or summary.stat().st_mtime >= ckpt.stat().st_mtime):
         return Status("done", "tested at 2L")
     if kept:

@@ -113,7 +113,7 @@ def status(run: Run, config: Any) -> Status:
     if not ckpt.is_file():
         if failed:
             return Status("failed", f"exit code {exit_code}, {log}", run.fit_args())
-        if kept_as_results(run.dir):
+        if RunDir(run.dir).kept_as_results:
             return Status("done", "results kept, checkpoints removed")
         return Status("missing", ended, run.fit_args())
     try:
@@ -129,12 +129,6 @@ def status(run: Run, config: Any) -> Status:
     if summary.is_file() and summary.stat().st_mtime >= ckpt.stat().st_mtime:
         return Status("done", f"step {step}")
     return Status("stopped", f"trained ({step} steps), not tested", run.test_args())
-
-
-def kept_as_results(run_dir: Path) -> bool:
-    """Whether a run was kept as its results only: its test's summary is there and its checkpoints folder was removed
-    (to save space, or to publish the run, as docs/atlas.md's runs are). It counts as done; it cannot resume."""
-    return RunDir(run_dir).summary.is_file() and not RunDir(run_dir).checkpoints.exists()
 
 
 def process_count(devices: Any) -> int:

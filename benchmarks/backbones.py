@@ -9,12 +9,13 @@ LSTM layers are counted by hand: 2·4H·(D_in + H) per token and layer forward, 
 product on the same threads. Prints medians; no thresholds.
 
     python benchmarks/backbones.py [--repeats 30] [--threads N] [--backbones NAME ...] [--mamba-scans SCAN ...]
-    python benchmarks/backbones.py --atlas configs/atlas/verification.yaml [--length T]
+    python benchmarks/backbones.py --atlas configs/atlas/verification.yaml [--length T] [--rows LABEL ...]
 
 --mamba-scans times MambaBackbone once per pure-PyTorch scan (rows "MambaBackbone[scan]"); "/ S4D" is each step's
 time over S4DBackbone's when S4D is among the backbones run. --atlas times each row of an atlas file with the backbone
 as the row builds it (its init_args, at the easiest knob value when the knob is the backbone's), "/ S4D" over the row
-whose backbone is S4DBackbone; --length sets T (L = T / 2 study items). Steps are timed round-robin, one of each
+whose backbone is S4DBackbone (or only the rows named by --rows, with S4D's kept); --length sets T (L = T / 2 study
+items). Steps are timed round-robin, one of each
 row per round, so that a load on the machine weighs on every row alike.
 """
 
@@ -97,11 +98,12 @@ def main() -> None:
     parser.add_argument("--mamba-scans", nargs="+", default=None, help="MambaBackbone's scans to time, one row each")
     parser.add_argument("--atlas", default=None, help="an atlas file: time each of its rows' backbones instead")
     parser.add_argument("--length", type=int, default=2 * N_ITEMS, help="with --atlas: the sequence length T")
+    parser.add_argument("--rows", nargs="+", default=None, help="with --atlas: these rows' labels only (and S4D's)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.atlas:
-        return time_atlas(args.atlas, args.length, args.repeats)
+        return time_atlas(args.atlas, args.length, args.repeats, args.rows)
 
     peak = matmul_rate(args.repeats)
     print(f"quickstart batch: B = {BATCH}, T = {2 * N_ITEMS}, width {WIDTH}; {torch.get_num_threads()} threads; "
@@ -120,13 +122,19 @@ def main() -> None:
 
 
 def atlas_rows(path: str) -> list[tuple[str, str, dict]]:
-    """(label, backbone class, init_args) of each row of an atlas file, a knob of the backbone's at its first value."""
+    """(label, backbone class, init_args) of each row of an atlas file at the CPU scale: the backbone's init_args with
+    those the row's args set, and a knob of the backbone's at its first value."""
     import yaml
 
     rows = []
+    prefix = "model.init_args.backbone.init_args."
     for row in yaml.safe_load(Path(path).read_text())["rows"]:
         settings = dict(row["backbone"].get("init_args", {}))
-        prefix = "model.init_args.backbone.init_args."
+        args = row.get("args", [])
+        args = args.get("cpu", []) if isinstance(args, dict) else args
+        for key, value in zip(args[::2], args[1::2]):
+            if key.startswith(f"--{prefix}"):
+                settings[key[len(prefix) + 2:]] = yaml.safe_load(value)
         if row["knob"].startswith(prefix):
             values = row["values"]
             settings[row["knob"][len(prefix):]] = (values["cpu"] if isinstance(values, dict) else values)[0]
@@ -134,9 +142,10 @@ def atlas_rows(path: str) -> list[tuple[str, str, dict]]:
     return rows
 
 
-def time_atlas(path: str, length: int, repeats: int) -> None:
-    """Median step of every atlas row's backbone, round-robin, and its ratio to the S4D row's."""
-    rows = atlas_rows(path)
+def time_atlas(path: str, length: int, repeats: int, labels: list[str] | None = None) -> None:
+    """Median step of every atlas row's backbone (or of the rows ``labels`` names and S4D's), round-robin, and its
+    ratio to the S4D row's."""
+    rows = [row for row in atlas_rows(path) if labels is None or row[0] in labels or row[1] == "S4DBackbone"]
     steps = [(label, training_step(name, settings, n_items=length // 2, quickstart=False)[0])
              for label, name, settings in rows]
     times: dict[str, list[float]] = {label: [] for label, _ in steps}

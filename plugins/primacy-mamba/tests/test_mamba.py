@@ -25,6 +25,7 @@ from primacy.testing import check_backbone, check_influence, check_model, fixed_
 import primacy_mamba.backbone
 import primacy_mamba.block
 import primacy_mamba.chunked
+import primacy_mamba.compiled
 import primacy_mamba.scan
 from primacy_mamba import MambaBackbone
 
@@ -32,12 +33,12 @@ QUICKSTART = Path(__file__).resolve().parents[3] / "configs" / "quickstart-mamba
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"n_layers": 2, "d_state": 4, "expand": 1, "dt_rank": 2},
-                                    {"scan": "sequential", "d_conv": 2}, {"scan": "chunked"}])
+                                    {"scan": "sequential", "d_conv": 2}, {"scan": "chunked"}, {"scan": "compiled"}])
 def test_contract(kwargs):
     check_backbone(MambaBackbone, **kwargs)
 
 
-@pytest.mark.parametrize("scan", ["recurrent", "chunked", "parallel"])
+@pytest.mark.parametrize("scan", ["recurrent", "chunked", "compiled", "parallel"])
 def test_each_scan_matches_the_sequential_reference_with_its_gradients_in_float64(scan, monkeypatch):
     monkeypatch.setattr(primacy_mamba.scan, "CACHE_ELEMENTS", 2 * 13 * 16 * 16)  # slices of 2 sequences: 2 and 1
     monkeypatch.setattr(primacy_mamba.scan, "STEP_ELEMENTS", 1)
@@ -139,6 +140,87 @@ def test_a_chunk_below_one_is_refused_in_one_line():
     with pytest.raises(UsageError, match=r"^chunk=0 is invalid: it must be at least 1") as err:
         primacy_mamba.chunked.chunked_selective_scan(*scan_inputs(1, 4, 2, 2), chunk=0)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("length,decay", [(1, 1.0), (13, 1.0), (64, 1.0), (37, 50.0)])
+def test_the_compiled_scan_equals_the_stepped_one_with_every_gradient(length, decay):
+    """float64 to 1e-10 (the C library's exp), float32 to 1e-5 of each output's scale (its own exp, ≤ 3e-7 off);
+    |A|·Δ up to ~800 per position at decay 50, where float32's exp is clamped at e^-87 and underflows nothing."""
+    torch.manual_seed(0)
+    inputs = scan_inputs(3, length, 5, 16, decay=decay)
+    inputs[1].data[:, ::5] *= 1e-4  # some positions that barely decay, so the states are not simply reset
+    compiled = outputs_and_gradients(primacy_mamba.compiled.compiled_selective_scan, inputs)
+    stepped = outputs_and_gradients(stepped_scan, inputs)
+    for name, fast, slow in zip(["y", "u", "dt", "a", "b", "c", "d"], compiled, stepped):
+        torch.testing.assert_close(fast, slow, rtol=1e-10, atol=1e-10, msg=name)
+    single = [x.detach().float().requires_grad_() for x in inputs]
+    compiled32 = outputs_and_gradients(primacy_mamba.compiled.compiled_selective_scan, single)
+    for name, fast, slow in zip(["y", "u", "dt", "a", "b", "c", "d"], compiled32, stepped):
+        assert fast.dtype == torch.float32 and torch.isfinite(fast).all(), name
+        torch.testing.assert_close(fast.double(), slow, rtol=1e-5, atol=1e-5 * slow.abs().max().item(), msg=name)
+
+
+def test_the_compiled_scans_backward_is_its_forwards_derivative():
+    torch.manual_seed(0)
+    assert torch.autograd.gradcheck(primacy_mamba.compiled.compiled_selective_scan, scan_inputs(2, 7, 3, 5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_compiled_scan_gives_the_same_bits_on_any_number_of_threads(dtype):
+    """The batch is split across threads; each sequence's numbers, and A's gradient summed in batch order, do not
+    depend on the split."""
+    torch.manual_seed(0)
+    inputs = scan_inputs(5, 11, 6, 4, dtype=dtype)
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for count in (1, 2, 3):
+            torch.set_num_threads(count)
+            results.append(outputs_and_gradients(primacy_mamba.compiled.compiled_selective_scan, inputs))
+    finally:
+        torch.set_num_threads(threads)
+    for other in results[1:]:
+        for name, one, many in zip(["y", "u", "dt", "a", "b", "c", "d"], results[0], other):
+            assert torch.equal(one, many), name
+
+
+@pytest.fixture
+def no_library(tmp_path, monkeypatch):
+    """An empty kernel cache, and no library built in this process; the real one is found again afterwards."""
+    monkeypatch.setenv("PRIMACY_KERNEL_CACHE", str(tmp_path / "kernels"))
+    primacy_mamba.compiled.library.cache_clear()
+    yield tmp_path / "kernels"
+    primacy_mamba.compiled.library.cache_clear()
+
+
+def test_the_compiled_scan_is_built_once_into_the_cache_and_then_loaded(no_library, monkeypatch):
+    library = primacy_mamba.compiled.library()
+    [built] = no_library.iterdir()  # the library alone: no partial file is left beside it
+    assert built.name.startswith("primacy_scan_") and built.suffix == ".so" and library.primacy_scan_abi() == 1
+    primacy_mamba.compiled.library.cache_clear()
+    monkeypatch.setattr(primacy_mamba.compiled.subprocess, "run", lambda *args, **kwargs: pytest.fail("rebuilt"))
+    MambaBackbone(scan="compiled")  # a new process: finds the build in the cache
+
+
+@pytest.mark.parametrize("compiler,message", [
+    ("no-such-c++", r"^scan='compiled' needs a C\+\+ compiler and 'no-such-c\+\+' \(CXX\) is not one on PATH: install "
+                    r"one \(g\+\+ or clang\+\+\) or use scan='chunked'$"),
+    ("false", r"^scan='compiled': false failed to build scan.cpp: exit code 1; use scan='chunked'$"),
+])
+def test_a_machine_without_a_working_compiler_refuses_the_compiled_scan_in_one_line(no_library, monkeypatch, compiler,
+                                                                                   message):
+    monkeypatch.setenv("CXX", compiler)
+    with pytest.raises(UsageError, match=message) as err:
+        MambaBackbone(scan="compiled")
+    assert "\n" not in str(err.value)
+    assert not no_library.exists() or not list(no_library.iterdir()), "no partial library is left behind"
+
+
+def test_the_compiled_scan_refuses_other_dtypes_in_one_line():
+    inputs = [x.detach().half() for x in scan_inputs(1, 4, 2, 2)]
+    with pytest.raises(UsageError, match=r"^scan='compiled' runs on float32 or float64 CPU tensors, not torch.float16 "
+                                         r"on cpu: use scan='chunked' \(or kernel='fused' on a GPU\)$"):
+        primacy_mamba.compiled.compiled_selective_scan(*inputs)
 
 
 @pytest.mark.parametrize("kwargs", [{"n_layers": 2}, {"d_conv": 1, "expand": 1}, {"scan": "sequential", "d_state": 3}])
@@ -285,7 +367,8 @@ def test_fused_path_passes_the_kernel_what_it_expects(monkeypatch):
         ({"dt_min": 0.2, "dt_max": 0.1}, "dt_min=0.2, dt_max=0.1 is not a valid Δt range"),
         ({"dt_min": 0.0}, "dt_min=0.0, dt_max=0.1 is not a valid Δt range"),
         ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of 'auto', 'pure', 'fused'"),
-        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'recurrent', 'chunked', 'parallel', 'sequential'"),
+        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'recurrent', 'chunked', 'compiled', 'parallel', "
+                           "'sequential'"),
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):

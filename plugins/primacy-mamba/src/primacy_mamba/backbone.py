@@ -17,10 +17,11 @@ from primacy.ssm.timescale import check_dt_range
 from torch import nn
 
 from primacy_mamba.block import MambaLayer
+from primacy_mamba.compiled import check_compiled
 from primacy_mamba.kernels import Kernel, check_kernel, log, use_fused
 
-Scan = Literal["recurrent", "chunked", "parallel", "sequential"]
-_SCANS = ("recurrent", "chunked", "parallel", "sequential")
+Scan = Literal["recurrent", "chunked", "compiled", "parallel", "sequential"]
+_SCANS = ("recurrent", "chunked", "compiled", "parallel", "sequential")
 
 
 class MambaBackbone(Backbone):
@@ -44,6 +45,9 @@ class MambaBackbone(Backbone):
             hand-derived backward that recomputes the states; lean in memory), ``chunked``
             (``primacy_mamba.chunked``: the same recurrence and backward over cache-sized reused buffers, in chunks
             of about √T positions for T > 128; equal to ``recurrent`` up to rounding and faster on a CPU),
+            ``compiled`` (``primacy_mamba.compiled``: the recurrence as C++ loops, built on first use by the machine's
+            C++ compiler, float32 and float64 on a CPU; the fastest on a CPU, and refused in one line where no
+            compiler works),
             ``parallel`` (mambapy's Blelloch scan, which keeps the states for backward; the
             default before primacy-mamba 0.2) or ``sequential`` (mambapy's step-by-step loop, the slow reference).
     """
@@ -71,6 +75,8 @@ class MambaBackbone(Backbone):
         check_dt_range(dt_min, dt_max)
         one_of("scan", scan, _SCANS)
         check_kernel(kernel)
+        if scan == "compiled":
+            check_compiled()
         self.d_model, self.kernel, self.scan = d_model, kernel, scan
         self.config = MambaConfig(
             d_model=d_model, n_layers=n_layers, d_state=d_state, d_conv=d_conv, expand_factor=expand,

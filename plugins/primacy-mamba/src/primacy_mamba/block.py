@@ -14,6 +14,7 @@ from primacy.checks import fits_in_memory
 from torch import nn
 
 from primacy_mamba.chunked import chunked_selective_scan
+from primacy_mamba.compiled import compiled_selective_scan
 from primacy_mamba.kernels import fused_scan
 from primacy_mamba.scan import selective_scan
 
@@ -66,11 +67,11 @@ class MambaMixer(MambaBlock):
 
     def _pure_scan(self, u: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor
                    ) -> torch.Tensor:
-        """The scan in PyTorch, y (B, T, E·D) before the gate, by ``self.scan``: ``recurrent`` (primacy_mamba.scan),
-        ``chunked`` (primacy_mamba.chunked), ``parallel`` (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop,
-        the reference)."""
-        scans = {"recurrent": selective_scan, "chunked": chunked_selective_scan, "parallel": self.selective_scan,
-                 "sequential": self.selective_scan_seq}
+        """The scan on the pure path, y (B, T, E·D) before the gate, by ``self.scan``: ``recurrent``
+        (primacy_mamba.scan), ``chunked`` (primacy_mamba.chunked), ``compiled`` (primacy_mamba.compiled), ``parallel``
+        (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop, the reference)."""
+        scans = {"recurrent": selective_scan, "chunked": chunked_selective_scan, "compiled": compiled_selective_scan,
+                 "parallel": self.selective_scan, "sequential": self.selective_scan_seq}
         return scans[self.scan](u, dt, a, b, c, self.D.float())
 
     def influence(self, x: torch.Tensor) -> Influence:

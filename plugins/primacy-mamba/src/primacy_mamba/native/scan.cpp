@@ -1,0 +1,204 @@
+// The selective scan, forward and backward, as plain loops over contiguous CPU arrays (primacy_mamba.compiled).
+//
+//     h_t = exp(Δ_t A) ⊙ h_{t-1} + (Δ_t u_t) B_t,    y_t = h_t C_t,    h_{-1} = 0
+//
+// Each call handles the batch elements [first, last); elements are independent, so callers split the batch across
+// threads. Scratch arrays come from the caller (the backward keeps one element's states, (T + 1, E, N), to read
+// h_{t-1} while it walks back in time); nothing is allocated here. The D u_t term is added by the caller.
+//
+// Scratch: h (3, E, N) in forward (h_{t-1}, h_t and one channel's decays); in backward see there.
+//
+// Layout, row-major and contiguous: u, dt, y, gy, gu, gdt (B, T, E); b, c, gb, gc (B, T, N); a (E, N);
+// ga_parts (B, E, N), one partial sum of ∂L/∂A per batch element, summed by the caller in a fixed order, so the
+// result does not depend on how the batch was split.
+//
+// The loops over the state index n carry no dependence and contain no branch, so compilers vectorise them
+// (with -fno-trapping-math for the clamps); sums over n run in a fixed order in a loop of their own.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// On x86-64 Linux each entry point is built twice, for AVX2 and for the baseline, and the loader picks the one this
+// CPU runs: one library serves every node of a cluster. Neither contracts a multiply and an add (ISO C++ mode, and
+// AVX2 has no FMA), so both round alike.
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+#define PRIMACY_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define PRIMACY_CLONES
+#endif
+// Everything below an entry point is inlined into it, so that each of its builds compiles all of its loops.
+#if defined(__GNUC__) || defined(__clang__)
+#define PRIMACY_INLINE inline __attribute__((always_inline))
+#else
+#define PRIMACY_INLINE inline
+#endif
+
+namespace {
+
+// exp(x) in float, vectorisable: 2^k p(r) with k = round(x / ln 2), r = x - k ln 2 (ln 2 in two parts), p the
+// degree-6 Taylor polynomial. Relative error ≤ 3e-7 (2.5 float ulp) on [-87, 88]; x is clamped there, so
+// exp(x < -87) gives e^-87 ≈ 1.6e-38 rather than a subnormal.
+PRIMACY_INLINE float fast_exp(float x) {
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+    const float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
+    float p = 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+// float64 is for verification against the other scans: the library's exp, exact to rounding.
+PRIMACY_INLINE double fast_exp(double x) { return std::exp(x); }
+
+// Σ_n x_n y_n in a fixed order, in four interleaved partial sums (which compilers keep in one vector register).
+template <typename R>
+PRIMACY_INLINE R dot(int64_t N, const R* __restrict__ x, const R* __restrict__ y) {
+    R lanes[4] = {0, 0, 0, 0};
+    int64_t n = 0;
+    for (; n + 4 <= N; n += 4)
+        for (int j = 0; j < 4; ++j) lanes[j] += x[n + j] * y[n + j];
+    R total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; n < N; ++n) total += x[n] * y[n];
+    return total;
+}
+
+// One channel at one position, over its N states: decay = exp(Δ_t A_e), h_t = decay ⊙ h_{t-1} + (Δ_t u_t) B_t.
+template <typename R>
+PRIMACY_INLINE void channel_step(int64_t N, R step, R injected, const R* __restrict__ ae, const R* __restrict__ bt,
+                         const R* __restrict__ before, R* __restrict__ now, R* __restrict__ decay) {
+    for (int64_t n = 0; n < N; ++n) {
+        decay[n] = fast_exp(step * ae[n]);
+        now[n] = decay[n] * before[n] + injected * bt[n];
+    }
+}
+
+template <typename R>
+PRIMACY_INLINE void forward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dt, const R* a,
+             const R* b, const R* c, R* y, R* h) {
+    for (int64_t i = first; i < last; ++i) {
+        const R* ui = u + i * T * E;
+        const R* dti = dt + i * T * E;
+        const R* bi = b + i * T * N;
+        const R* ci = c + i * T * N;
+        R* yi = y + i * T * E;
+        std::memset(h, 0, sizeof(R) * E * N);  // h_{-1}
+        for (int64_t t = 0; t < T; ++t) {
+            const R* before = h + (t % 2) * E * N;  // h_{t-1} and h_t take turns in the first two blocks of h
+            R* now = h + (1 - t % 2) * E * N;
+            for (int64_t e = 0; e < E; ++e) {
+                const R step = dti[t * E + e];
+                channel_step(N, step, step * ui[t * E + e], a + e * N, bi + t * N, before + e * N, now + e * N,
+                             h + 2 * E * N);
+                yi[t * E + e] = dot(N, now + e * N, ci + t * N);
+            }
+        }
+    }
+}
+
+// One channel e at one position t, over its N states: G_t = gy_t C_t + carry (into g), ∂L/∂(Δ_t A) = G_t ⊙ h_{t-1}
+// ⊙ exp(Δ_t A) (into g_log); adds to ∂L/∂C_t, ∂L/∂B_t and the batch element's ∂L/∂A, and sets carry for t - 1.
+template <typename R>
+PRIMACY_INLINE void channel_backward(int64_t N, R step, R injected, R out, const R* __restrict__ decay,
+                             const R* __restrict__ before, const R* __restrict__ now, const R* __restrict__ ct,
+                             R* __restrict__ carry,
+                             R* __restrict__ ga, R* __restrict__ gb, R* __restrict__ gc, R* __restrict__ g,
+                             R* __restrict__ g_log) {
+    for (int64_t n = 0; n < N; ++n) {
+        const R grad = out * ct[n] + carry[n];
+        const R through_decay = grad * before[n] * decay[n];
+        g[n] = grad;
+        g_log[n] = through_decay;
+        gc[n] += out * now[n];
+        gb[n] += grad * injected;
+        ga[n] += through_decay * step;
+        carry[n] = decay[n] * grad;
+    }
+}
+
+// Writes gu, gdt (B, T, E), gb, gc (B, T, N) and ga_parts (B, E, N) for [first, last). Scratch: states (T + 1, E, N)
+// holds h_{-1} = 0, h_0, ..., h_{T-1}, decays (T, E, N) exp(Δ_t A); carry (E, N) holds exp(Δ_{t+1} A) ⊙ G_{t+1}, the
+// part of G_t = ∂L/∂h_t that comes from later positions; g and g_log (N) one channel's G_t and ∂L/∂(Δ_t A).
+template <typename R>
+PRIMACY_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dt, const R* a,
+              const R* b, const R* c, const R* gy, R* gu, R* gdt, R* gb, R* gc, R* ga_parts, R* states, R* carry,
+              R* decays, R* __restrict__ g, R* __restrict__ g_log) {
+    for (int64_t i = first; i < last; ++i) {
+        const R* ui = u + i * T * E;
+        const R* dti = dt + i * T * E;
+        const R* bi = b + i * T * N;
+        const R* ci = c + i * T * N;
+        const R* gyi = gy + i * T * E;
+        R *gui = gu + i * T * E, *gdti = gdt + i * T * E, *gbi = gb + i * T * N, *gci = gc + i * T * N;
+        R* gai = ga_parts + i * E * N;
+        std::memset(states, 0, sizeof(R) * E * N);  // h_{-1}
+        for (int64_t t = 0; t < T; ++t) {  // the states h_t of every t, as forward computes them
+            const R* before = states + t * E * N;
+            R* now = states + (t + 1) * E * N;
+            for (int64_t e = 0; e < E; ++e) {
+                const R step = dti[t * E + e];
+                channel_step(N, step, step * ui[t * E + e], a + e * N, bi + t * N, before + e * N, now + e * N,
+                             decays + (t * E + e) * N);
+            }
+        }
+        std::memset(carry, 0, sizeof(R) * E * N);
+        std::memset(gai, 0, sizeof(R) * E * N);
+        std::memset(gbi, 0, sizeof(R) * T * N);
+        std::memset(gci, 0, sizeof(R) * T * N);
+        for (int64_t t = T - 1; t >= 0; --t) {
+            const R* before = states + t * E * N;  // h_{t-1}, then h_t
+            for (int64_t e = 0; e < E; ++e) {
+                const int64_t at = t * E + e;
+                const R step = dti[at], value = ui[at];
+                const R* ae = a + e * N;
+                channel_backward(N, step, step * value, gyi[at], decays + at * N, before + e * N, before + (E + e) * N,
+                                 ci + t * N, carry + e * N, gai + e * N, gbi + t * N, gci + t * N, g, g_log);
+                const R inject = dot(N, g, bi + t * N);  // ∂L/∂(Δ_t u_t)
+                gui[at] = inject * step;
+                gdti[at] = inject * value + dot(N, g_log, ae);  // ... + Σ_n ∂L/∂(Δ_t A_n) A_n
+            }
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int primacy_scan_abi() { return 1; }
+
+PRIMACY_CLONES void primacy_scan_forward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const float* u,
+                              const float* dt, const float* a, const float* b, const float* c, float* y, float* h) {
+    forward(first, last, T, E, N, u, dt, a, b, c, y, h);
+}
+
+PRIMACY_CLONES void primacy_scan_forward_f64(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const double* u,
+                              const double* dt, const double* a, const double* b, const double* c, double* y,
+                              double* h) {
+    forward(first, last, T, E, N, u, dt, a, b, c, y, h);
+}
+
+PRIMACY_CLONES void primacy_scan_backward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const float* u,
+                               const float* dt, const float* a, const float* b, const float* c, const float* gy,
+                               float* gu, float* gdt, float* gb, float* gc, float* ga_parts, float* states,
+                               float* carry, float* decays, float* g, float* g_log) {
+    backward(first, last, T, E, N, u, dt, a, b, c, gy, gu, gdt, gb, gc, ga_parts, states, carry, decays, g, g_log);
+}
+
+PRIMACY_CLONES void primacy_scan_backward_f64(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const double* u,
+                               const double* dt, const double* a, const double* b, const double* c,
+                               const double* gy, double* gu, double* gdt, double* gb, double* gc,
+                               double* ga_parts, double* states, double* carry, double* decays, double* g,
+                               double* g_log) {
+    backward(first, last, T, E, N, u, dt, a, b, c, gy, gu, gdt, gb, gc, ga_parts, states, carry, decays, g, g_log);
+}
+
+}  // extern "C"

@@ -1,6 +1,7 @@
 """Every YAML in configs/ parses and builds its trainer, model and task, whose first training batch gives a finite
 loss; one config of each task x backbone pair (the smallest: a quickstart or CPU-scale one) trains a batch, validates,
-tests and writes its results, as `primacy fit` does."""
+tests and writes its results, as `primacy fit` does, and one config of each task its figures too (they depend on the
+task's kind of result, not on the backbone; drawing them is about a second a config)."""
 
 import functools
 import math
@@ -12,6 +13,7 @@ from conftest import ROOT
 
 from primacy.cli import main
 from primacy.cli.lightning import PrimacyCLI
+from primacy.testing.runs import NO_FIGURES
 
 ATLAS_FILES = ROOT / "configs" / "atlas"  # atlas files (rows of backbones, tests/test_atlas.py); their configs below
 CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml") if p.parent != ATLAS_FILES)
@@ -35,15 +37,19 @@ def pair(config: str) -> tuple[str, str]:
 REPRESENTATIVES = {}
 for _config in sorted(CONFIGS, key=lambda c: (c.startswith("configs/paper/"), c)):
     REPRESENTATIVES.setdefault(pair(_config), _config)
+DRAWS = {}  # task -> the representative that also draws the figures, validation's and test's
+for _config in sorted(REPRESENTATIVES.values()):
+    DRAWS.setdefault(pair(_config)[0], _config)
 
 
-def args(config: str, run) -> list[str]:
+def args(config: str, run, draw: bool = True) -> list[str]:
+    figures = ["--results.formats", "[png]"] if draw else NO_FIGURES
     return ["fit", "--config", str(ROOT / config), "--trainer.logger", "false", "--trainer.enable_progress_bar",
             "false", "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(run),
             "--trainer.accelerator", "cpu", "--trainer.max_steps", "1", "--trainer.val_check_interval", "1",
             "--trainer.limit_val_batches", "2",  # an int > 1 (as "1" would mean 100 %)
             "--trainer.limit_test_batches", "2", "--trainer.num_sanity_val_steps", "0",
-            "--data.init_args.batch_size", "4", *TASK_SIZES[pair(config)[0]], "--results.formats", "[png]"]
+            "--data.init_args.batch_size", "4", *TASK_SIZES[pair(config)[0]], *figures]
 
 
 class Built(Exception):  # noqa: N818 - carries the built objects out of the CLI
@@ -89,7 +95,8 @@ def test_config_runs_one_batch(config, tmp_path, monkeypatch):
         fitted.append((cli, cli.trainer.logged_metrics["train/loss"].item()))
         after_fit(cli)
     monkeypatch.setattr(PrimacyCLI, "after_fit", record)
-    main(args(config, tmp_path / "run"))
+    draws = DRAWS[pair(config)[0]] == config
+    main(args(config, tmp_path / "run", draws))
     [(cli, loss)] = fitted
     assert (type(cli.datamodule).__name__, type(cli.model.backbone).__name__) == pair(config)
     assert math.isfinite(loss)

@@ -216,6 +216,15 @@ def test_a_machine_without_a_working_compiler_refuses_the_compiled_scan_in_one_l
     assert not no_library.exists() or not list(no_library.iterdir()), "no partial library is left behind"
 
 
+def test_a_library_that_cannot_be_loaded_is_refused_in_one_line(no_library):
+    no_library.mkdir(parents=True)
+    primacy_mamba.compiled.library_path().write_text("not a shared object")  # found in the cache: not built again
+    with pytest.raises(UsageError, match=r"^scan='compiled': .* cannot be loaded \(.*\): set PRIMACY_KERNEL_CACHE to a "
+                                         r"directory that allows it, or use scan='chunked'$") as err:
+        MambaBackbone(scan="compiled")
+    assert "\n" not in str(err.value)
+
+
 def test_the_compiled_scan_refuses_other_dtypes_in_one_line():
     inputs = [x.detach().half() for x in scan_inputs(1, 4, 2, 2)]
     with pytest.raises(UsageError, match=r"^scan='compiled' runs on float32 or float64 CPU tensors, not torch.float16 "

@@ -48,16 +48,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("PRIMACY_KERNEL_CACHE", Path.home() / ".cache" / "primacy" / "kernels"))
 
 
+def library_path() -> Path:
+    """Where the build of this source by this compiler with these flags is kept."""
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler(), *FLAGS]).encode()).hexdigest()[:16]
+    return cache_dir() / f"primacy_scan_{key}.so"
+
+
 @cache
 def library() -> ctypes.CDLL:
     """The compiled scan, built if no build of this source, compiler and flags is in the cache; UsageError (one
-    line) when it cannot be built."""
-    cxx = compiler()
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), cxx, *FLAGS]).encode()).hexdigest()[:16]
-    path = cache_dir() / f"primacy_scan_{key}.so"
+    line) when it cannot be built or loaded."""
+    path = library_path()
     if not path.is_file():
-        _build(cxx, path)
-    lib = ctypes.CDLL(str(path))
+        _build(compiler(), path)
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as err:  # a mount that forbids executing files, a file from another architecture
+        raise UsageError(f"scan='compiled': {path} cannot be loaded ({err}): set PRIMACY_KERNEL_CACHE to a directory "
+                         "that allows it, or use scan='chunked'") from None
     if lib.primacy_scan_abi() != ABI:
         raise UsageError(f"{path} is not this primacy-mamba's scan: delete it so that it is built again")
     return lib

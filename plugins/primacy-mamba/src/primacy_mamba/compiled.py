@@ -10,7 +10,7 @@ its own, and the partials are summed in batch order: the result is the same what
 
 No PyTorch headers are involved: the library is plain C++ called through ctypes, built in about a second by
 ``$CXX`` (default ``c++``) into ``$PRIMACY_KERNEL_CACHE`` (default ``~/.cache/primacy/kernels``), under a name that
-hashes the source, the compiler and its flags, and written atomically (concurrent runs may build it at once). Where no
+hashes the source, the compiler, its flags and the machine's architecture, and written atomically (concurrent runs may build it at once). Where no
 compiler works, asking for ``scan='compiled'`` is a one-line error that says so.
 
 float32 uses a vectorisable exp (relative error ≤ 3e-7, exponent clamped to [-87, 88]); float64 the C library's, so
@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -49,8 +50,10 @@ def cache_dir() -> Path:
 
 
 def library_path() -> Path:
-    """Where the build of this source by this compiler with these flags is kept."""
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler(), *FLAGS]).encode()).hexdigest()[:16]
+    """Where the build of this source by this compiler with these flags for this machine's architecture is kept (a
+    cache in a home directory may be shared by a cluster's nodes)."""
+    parts = [SOURCE.read_text(), compiler(), *FLAGS, platform.machine(), platform.system()]
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     return cache_dir() / f"primacy_scan_{key}.so"
 
 

@@ -36,7 +36,8 @@ import torch
 from primacy.errors import UsageError
 
 SOURCE = Path(__file__).with_name("native") / "scan.cpp"
-FLAGS = ("-O3", "-fno-trapping-math", "-std=c++17", "-shared", "-fPIC")  # no -march: a cache shared by machines
+# No -march (a cache may be shared by machines); no fused multiply-adds, so every build rounds alike.
+FLAGS = ("-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
 ABI = 1  # primacy_scan_abi() of the source this module calls
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 

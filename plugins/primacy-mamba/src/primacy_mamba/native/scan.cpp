@@ -20,7 +20,7 @@
 #include <cstring>
 
 // On x86-64 Linux each entry point is built twice, for AVX2 and for the baseline, and the loader picks the one this
-// CPU runs: one library serves every node of a cluster. Neither contracts a multiply and an add (ISO C++ mode, and
+// CPU runs: one library serves every node of a cluster. Neither fuses a multiply and an add (-ffp-contract=off, and
 // AVX2 has no FMA), so both round alike.
 #if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
 #define PRIMACY_CLONES __attribute__((target_clones("avx2", "default")))

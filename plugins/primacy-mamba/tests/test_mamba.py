@@ -227,9 +227,13 @@ def test_a_library_that_cannot_be_loaded_is_refused_in_one_line(no_library):
 
 def test_the_compiled_scan_refuses_other_dtypes_in_one_line():
     inputs = [x.detach().half() for x in scan_inputs(1, 4, 2, 2)]
-    with pytest.raises(UsageError, match=r"^scan='compiled' runs on float32 or float64 CPU tensors, not torch.float16 "
-                                         r"on cpu: use scan='chunked' \(or kernel='fused' on a GPU\)$"):
+    with pytest.raises(UsageError, match=r"^scan='compiled' runs on float32 or float64 CPU tensors of one dtype, not "
+                                         r"torch.float16 on cpu: use scan='chunked' \(or kernel='fused' on a GPU\)$"):
         primacy_mamba.compiled.compiled_selective_scan(*inputs)
+    mixed = [x.detach() for x in scan_inputs(1, 4, 2, 2)]
+    mixed[3] = mixed[3].float()  # B in float32 beside float64: the loops would read its bytes as doubles
+    with pytest.raises(UsageError, match=r"not torch.float32 on cpu, torch.float64 on cpu: use scan='chunked'"):
+        primacy_mamba.compiled.compiled_selective_scan(*mixed)
 
 
 @pytest.mark.parametrize("kwargs", [{"n_layers": 2}, {"d_conv": 1, "expand": 1}, {"scan": "sequential", "d_state": 3}])

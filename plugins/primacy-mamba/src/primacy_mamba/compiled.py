@@ -60,8 +60,8 @@ def library_path() -> Path:
 
 @cache
 def library() -> ctypes.CDLL:
-    """The compiled scan, built if no build of this source, compiler and flags is in the cache; UsageError (one
-    line) when it cannot be built or loaded."""
+    """The compiled scan, built unless ``library_path()`` holds it already; UsageError (one line) when it cannot be
+    built or loaded."""
     path = library_path()
     if not path.is_file():
         _build(compiler(), path)
@@ -108,8 +108,9 @@ def compiled_selective_scan(u: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, 
                             d: torch.Tensor) -> torch.Tensor:
     """y (B, T, E) of the scan above from u, dt (B, T, E), a (E, N), b, c (B, T, N) and d (E,), on CPU tensors of
     float32 or float64, as ``primacy_mamba.scan.selective_scan``. Differentiable in every input."""
-    if u.device.type != "cpu" or u.dtype not in _SUFFIX:
-        raise UsageError(f"scan='compiled' runs on float32 or float64 CPU tensors, not {u.dtype} on {u.device.type}: "
+    if u.device.type != "cpu" or u.dtype not in _SUFFIX or any(x.dtype != u.dtype for x in (dt, b, c)):
+        found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in (u, dt, b, c)}))
+        raise UsageError(f"scan='compiled' runs on float32 or float64 CPU tensors of one dtype, not {found}: "
                          "use scan='chunked' (or kernel='fused' on a GPU)")
     return _CompiledScan.apply(u, dt, a, b, c, d)
 

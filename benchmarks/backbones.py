@@ -13,10 +13,10 @@ product on the same threads. Prints medians; no thresholds.
 
 --mamba-scans times MambaBackbone once per pure-PyTorch scan (rows "MambaBackbone[scan]"); "/ S4D" is each step's
 time over S4DBackbone's when S4D is among the backbones run. --atlas times each row of an atlas file with the backbone
-as the row builds it (its init_args, at the easiest knob value when the knob is the backbone's), "/ S4D" over the row
-whose backbone is S4DBackbone (or only the rows named by --rows, with S4D's kept); --length sets T (L = T / 2 study
-items). Steps are timed round-robin, one of each
-row per round, so that a load on the machine weighs on every row alike.
+as the row builds it at the CPU scale (its init_args and those its args set, at the easiest knob value when the knob
+is the backbone's), "/ S4D" over the row whose backbone is S4DBackbone; --rows keeps only the rows it names (and
+S4D's); --length sets T (L = T / 2 study items). Steps are timed round-robin, one of each row per round, so that a
+load on the machine weighs on every row alike.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import QUIET, ROOT, TINY_RUNS
 
+from primacy import registry
 from primacy.cli import main
 from primacy.registry import BUILTINS_ONLY
 
@@ -291,6 +292,24 @@ def test_a_config_of_a_plugin_that_is_not_installed_says_what_to_install(tmp_pat
         "primacy: error: --model.init_args.backbone XLSTMBackbone: backbone 'XLSTMBackbone' is provided by the plugin "
         "primacy-xlstm (pip install -e plugins/primacy-xlstm from a primacy checkout), which is not installed"]
     assert not (tmp_path / "new" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("option", [["--model.init_args.backbone", "XLSTMBackbone"],
+                                    ['--model.init_args.backbone={{"class_path": "XLSTMBackbone"}}'],  # {{: format
+                                    ["--model.init_args.backbone.class_path", "XLSTMBackbone"]])
+def test_a_plugin_that_is_not_installed_is_named_on_the_command_line_too(option, places, capsys, monkeypatch):
+    """As the config above, said before Lightning's imports (as if primacy-xlstm were uninstalled: its entry points
+    are hidden from the registry)."""
+    shown = registry._entry_points
+
+    def entry_points(kind: str = "backbone") -> dict:
+        return {name: ep for name, ep in shown(kind).items() if name != "XLSTMBackbone"}
+
+    monkeypatch.setattr(registry, "_entry_points", entry_points)
+    fails_in_one_line(["fit", "--config", QUICKSTART, *QUIET, *option, "--trainer.default_root_dir", "{tmp}/new"],
+                      "--model.init_args.backbone XLSTMBackbone: backbone 'XLSTMBackbone' is provided by the plugin "
+                      "primacy-xlstm (pip install -e plugins/primacy-xlstm from a primacy checkout), which is not "
+                      "installed", places, capsys)
 
 
 def test_a_read_only_run_directory_is_refused_before_work(places, capsys, tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ import sys
 
 from primacy.cli import console
 from primacy.cli.help import TOOL_COMMANDS, overview
+from primacy.cli.parse_errors import check_plugins_installed
 from primacy.errors import find_usage_error
 from primacy.workflows import launchers
 
@@ -24,6 +25,7 @@ def main(args: list[str] | None = None) -> None:
         if argv[0] in TOOL_COMMANDS:
             importlib.import_module(f"primacy.cli.{argv[0]}").command(argv[1:])
         else:
+            check_plugins_installed(argv)  # before Lightning's imports: a missing plugin is said at once
             _lightning(args)  # Lightning's subcommands, and any mistyped command
     except Exception as err:
         usage = find_usage_error(err)

@@ -57,7 +57,7 @@ def check_config_files(argv: list[str]) -> None:
 
 def check_plugins_installed(argv: list[str]) -> None:
     """Refuses, before Lightning is imported, a config or option that names by its short name a class of a bundled
-    plugin that is not installed: the line the whole parse would end with (``_unknown_class``), ten seconds sooner.
+    plugin that is not installed: the line the whole parse would end with (``_unknown_class``), without Lightning.
     Files that cannot be read are left to ``check_config_files``."""
     absent = {name for kind, name in registry.checkout_plugins() if name not in registry.names(kind)}
     if not absent or any(arg in HELP_FLAGS for arg in argv):

@@ -150,7 +150,7 @@ class _CompiledScan(torch.autograd.Function):
         n = a.shape[1]
         y = torch.empty_like(u)  # B T E
         parts = _parts(batch)
-        scratch = u.new_empty(len(parts), 3, channels, n)  # each thread's h_{t-1}, h_t and decays (E, N)
+        scratch = u.new_empty(len(parts), 2 * channels * n + n)  # each thread's h_{t-1}, h_t (E, N) and decays (N)
         kernel = getattr(library(), f"primacy_scan_forward_{_SUFFIX[u.dtype]}")
 
         def work(i: int, first: int, last: int) -> None:

@@ -6,7 +6,8 @@
 // threads. Scratch arrays come from the caller (the backward keeps one element's states, (T + 1, E, N), to read
 // h_{t-1} while it walks back in time); nothing is allocated here. The D u_t term is added by the caller.
 //
-// Scratch: h (3, E, N) in forward (h_{t-1}, h_t and one channel's decays); in backward see there.
+// Scratch: h (2 E N + N) in forward (h_{t-1} and h_t, (E, N) each, then one channel's decays); in backward see
+// there.
 //
 // Layout, row-major and contiguous: u, dt, y, gy, gu, gdt (B, T, E); b, c, gb, gc (B, T, N); a (E, N);
 // ga_parts (B, E, N), one partial sum of ∂L/∂A per batch element, summed by the caller in a fixed order, so the
@@ -82,8 +83,8 @@ PRIMACY_INLINE void channel_step(int64_t N, R step, R injected, const R* __restr
 }
 
 template <typename R>
-PRIMACY_INLINE void forward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dt, const R* a,
-             const R* b, const R* c, R* y, R* h) {
+PRIMACY_INLINE void forward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dt,
+                            const R* a, const R* b, const R* c, R* y, R* h) {
     for (int64_t i = first; i < last; ++i) {
         const R* ui = u + i * T * E;
         const R* dti = dt + i * T * E;
@@ -104,14 +105,15 @@ PRIMACY_INLINE void forward(int64_t first, int64_t last, int64_t T, int64_t E, i
     }
 }
 
-// One channel e at one position t, over its N states: G_t = gy_t C_t + carry (into g), ∂L/∂(Δ_t A) = G_t ⊙ h_{t-1}
-// ⊙ exp(Δ_t A) (into g_log); adds to ∂L/∂C_t, ∂L/∂B_t and the batch element's ∂L/∂A, and sets carry for t - 1.
+// One channel e at one position t, over its N states: G_t = gy_t C_t + carry (into g), ∂L/∂(Δ_t A) =
+// G_t ⊙ h_{t-1} ⊙ exp(Δ_t A) (into g_log); adds to ∂L/∂C_t, ∂L/∂B_t and the batch element's ∂L/∂A, and sets carry
+// for t - 1.
 template <typename R>
 PRIMACY_INLINE void channel_backward(int64_t N, R step, R injected, R out, const R* __restrict__ decay,
-                             const R* __restrict__ before, const R* __restrict__ now, const R* __restrict__ ct,
-                             R* __restrict__ carry,
-                             R* __restrict__ ga, R* __restrict__ gb, R* __restrict__ gc, R* __restrict__ g,
-                             R* __restrict__ g_log) {
+                                     const R* __restrict__ before, const R* __restrict__ now,
+                                     const R* __restrict__ ct, R* __restrict__ carry, R* __restrict__ ga,
+                                     R* __restrict__ gb, R* __restrict__ gc, R* __restrict__ g,
+                                     R* __restrict__ g_log) {
     for (int64_t n = 0; n < N; ++n) {
         const R grad = out * ct[n] + carry[n];
         const R through_decay = grad * before[n] * decay[n];
@@ -124,13 +126,15 @@ PRIMACY_INLINE void channel_backward(int64_t N, R step, R injected, R out, const
     }
 }
 
-// Writes gu, gdt (B, T, E), gb, gc (B, T, N) and ga_parts (B, E, N) for [first, last). Scratch: states (T + 1, E, N)
-// holds h_{-1} = 0, h_0, ..., h_{T-1}, decays (T, E, N) exp(Δ_t A); carry (E, N) holds exp(Δ_{t+1} A) ⊙ G_{t+1}, the
-// part of G_t = ∂L/∂h_t that comes from later positions; g and g_log (N) one channel's G_t and ∂L/∂(Δ_t A).
+// Writes gu, gdt (B, T, E), gb, gc (B, T, N) and ga_parts (B, E, N) for [first, last). Scratch: states
+// (T + 1, E, N) holds h_{-1} = 0, h_0, ..., h_{T-1}, decays (T, E, N) exp(Δ_t A); carry (E, N) holds
+// exp(Δ_{t+1} A) ⊙ G_{t+1}, the part of G_t = ∂L/∂h_t that comes from later positions; g and g_log (N) one
+// channel's G_t and ∂L/∂(Δ_t A).
 template <typename R>
-PRIMACY_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dt, const R* a,
-              const R* b, const R* c, const R* gy, R* gu, R* gdt, R* gb, R* gc, R* ga_parts, R* states, R* carry,
-              R* decays, R* __restrict__ g, R* __restrict__ g_log) {
+PRIMACY_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dt,
+                             const R* a, const R* b, const R* c, const R* gy, R* gu, R* gdt, R* gb, R* gc,
+                             R* ga_parts, R* states, R* carry, R* decays, R* __restrict__ g,
+                             R* __restrict__ g_log) {
     for (int64_t i = first; i < last; ++i) {
         const R* ui = u + i * T * E;
         const R* dti = dt + i * T * E;
@@ -175,29 +179,31 @@ extern "C" {
 
 int primacy_scan_abi() { return 1; }
 
-PRIMACY_CLONES void primacy_scan_forward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const float* u,
-                              const float* dt, const float* a, const float* b, const float* c, float* y, float* h) {
+PRIMACY_CLONES void primacy_scan_forward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
+                                             const float* u, const float* dt, const float* a, const float* b,
+                                             const float* c, float* y, float* h) {
     forward(first, last, T, E, N, u, dt, a, b, c, y, h);
 }
 
-PRIMACY_CLONES void primacy_scan_forward_f64(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const double* u,
-                              const double* dt, const double* a, const double* b, const double* c, double* y,
-                              double* h) {
+PRIMACY_CLONES void primacy_scan_forward_f64(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
+                                             const double* u, const double* dt, const double* a, const double* b,
+                                             const double* c, double* y, double* h) {
     forward(first, last, T, E, N, u, dt, a, b, c, y, h);
 }
 
-PRIMACY_CLONES void primacy_scan_backward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const float* u,
-                               const float* dt, const float* a, const float* b, const float* c, const float* gy,
-                               float* gu, float* gdt, float* gb, float* gc, float* ga_parts, float* states,
-                               float* carry, float* decays, float* g, float* g_log) {
+PRIMACY_CLONES void primacy_scan_backward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
+                                              const float* u, const float* dt, const float* a, const float* b,
+                                              const float* c, const float* gy, float* gu, float* gdt, float* gb,
+                                              float* gc, float* ga_parts, float* states, float* carry,
+                                              float* decays, float* g, float* g_log) {
     backward(first, last, T, E, N, u, dt, a, b, c, gy, gu, gdt, gb, gc, ga_parts, states, carry, decays, g, g_log);
 }
 
-PRIMACY_CLONES void primacy_scan_backward_f64(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const double* u,
-                               const double* dt, const double* a, const double* b, const double* c,
-                               const double* gy, double* gu, double* gdt, double* gb, double* gc,
-                               double* ga_parts, double* states, double* carry, double* decays, double* g,
-                               double* g_log) {
+PRIMACY_CLONES void primacy_scan_backward_f64(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
+                                              const double* u, const double* dt, const double* a, const double* b,
+                                              const double* c, const double* gy, double* gu, double* gdt,
+                                              double* gb, double* gc, double* ga_parts, double* states,
+                                              double* carry, double* decays, double* g, double* g_log) {
     backward(first, last, T, E, N, u, dt, a, b, c, gy, gu, gdt, gb, gc, ga_parts, states, carry, decays, g, g_log);
 }
 

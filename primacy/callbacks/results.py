@@ -52,6 +52,8 @@ class ResultsWriter(Callback):
         _announce_replacing(run.results)
         run.results.mkdir(parents=True, exist_ok=True)
         summary = kind.write(run.results, collected, logged, settings, run.name)
+        if not self.formats:  # `--results.formats []`: no figure is drawn at all, not drawn and then dropped
+            return
         for stem, fig in kind.figures(collected, summary, settings).items():
             figures.save(fig, run.results / stem, self.formats, self.dpi)
 

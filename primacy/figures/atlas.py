@@ -34,6 +34,7 @@ def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
     grid = fig.add_gridspec(1, 2 + len(INDICES), width_ratios=[3, 3, *[1.2] * len(INDICES)], left=0.05, right=0.86,
                             bottom=0.16 + 0.04 * np.ceil(len(rows) / 6), top=0.86, wspace=0.45)
     curves = [fig.add_subplot(grid[0, i]) for i in range(2)]
+    curves[0].set_ylabel("accuracy")  # the second's ticks are its own (its range differs), its title names it
     for ax, key, name in ((curves[0], "serial_position", "study position"), (curves[1], "query_position",
                                                                                   "query position")):
         for row, color in zip(rows, colors):
@@ -42,7 +43,6 @@ def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
             ax.plot(x, mean, color=color, lw=1.4, label=row.label)
             ax.fill_between(x, mean - np.nan_to_num(se), mean + np.nan_to_num(se), color=color, alpha=0.2, lw=0)
         ax.set_xlabel(f"{name} (first = 0, last = 1)")
-        ax.set_ylabel("accuracy")
         ax.set_title(f"accuracy by {name}", fontsize=10)
     for i, key in enumerate(INDICES):
         ax = fig.add_subplot(grid[0, 2 + i])
@@ -50,11 +50,12 @@ def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
             mean, se = row.indices.get(key, (np.nan, np.nan))
             ax.errorbar([mean], [j], xerr=[np.nan_to_num(se)], fmt="o", color=color, capsize=3, ms=4)
         ax.axvline(0, color="0.6", lw=0.8)
+        ax.margins(x=0.2)  # a dot at either end of the range stays inside the panel
         ax.set_yticks(range(len(rows)), [row.label for row in rows] if i == len(INDICES) - 1 else [])
         ax.yaxis.tick_right()
         ax.tick_params(axis="y", labelsize=7, length=0)
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.xaxis.set_major_locator(MaxNLocator(3))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=2, steps=[1, 2, 5, 10]))  # three labels at most fit the width
         ax.tick_params(axis="x", labelsize=7)
         ax.set_title(key.replace("_", " "), fontsize=9)
     handles, labels = curves[0].get_legend_handles_labels()

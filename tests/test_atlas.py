@@ -18,7 +18,7 @@ from primacy import figures, registry
 from primacy.cli import main
 from primacy.cli.lightning import parse_run
 from primacy.errors import UsageError
-from primacy.testing import tiny_settings
+from primacy.testing import NO_FIGURES, tiny_settings
 from primacy.workflows import atlas, launchers
 from primacy.workflows.atlas import Planner, RowState, draw, search, slowest_first
 from primacy.workflows.atlas_files import ATLASES, read_atlas
@@ -113,7 +113,7 @@ def test_the_planner_trains_the_pilot_then_the_seeds_then_tests_at_2L_and_draws(
     monkeypatch.setattr(figures, "FORMATS", ("png",))
     spec = read_atlas(write_atlas(tmp_path, [S4D_ROW]))
     out = tmp_path / "out"
-    planner = Planner(spec, "cpu", 2, out, ["--results.formats", "[png]"], parse_run, extrapolate=True)
+    planner = Planner(spec, "cpu", 2, out, NO_FIGURES, parse_run, extrapolate=True)  # the atlas draws its own
     [state] = planner.rows()
     assert [run.label for run in state.todo] == ["S4D/n_items=4/seed0"] and state.seeds == []
     main(list(planner.status(state.todo[0]).args))
@@ -167,7 +167,7 @@ def test_primacy_atlas_searches_launches_the_seeds_as_the_pilot_ends_and_draws(t
     monkeypatch.setattr(figures, "FORMATS", ("png",))
     path = write_atlas(tmp_path, [S4D_ROW])
     out = tmp_path / "out"
-    command = ["atlas", str(path), "--seeds", "2", "--jobs", "2", "--out", str(out), "--results.formats", "[png]"]
+    command = ["atlas", str(path), "--seeds", "2", "--jobs", "2", "--out", str(out), *NO_FIGURES]
     main(command)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "atlas tiny: running 1 runs now, more as the searches go on"

@@ -31,7 +31,7 @@ def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
     the legend's order and colours, named right of the last index."""
     colors = sns.color_palette("husl" if len(rows) > 10 else "tab10", len(rows))
     fig = plt.figure(figsize=(12, 3.4 + 0.16 * len(rows)))
-    grid = fig.add_gridspec(1, 2 + len(INDICES), width_ratios=[3, 3, *[1.2] * len(INDICES)], left=0.05, right=0.86,
+    grid = fig.add_gridspec(1, 2 + len(INDICES), width_ratios=[2.7, 2.7, *[1.5] * len(INDICES)], left=0.05, right=0.86,
                             bottom=0.16 + 0.04 * np.ceil(len(rows) / 6), top=0.86, wspace=0.45)
     curves = [fig.add_subplot(grid[0, i]) for i in range(2)]
     curves[0].set_ylabel("accuracy")  # the second's ticks are its own (its range differs), its title names it
@@ -42,7 +42,8 @@ def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
             x = np.linspace(0, 1, len(mean))
             ax.plot(x, mean, color=color, lw=1.4, label=row.label)
             ax.fill_between(x, mean - np.nan_to_num(se), mean + np.nan_to_num(se), color=color, alpha=0.2, lw=0)
-        ax.set_xlabel(f"{name} (first = 0, last = 1)")
+        ax.set_xticks([0, 0.5, 1], ["first", "", "last"])  # positions scaled to [0, 1]
+        ax.set_xlabel(name)
         ax.set_title(f"accuracy by {name}", fontsize=10)
     for i, key in enumerate(INDICES):
         ax = fig.add_subplot(grid[0, 2 + i])

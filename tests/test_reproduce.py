@@ -89,6 +89,18 @@ def fake_run(run: Path, n_items: int, seed: int, accuracy: float, dt: np.ndarray
         results.write_dt_history(run / "results" / "dt_history.npz", np.array([0, 100]), dt, ["ssm"], [dt.shape[1]])
 
 
+def pages_only(monkeypatch) -> None:
+    """`reproduce` draws its pages, and builds each panel's own figures without drawing them (test_aggregate draws
+    those; they were 4/5 of the fig3 page test's time)."""
+    real_aggregate = pages.aggregate.aggregate
+
+    def aggregate_undrawn(*args, **kwargs):
+        with monkeypatch.context() as patch:
+            patch.setattr(figures, "save", lambda fig, *_, **__: plt.close(fig) or [])
+            return real_aggregate(*args, **kwargs)
+    monkeypatch.setattr(pages.aggregate, "aggregate", aggregate_undrawn)
+
+
 def test_the_fig3_page_and_table_from_every_panel(tmp_path, monkeypatch):
     """The page and table `reproduce fig3` draws once the runs are done, from results written for each panel (the
     next test runs a real sweep of two panels and draws Fig. 4 and 5 from it: eight runs would cost a minute)."""
@@ -104,14 +116,7 @@ def test_the_fig3_page_and_table_from_every_panel(tmp_path, monkeypatch):
             fake_run(run.dir, lengths[panel.label], seed, accuracy, None if panel.label == "H" else dt[seed])
             runs.append(run)
 
-    real_aggregate = pages.aggregate.aggregate  # the panels' own figures are test_aggregate's (and were 4/5 of this
-    # test's time): here they are built but not drawn, and only the page is
-
-    def aggregate_undrawn(*args, **kwargs):
-        with monkeypatch.context() as patch:
-            patch.setattr(figures, "save", lambda fig, *_, **__: plt.close(fig) or [])
-            return real_aggregate(*args, **kwargs)
-    monkeypatch.setattr(pages.aggregate, "aggregate", aggregate_undrawn)
+    pages_only(monkeypatch)
     drawn = []  # the panels the page is drawn with: (letter, title, matrix, distractor)
     page = figures.accuracy.fig3_page
     monkeypatch.setattr(figures.accuracy, "fig3_page", lambda panels, title: drawn.extend(panels) or page(panels, title))
@@ -204,6 +209,7 @@ def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp
 def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_finds_a_deleted_one_missing(tmp_path, capsys,
                                                                                           monkeypatch):
     monkeypatch.setattr(figures, "FORMATS", ("png",))  # what is tested is the sweep; the fig3 page test has the PDFs
+    pages_only(monkeypatch)
     out = tmp_path / "fig4"
     sweep = ["reproduce", "fig4", "--out", str(out), "--panels", "4", "6", *SMALL]
     command = [*sweep, "--seeds", "1", "--jobs", "2", "--trainer.max_steps", "4"]

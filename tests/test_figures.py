@@ -120,3 +120,25 @@ def test_the_marginal_axes_label_accuracies_in_0_1_without_overlap(value, page):
             assert not any(a.overlaps(b) for k, a in enumerate(boxes) for b in boxes[k + 1:])
     finally:
         plt.close(fig)
+
+
+
+def test_every_format_of_a_save_shows_the_page_the_first_ones_layout_gave_and_is_drawn_once(matrix, tmp_path,
+                                                                                             monkeypatch):
+    """The constrained layout is solved for the first format only: the axes of the PDF sit where the PNG's layout put
+    them, and the PDF is drawn once (the PNG twice: matplotlib lays the page out in a draw without rendering; with
+    any layout engine left on the figure, even a placeholder, it does so again for every later format)."""
+    fig = figures.accuracy.heatmap(matrix, np.full(4, 0.5))
+    draws, positions = [], []
+    draw, save_figure = type(fig).draw, figures.files.save_figure
+    monkeypatch.setattr(type(fig), "draw", lambda self, renderer: (draws.append(1), draw(self, renderer))[1])
+
+    def saved(fig, path, **kwargs):
+        before = len(draws)
+        save_figure(fig, path, **kwargs)
+        positions.append([ax.get_position().bounds for ax in fig.axes])
+        return len(draws) - before
+    monkeypatch.setattr(figures.files, "save_figure", lambda fig, path, **kwargs: (path, saved(fig, path, **kwargs)))
+    written = figures.save(fig, tmp_path / "page", ["png", "pdf"])
+    assert [(path.name, drawn) for path, drawn in written] == [("page.png", 2), ("page.pdf", 1)]
+    assert positions[0] == positions[1]

@@ -23,13 +23,15 @@ def save(fig: Figure, stem: str | Path, formats: Sequence[str] | None = None, dp
     """``fig`` written atomically to ``stem``.<format> for every format (None: ``FORMATS``, read at the call), then
     closed (also when a write fails). The layout (constrained or tight) is computed for the first format and kept for
     the others: the same page in each, and a PDF after a PNG costs half as much (the layout solver was as much time
-    as drawing the page)."""
+    as drawing the page). Without any engine, not even matplotlib's placeholder, a later format is drawn once: with
+    one, matplotlib draws it twice, first without rendering, for a layout that has nothing left to do."""
     stem, formats = Path(stem), FORMATS if formats is None else formats
     written = []
     try:
         for fmt in formats:
             written.append(files.save_figure(fig, stem.parent / f"{stem.name}.{fmt}", dpi=dpi))
-            fig.set_layout_engine("none")  # the axes keep the positions the first format's layout gave them
+            with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+                fig.set_layout_engine(None)  # the axes keep the positions the first format's layout gave them
         return written
     finally:
         plt.close(fig)

@@ -127,17 +127,18 @@ def test_analyze_icl_ablation_and_the_tracker_run_on_an_s4d_induction_run(tmp_pa
           "--data.init_args.num_val_prompts", "4", "--data.init_args.num_test_prompts", "4",
           "--model.init_args.backbone", json.dumps({"class_path": "S4DBackbone",
                                                     "init_args": {"d_model": 8, "d_state": 4}}),
-          "--trainer.callbacks.init_args.prompts", "4", "--trainer.callbacks.init_args.formats", "[png]"])
+          "--trainer.callbacks.init_args.prompts", "4", "--trainer.callbacks.init_args.formats", "[]"])
     history = np.load(run / "results" / "head_history.npz")
     assert history["induction"].shape == (2, 1, 8)  # steps 0 and 2, one layer of 8 channels
     ckpt = str(run / "checkpoints" / "last.ckpt")
     main(["analyze", "icl", "--config", str(run / "config.yaml"), "--ckpt_path", ckpt, "--out", str(tmp_path / "icl"),
-          "--prompts", "4", "--group", "2", "--formats", "png"])
+          "--prompts", "4", "--group", "2", "--formats"])
     summary = json.loads((tmp_path / "icl" / "summary.json").read_text())
     assert (summary["n_heads"], summary["unit"], summary["units_per_head"]) == (4, "channel", 2)
     main(["analyze", "ablation", "--config", str(run / "config.yaml"), "--ckpt_path", ckpt,
           "--heads", str(tmp_path / "icl" / "heads.csv"), "--out", str(tmp_path / "ablation"), "--sequences", "4",
-          "--random", "2", "--group", "2", "--formats", "png"])
+          "--random", "2", "--group", "2", "--formats"])
     result = json.loads((tmp_path / "ablation" / "ablation.json").read_text())
     assert result["k"] == 1 and result["units_per_head"] == 2
+    assert sorted(p.name for p in (tmp_path / "ablation").iterdir()) == ["ablation.json"]  # --formats with none
     capsys.readouterr()

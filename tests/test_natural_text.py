@@ -117,7 +117,7 @@ def test_the_paper_icl_score_on_text_windows_is_loss_500_minus_loss_50(gpt2, tex
     windows = torch.tensor([[0, *d[:511]] for d in documents if len(d) >= 511])  # BOS, then the text
     assert len(windows) == 6, "the short document gives no window"
     out = tmp_path / "icl"
-    _run("analyze", "icl", "--hf_model", gpt2, "--out", out, "--n_items", 11, "--prompts", 4, "--formats", "png",
+    _run("analyze", "icl", "--hf_model", gpt2, "--out", out, "--n_items", 11, "--prompts", 4, "--formats",
          "--icl_score", "paper", "--texts", path, "--prompt_vocabulary", "frequent", "--sequences", 5)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["icl_sequences"] == 5 and summary["icl_score_kind"] == "paper"
@@ -126,7 +126,7 @@ def test_the_paper_icl_score_on_text_windows_is_loss_500_minus_loss_50(gpt2, tex
     assert len(summary["prompt_token_ids"]) == 11
     ablation = tmp_path / "ablation"
     _run("analyze", "ablation", "--hf_model", gpt2, "--heads", out / "heads.csv", "--out", ablation, "--random", 2,
-         "--icl_score", "paper", "--texts", path, "--formats", "png")
+         "--icl_score", "paper", "--texts", path, "--formats")
     result = json.loads((ablation / "ablation.json").read_text())
     assert (result["early"], result["late"]) == (51, 501) and result["n_items"] is None
     assert sum(result["scores"]["intact"]) / 6 == pytest.approx(_paper_icl_score(gpt2, windows), abs=1e-5)
@@ -135,7 +135,7 @@ def test_the_paper_icl_score_on_text_windows_is_loss_500_minus_loss_50(gpt2, tex
 def test_prompts_from_a_token_file(gpt2, tmp_path):
     (tmp_path / "tokens.txt").write_text("\n".join(str(i) for i in range(20, 31)))
     out = tmp_path / "icl"
-    _run("analyze", "icl", "--hf_model", gpt2, "--out", out, "--n_items", 11, "--prompts", 3, "--formats", "png",
+    _run("analyze", "icl", "--hf_model", gpt2, "--out", out, "--n_items", 11, "--prompts", 3, "--formats",
          "--prompt_vocabulary", tmp_path / "tokens.txt")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["prompt_token_ids"] == list(range(20, 31)) and summary["icl_score_kind"] == "repeats"

@@ -226,7 +226,7 @@ def test_the_papers_prompt_tokens_are_the_space_words_of_largest_unembedding_bia
     assert chosen.tolist() == sorted(words, key=lambda i: -expected_bias[i].item())[:11]
     out = tmp_path / "icl"
     _run("analyze", "icl", "--hf_model", path, "--prompt_vocabulary", "unembedding_bias", "--out", out,
-         "--prompts", 2, "--n_items", 11, "--formats", "png")
+         "--prompts", 2, "--n_items", 11, "--formats")  # the tables alone
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["prompt_token_ids"]) == sorted(chosen.tolist())
 
@@ -272,10 +272,11 @@ def test_analyze_icl_and_ablation_on_a_saved_model(models, tmp_path, capsys):
 
 def test_layers_restrict_the_analysis(models, tmp_path):
     _run("analyze", "icl", "--hf_model", models["llama"], "--out", tmp_path, "--layers", 1, "--n_items", 11,
-         "--prompts", 4, "--formats", "png")
+         "--prompts", 4, "--formats")
     with (tmp_path / "heads.csv").open() as f:
         assert {row["layer"] for row in csv.DictReader(f)} == {"1"}
     assert json.loads((tmp_path / "summary.json").read_text())["layers"] == [1]
+    assert not [p for p in tmp_path.iterdir() if p.suffix in (".png", ".pdf")], "--formats with none: tables alone"
 
 
 def test_a_checkpoint_series_gives_the_emergence_table(models, tmp_path):
@@ -434,13 +435,13 @@ def test_analyze_icl_and_ablation_read_a_hugging_face_mambas_inner_channels(tmp_
     model = _mamba(tmp_path / "mamba")
     out = tmp_path / "icl"
     _run("analyze", "icl", "--hf_model", model, "--out", out, "--n_items", 11, "--prompts", 4, "--group", 8,
-         "--formats", "png")
+         "--formats")
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["model_type"], summary["unit"], summary["units_per_head"]) == ("mamba", "inner channel", 8)
     assert (summary["n_layers"], summary["n_heads"]) == (2, 4) and np.isfinite(summary["icl_score"])
     ablation = tmp_path / "ablation"
     _run("analyze", "ablation", "--hf_model", model, "--heads", out / "heads.csv", "--out", ablation, "--n_items", 8,
-         "--sequences", 6, "--random", 2, "--group", 8, "--formats", "png")
+         "--sequences", 6, "--random", 2, "--group", 8, "--formats")
     assert json.loads((ablation / "ablation.json").read_text())["k"] == 1
     capsys.readouterr()
 

@@ -43,6 +43,8 @@ ICL_FILES = ("heads.csv", SUMMARY, "lag_crps.npz")
 PROBE_FILES = ("probes.csv", "probes.npz", SUMMARY)
 
 
+FORMATS_HELP = "figure formats; --formats with none writes the tables alone"
+
 def _run_arguments(parser: argparse.ArgumentParser, seed: bool = True) -> None:
     parser.add_argument("--config", required=True, help="the run's config.yaml")
     parser.add_argument("--ckpt_path", required=True, help="the checkpoint, e.g. <run>/checkpoints/last.ckpt")
@@ -176,7 +178,7 @@ def icl_command(args: list[str]) -> None:
     parser.add_argument("--top_heads_from", choices=HEAD_CHOICES, default="final",
                         help="over training, average the top heads of the final checkpoint at every step (the "
                              "authors' code) or re-rank at each checkpoint")
-    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    parser.add_argument("--formats", nargs="*", default=["png", "pdf"], help=FORMATS_HELP)
     _text_arguments(parser)
     options = parser.parse_args(args)
     positive(prompts=options.prompts, top=options.top, batch_size=options.batch_size)
@@ -229,7 +231,7 @@ def ablation_command(args: list[str]) -> None:
     parser.add_argument("--n_items", type=int, default=None,
                         help="length of r (default: the task's prompt_items, else 25; 100 for --hf_model)")
     parser.add_argument("--repeats", type=int, default=None, help="copies of r in each sequence (default 2)")
-    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    parser.add_argument("--formats", nargs="*", default=["png", "pdf"], help=FORMATS_HELP)
     _text_arguments(parser)
     options = parser.parse_args(args)
     positive(sequences=options.sequences, random=options.random, batch_size=options.batch_size)
@@ -256,7 +258,7 @@ def probes_command(args: list[str]) -> None:
     parser.add_argument("--sets", type=int, default=64,
                         help="test sets analysed, the run's first ones (each gives 2L trials)")
     parser.add_argument("--batch_size", type=int, default=32, help="trials per forward pass")
-    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    parser.add_argument("--formats", nargs="*", default=["png", "pdf"], help=FORMATS_HELP)
     options = parser.parse_args(args)
     positive(sets=options.sets, batch_size=options.batch_size)
     out = _check_outputs(options.out, PROBE_FILES, options.overwrite, options.formats)
@@ -285,7 +287,7 @@ def published_command(args: list[str]) -> None:
                         help="CMR CRP onto the lag-CRP: peak (the paper) or affine (least squares)")
     parser.add_argument("--top", type=int, default=4,
                         help="heads shown in the lag-CRP figure, and averaged (best by induction) over checkpoints")
-    parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    parser.add_argument("--formats", nargs="*", default=["png", "pdf"], help=FORMATS_HELP)
     parser.add_argument("--beside", nargs="+", default=None, metavar="DIR",
                         help="analyze icl output directories of other models (trained here, say): OUT/beside.png "
                              "draws the published model's heads (its last checkpoint for a series) and theirs on one "

@@ -267,8 +267,9 @@ def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Pa
               "repeats": None if n is None else settings.repeats, **settings.text.recorded(), **result}
     out.mkdir(parents=True, exist_ok=True)
     files.write_json(out / "ablation.json", result)
-    figure = figures.heads.ablation_scores(result["summary"], result["k"], settings.rank_by)
-    figures.save(figure, out / "ablation", settings.formats)
+    if settings.formats:
+        figure = figures.heads.ablation_scores(result["summary"], result["k"], settings.rank_by)
+        figures.save(figure, out / "ablation", settings.formats)
     return result
 
 
@@ -295,5 +296,6 @@ def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str
                                                  for layer in range(layers)],
                "heads": head_summary(means)}
     files.write_json(out / SUMMARY, content)
-    figures.save(figures.heads.probe_attention(means, profile), out / "probes", formats)
+    if formats:
+        figures.save(figures.heads.probe_attention(means, profile), out / "probes", formats)
     return content

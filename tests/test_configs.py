@@ -4,6 +4,7 @@ tests and writes its results, as `primacy fit` does, and one config of each task
 task's kind of result, not on the backbone; drawing them is about a second a config)."""
 
 import functools
+import json
 import math
 
 import pytest
@@ -42,8 +43,18 @@ for _config in sorted(REPRESENTATIVES.values()):
     DRAWS.setdefault(pair(_config)[0], _config)
 
 
+@functools.cache
+def callbacks_without_figures(config: str) -> list[str]:
+    """The config's callbacks (its trackers) given again with ``formats: []``: their histories without figures."""
+    callbacks = yaml.safe_load((ROOT / config).read_text())["trainer"].get("callbacks")
+    if not callbacks:
+        return []
+    quiet = [{**callback, "init_args": {**callback.get("init_args", {}), "formats": []}} for callback in callbacks]
+    return ["--trainer.callbacks", json.dumps(quiet)]
+
+
 def args(config: str, run, draw: bool = True) -> list[str]:
-    figures = ["--results.formats", "[png]"] if draw else NO_FIGURES
+    figures = ["--results.formats", "[png]"] if draw else [*NO_FIGURES, *callbacks_without_figures(config)]
     return ["fit", "--config", str(ROOT / config), "--trainer.logger", "false", "--trainer.enable_progress_bar",
             "false", "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(run),
             "--trainer.accelerator", "cpu", "--trainer.max_steps", "1", "--trainer.val_check_interval", "1",

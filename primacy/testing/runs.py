@@ -109,7 +109,7 @@ TINY_RUNS: dict[str, list[str]] = {
         backbone={"d_model": 16, "n_layers": 1, "n_heads": 2, "dropout": 0.1},
         # the config's HeadScoreTracker: prompt_items=5 is too short for its lag-CRP on lags -5..+5 (the paper's query
         # window needs 11)
-        extra=["--trainer.callbacks.n_items", "11", "--trainer.callbacks.formats", "[png]"]),
+        extra=["--trainer.callbacks.n_items", "11", "--trainer.callbacks.formats", "[]"]),
     "reconstruction": _tiny_run("quickstart-reconstruction.yaml", "ReconstructionTask", extra=_NO_FIGURES_AT_ALL),
     "recall": _tiny_run("quickstart-recall.yaml", "AssociativeRecallTask", extra=_NO_FIGURES_AT_ALL),
     "mqar": _tiny_run("quickstart-mqar.yaml", "MQARTask", extra=NO_FIGURES),

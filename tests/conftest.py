@@ -71,10 +71,16 @@ def quiet(tmp_path):
             "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(tmp_path / "run")]
 
 
-# Tiny runs of each task (a few seconds), with a logger, progress bar and summary off: a seed, a run directory
-# and trainer flags are added by each test. They live in primacy's conformance kit, which plugins use too; imported
-# here, after the thread settings above, as torch is with it.
-from primacy.testing import QUIET, TINY_RUNS  # noqa: E402, F401 (imported by the tests from here)
+def __getattr__(name: str):
+    """QUIET and TINY_RUNS, which the tests import from here: tiny runs of each task (a few seconds), with a logger,
+    progress bar and summary off (a seed, a run directory and trainer flags are added by each test). They live in
+    primacy's conformance kit, which plugins use too, and come with Lightning (10 s of CPU): imported when a test
+    module asks, not by pytest-xdist's controller, which loads this file but runs no test."""
+    if name in ("QUIET", "TINY_RUNS"):
+        import primacy.testing
+
+        return getattr(primacy.testing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Tasks whose runs exercise nothing of the checkpointing machinery that the first two do not: their resume tests of
 # signal handling, kills and checkpoint bookkeeping (the same RunCheckpoint code whatever the task) run with

@@ -178,10 +178,12 @@ def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     assert table_cell({"x": 0.05, "x_se": 4.9e-5}, "x", None) == "0.050000 ± 0.000049"
 
 
-def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp_path):
+def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp_path, monkeypatch):
     """`reproduce weights` on two tiny S4D verification runs: each seed's probe analysis in <run>/probes, the table's
     early-minus-late of the weights the mean of the seeds' (new probes, layer 0), the page drawn; a second draw
     reads the analyses back."""
+    monkeypatch.setattr(figures, "FORMATS", ("png",))  # the fig3 page test has the PDFs
+    pages_only(monkeypatch)
     runs = []
     for seed in (0, 1):
         run = Run("quickstart", seed, tmp_path / "out" / "quickstart" / f"seed{seed}", ROOT / "configs" /

@@ -122,7 +122,6 @@ def test_the_marginal_axes_label_accuracies_in_0_1_without_overlap(value, page):
         plt.close(fig)
 
 
-
 def test_every_format_of_a_save_shows_the_page_the_first_ones_layout_gave_and_is_drawn_once(matrix, tmp_path,
                                                                                              monkeypatch):
     """The constrained layout is solved for the first format only: the axes of the PDF sit where the PNG's layout put

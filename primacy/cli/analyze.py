@@ -41,9 +41,8 @@ from primacy.workflows.texts import ICL_SCORES, TextSettings, check_text_options
 
 ICL_FILES = ("heads.csv", SUMMARY, "lag_crps.npz")
 PROBE_FILES = ("probes.csv", "probes.npz", SUMMARY)
-
-
 FORMATS_HELP = "figure formats; --formats with none writes the tables alone"
+
 
 def _run_arguments(parser: argparse.ArgumentParser, seed: bool = True) -> None:
     parser.add_argument("--config", required=True, help="the run's config.yaml")

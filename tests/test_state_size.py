@@ -48,6 +48,13 @@ def test_a_transformer_keeps_every_key_and_value(length):
     assert model.state_size(length) == Backbone.state_size(model, length), "what step's cache holds"
 
 
+@pytest.mark.parametrize("length", [2, 6])
+def test_a_narrower_key_keeps_narrower_keys(length):
+    model = TransformerBackbone(d_model=8, n_layers=2, n_heads=2, d_key=1)
+    assert model.state_size(length) == 2 * (2 * 1 + 8) * length  # layers × (heads × d_key keys + D values) × positions
+    assert model.state_size(length) == Backbone.state_size(model, length)
+
+
 @pytest.mark.parametrize("length", [1, 3, 4, 5, 12])
 def test_a_sliding_window_keeps_only_the_window(length):
     model = TransformerBackbone(d_model=8, n_layers=2, n_heads=2, window=4)

@@ -9,13 +9,13 @@ from primacy.testing import check_backbone
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16}, {"n_layers": 1, "d_ff": 8},
-                                    {"mlp": False, "layer_norm": False}, {"window": 3}])
+                                    {"mlp": False, "layer_norm": False}, {"window": 3}, {"d_key": 3}])
 def test_contract(kwargs):
     check_backbone(TransformerBackbone, n_heads=2, **kwargs)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"positional": "learned", "max_length": 16},
-                                    {"mlp": False, "layer_norm": False}, {"window": 5}])
+                                    {"mlp": False, "layer_norm": False}, {"window": 5}, {"d_key": 2, "window": 5}])
 def test_stepping_with_the_key_value_cache_is_forward_in_float64_ablated_heads_included(kwargs):
     torch.manual_seed(0)
     model = TransformerBackbone(d_model=16, n_layers=3, n_heads=4, **kwargs).double().eval()
@@ -27,7 +27,8 @@ def test_stepping_with_the_key_value_cache_is_forward_in_float64_ablated_heads_i
             y_t, state = model.step(x_t, state)
             steps.append(y_t)
     assert torch.allclose(torch.stack(steps, 1), full, rtol=0, atol=1e-12)
-    assert [tuple(k.shape) for k, _ in state] == [(2, 4, 12, 4)] * 3
+    d_key = kwargs.get("d_key", 4)
+    assert [(tuple(k.shape), tuple(v.shape)) for k, v in state] == [((2, 4, 12, d_key), (2, 4, 12, 4))] * 3
     assert not torch.allclose(model(x), full), "the ablation acts"
     with model.capture_attention(), pytest.raises(UsageError, match="cannot be captured"):
         model.step(x[:, 0], model.initial_state(2))
@@ -72,9 +73,11 @@ def test_captured_weights_are_causal_distributions_and_match_the_fused_output():
     assert len(layers) == 3, "nothing is recorded outside the block"
 
 
-def test_each_head_writes_its_attention_times_its_ov_weights():
+@pytest.mark.parametrize("d_key,values_from", [(None, 24), (2, 12)])  # rows [q | k | v]: v after 2 · 3 heads · d_key
+def test_each_head_writes_its_attention_times_its_ov_weights(d_key, values_from):
     torch.manual_seed(0)
-    backbone = TransformerBackbone(d_model=12, n_layers=1, n_heads=3, mlp=False, layer_norm=False).double()
+    backbone = TransformerBackbone(d_model=12, n_layers=1, n_heads=3, mlp=False, layer_norm=False, d_key=d_key)
+    backbone = backbone.double()
     attn = backbone.blocks[0].attn
     x = torch.randn(2, 5, 12, dtype=torch.float64)
     with backbone.capture_attention() as layers:
@@ -83,7 +86,7 @@ def test_each_head_writes_its_attention_times_its_ov_weights():
     expected = attn.proj.bias.clone()
     for head in range(3):
         w_v, w_o = backbone.ov_weights(0, head)
-        b_v = attn.qkv.bias[24 + head * d_head : 24 + (head + 1) * d_head]
+        b_v = attn.qkv.bias[values_from + head * d_head : values_from + (head + 1) * d_head]
         expected = expected + layers[0].weights[:, head] @ (x @ w_v + b_v) @ w_o  # B T D
     torch.testing.assert_close(out, expected)
     with pytest.raises(UsageError, match="head"):
@@ -127,6 +130,15 @@ def test_d_ff_sets_the_feed_forward_width():
     assert TransformerBackbone(d_model=8, n_heads=2).blocks[0].mlp[0].out_features == 32
 
 
+def test_d_key_narrows_queries_and_keys_only():
+    """A narrower key shrinks the fused projection's q and k rows, not the values or the output; the default keeps
+    the layout (3·D rows) that checkpoints saved before d_key existed hold."""
+    assert TransformerBackbone(d_model=8, n_heads=2).blocks[0].attn.qkv.out_features == 3 * 8
+    narrow = TransformerBackbone(d_model=8, n_heads=2, d_key=1)
+    assert narrow.blocks[0].attn.qkv.out_features == 2 * 2 * 1 + 8
+    assert narrow(torch.randn(2, 5, 8)).shape == (2, 5, 8)
+
+
 def test_attention_only_has_no_mlp_and_no_layer_norm():
     model = TransformerBackbone(d_model=8, n_heads=2, n_layers=2, mlp=False, layer_norm=False)
     names = {name for name, _ in model.named_parameters()}
@@ -150,6 +162,7 @@ def test_attention_only_has_no_mlp_and_no_layer_norm():
         ({"max_length": 64}, "max_length=64 is only used by positional='learned'"),
         ({"mlp": False, "d_ff": 32}, "d_ff=32 is only used with mlp=True"),
         ({"window": 0}, "window=0 is invalid: it must be at least 1"),
+        ({"d_key": 0}, "d_key=0 is invalid"),
     ],
 )
 def test_bad_settings_are_rejected(kwargs, message):

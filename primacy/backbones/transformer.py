@@ -19,7 +19,7 @@ from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 
 Positional = Literal["sinusoidal", "learned"]
-KeyValues = tuple[torch.Tensor, torch.Tensor]  # one layer's cached keys and values, (B, heads, T, D / heads) each
+KeyValues = tuple[torch.Tensor, torch.Tensor]  # a layer's cached keys (B, h, T, d_key) and values (B, h, T, D / h)
 _POSITIONALS = ("sinusoidal", "learned")
 
 
@@ -70,25 +70,35 @@ class CausalSelfAttention(nn.Module):
     Heads in ``ablated`` (set by TransformerBackbone.ablate_heads) have their value vectors zeroed on both paths,
     so they add nothing to the output projection; their attention is still computed (and captured). With a
     ``window``, each query sees only its ``window`` most recent keys, itself included (sliding-window attention).
+    Queries and keys are ``d_key`` wide per head (D / heads unless given), values always D / heads; the fused
+    projection's rows are laid out [q | k | v].
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float, window: int | None = None) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout: float, window: int | None = None,
+                 d_key: int | None = None) -> None:
         super().__init__()
         self.n_heads, self.dropout, self.window = n_heads, dropout, window
-        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.d_key, self.d_value = d_key or d_model // n_heads, d_model // n_heads
+        self.qkv = nn.Linear(d_model, 2 * n_heads * self.d_key + d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.captured: list[Attention] | None = None  # set by TransformerBackbone.capture_attention
         self.ablated: frozenset[int] = frozenset()  # set by TransformerBackbone.ablate_heads
 
-    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys and values (B, h, T, d_h) of x (B, T, D), the ablated heads' values zero."""
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # B h T d_h each
+    def _split(self, projected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The fused projection (B, T, 2·h·d_key + D) as queries, keys (B, h, T, d_key) and values (B, h, T, D / h),
+        the ablated heads' values zero."""
+        b, t, _ = projected.shape
+        widths = [self.n_heads * self.d_key] * 2 + [self.n_heads * self.d_value]
+        q, k, v = (part.view(b, t, self.n_heads, -1).transpose(1, 2) for part in projected.split(widths, dim=-1))
         return q, k, self._ablate(v)
+
+    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys (B, h, T, d_key) and values (B, h, T, d_h) of x (B, T, D), the ablated heads' values zero."""
+        return self._split(self.qkv(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
-        q, k, v = self._heads(x)  # B h T d_h each
+        q, k, v = self._heads(x)  # B h T d_key (q, k), B h T d_h (v)
         dropout = self.dropout if self.training else 0.0
         if self.captured is None:
             out = self._fused(q, k, v, dropout)  # B h T d_h
@@ -97,10 +107,9 @@ class CausalSelfAttention(nn.Module):
         return self.proj(out.transpose(1, 2).reshape(b, t, d))  # B T D
 
     def empty_cache(self, batch_size: int) -> KeyValues:
-        """The (keys, values) cache before the first position: each (B, heads, 0, D / heads)."""
-        d_model = self.qkv.in_features
-        empty = self.qkv.weight.new_zeros(batch_size, self.n_heads, 0, d_model // self.n_heads)
-        return empty, empty
+        """The (keys, values) cache before the first position: (B, heads, 0, d_key) and (B, heads, 0, D / heads)."""
+        empty = self.qkv.weight.new_zeros(batch_size, self.n_heads, 0, 0)
+        return empty.new_zeros(*empty.shape[:3], self.d_key), empty.new_zeros(*empty.shape[:3], self.d_value)
 
     def step(self, x: torch.Tensor, cache: KeyValues) -> tuple[torch.Tensor, KeyValues]:
         """The next position's attention: x (B, D) -> (B, D), attending to the cached keys and values and its own
@@ -108,8 +117,7 @@ class CausalSelfAttention(nn.Module):
         b, d = x.shape
         if self.captured is not None:
             raise UsageError("capture_attention records whole forward passes: step() cannot be captured")
-        q, k, v = self.qkv(x).view(b, 3, self.n_heads, 1, d // self.n_heads).unbind(1)  # B h 1 d_h each
-        v = self._ablate(v)
+        q, k, v = self._split(self.qkv(x)[:, None])  # B h 1 d_key (q, k), B h 1 d_h (v)
         keys, values = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # B h t+1 d_h
         dropout = self.dropout if self.training else 0.0
         seen = slice(-self.window, None) if self.window is not None else slice(None)  # the cache keeps every key
@@ -131,7 +139,7 @@ class CausalSelfAttention(nn.Module):
         """This layer's attention on its input x (B, T, D) as an exact mixing form, no dropout: weights are the
         attention probabilities (B, h, T, T), values the heads' value vectors (B, h, T, d_h), output the heads'
         outputs before the output projection from the fused kernel forward uses."""
-        q, k, v = self._heads(x)  # B h T d_h each
+        q, k, v = self._heads(x)  # B h T d_key (q, k), B h T d_h (v)
         output = self._fused(q, k, v, 0.0)  # B h T d_h
         return Influence(causal_attention(q, k, self.window)[1], v, output, "head")
 
@@ -152,10 +160,10 @@ class Block(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, mlp: bool, layer_norm: bool,
-                 window: int | None = None) -> None:
+                 window: int | None = None, d_key: int | None = None) -> None:
         super().__init__()
         self.norm1, self.norm2 = _norm(d_model, layer_norm), _norm(d_model, layer_norm)
-        self.attn = CausalSelfAttention(d_model, n_heads, dropout, window)
+        self.attn = CausalSelfAttention(d_model, n_heads, dropout, window, d_key)
         self.mlp = (nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model), nn.Dropout(dropout))
                     if mlp else None)
         self.drop = nn.Dropout(dropout)
@@ -194,6 +202,8 @@ class TransformerBackbone(Backbone):
         layer_norm: the pre-norm and final LayerNorms; False makes them identities.
         window: sliding-window attention: each query sees its ``window`` most recent positions (itself included);
             null: every earlier position. ``step`` keeps every key in its cache and attends to the last ``window``.
+        d_key: the width of each head's queries and keys; null: D / heads. Values stay D / heads wide, so a
+            narrower key narrows only what attention can tell apart (the atlas's knob for attention).
     """
 
     def __init__(
@@ -208,9 +218,12 @@ class TransformerBackbone(Backbone):
         mlp: bool = True,
         layer_norm: bool = True,
         window: int | None = None,
+        d_key: int | None = None,
     ) -> None:
         super().__init__()
         positive(d_model=d_model, n_layers=n_layers, n_heads=n_heads)
+        if d_key is not None:
+            positive(d_key=d_key)
         if window is not None and window < 1:
             raise UsageError(f"window={window} is invalid: it must be at least 1 (or null for full causal attention)")
         if d_model % n_heads:
@@ -226,16 +239,17 @@ class TransformerBackbone(Backbone):
             raise UsageError(f"max_length={max_length} is invalid for learned positions: give the longest input length")
         if positional == "sinusoidal" and max_length is not None:
             raise UsageError(f"max_length={max_length} is only used by positional='learned': leave it null")
-        width = 4 * d_model + 2 * (d_ff or 4 * d_model) * mlp  # attention (Q, K, V, O) and MLP weights per row
+        d_key = d_key or d_model // n_heads
+        width = 2 * n_heads * d_key + 2 * d_model + 2 * (d_ff or 4 * d_model) * mlp  # Q, K, V, O and MLP per row
         fits_in_memory("the layers' weights", 4 * n_layers * d_model * width, d_model=d_model, n_layers=n_layers)
         self.d_model, self.n_heads, self.positional, self.max_length = d_model, n_heads, positional, max_length
-        self.window = window
+        self.window, self.d_key = window, d_key
         self.position = nn.Embedding(max_length, d_model) if positional == "learned" else None
         if self.position is not None:
             nn.init.normal_(self.position.weight, std=0.02)
         self.drop = nn.Dropout(dropout)
         width = d_ff or 4 * d_model
-        self.blocks = nn.ModuleList(Block(d_model, n_heads, width, dropout, mlp, layer_norm, window)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, width, dropout, mlp, layer_norm, window, d_key)
                                     for _ in range(n_layers))
         self.norm = _norm(d_model, layer_norm)
 
@@ -254,7 +268,7 @@ class TransformerBackbone(Backbone):
         return self.norm(h)
 
     def initial_state(self, batch_size: int) -> list[KeyValues]:
-        """Empty key-value caches, a (keys, values) pair per block, each (B, heads, 0, D / heads)."""
+        """Empty key-value caches, a (keys, values) pair per block: (B, heads, 0, d_key), (B, heads, 0, D / heads)."""
         return [block.attn.empty_cache(batch_size) for block in self.blocks]
 
     def step(self, x_t: torch.Tensor, state: list[KeyValues]) -> tuple[torch.Tensor, list[KeyValues]]:
@@ -270,12 +284,13 @@ class TransformerBackbone(Backbone):
         return self.norm(h), caches
 
     def state_size(self, length: int) -> int:
-        """``Backbone.state_size``: per block, the keys and values of the positions a query can see, 2·D·min(length,
-        window) (every position without a window): the cache a sliding window needs. ``step`` keeps every key even
-        with a window (its cache's length is the next position), so measuring it would count more."""
+        """``Backbone.state_size``: per block, the keys and values of the positions a query can see, (heads·d_key +
+        D)·min(length, window) (every position without a window; 2·D·length at the default d_key): the cache a
+        sliding window needs. ``step`` keeps every key even with a window (its cache's length is the next position),
+        so measuring it would count more."""
         positive(length=length)
         seen = length if self.window is None else min(length, self.window)
-        return len(self.blocks) * 2 * self.d_model * seen
+        return len(self.blocks) * (self.n_heads * self.d_key + self.d_model) * seen
 
     def influence(self, x: torch.Tensor) -> list[Influence]:
         """Each block's attention on x (B, T, D), in layer order, as in evaluation mode (no dropout); a unit is a
@@ -318,7 +333,7 @@ class TransformerBackbone(Backbone):
         attn = self.blocks[layer].attn
         d_head = self.d_model // self.n_heads
         columns = slice(head * d_head, (head + 1) * d_head)
-        w_v = attn.qkv.weight[2 * self.d_model :][columns].T  # D d_head
+        w_v = attn.qkv.weight[2 * self.n_heads * self.d_key :][columns].T  # D d_head
         w_o = attn.proj.weight[:, columns].T  # d_head D
         return w_v, w_o
 

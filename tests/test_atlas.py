@@ -252,9 +252,8 @@ def test_primacys_atlases_parse_every_row_at_both_scales(scale):
             assert config[section][key] == value, (name, row.label, scale)
             backbone = config.model.init_args.backbone
             assert registry.import_class(backbone.class_path).__name__ == row.backbone["class_path"], row.label
-            if scale == "paper" and row.knob_name != "d_model":  # the atlas's args: the paper's width ...
-                width = 32 if row.label == "Transformer" else 256  # ... unless the row's own args narrow it
-                assert backbone.init_args.d_model == width, (name, row.label)
+            if scale == "paper" and row.knob_name != "d_model":  # the atlas's args: the paper's width
+                assert backbone.init_args.d_model == 256, (name, row.label)
 
 
 @pytest.mark.parametrize("content,message", [

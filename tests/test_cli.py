@@ -103,3 +103,29 @@ def test_validate_scores_a_checkpoint_and_predict_is_refused_in_one_line(tmp_pat
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "primacy: error: predict: the task VerificationTask has no predict data (no predict_dataloader): use primacy "
         "test, which scores its held-out sets and writes <run>/results")
+
+
+
+@pytest.mark.parametrize("config", ["quickstart.yaml", "cpu/induction-attn-2L.yaml"])
+def test_the_models_hyperparameters_are_the_config_lightning_would_record(config, tmp_path):
+    """PrimacyCLI's quicker copy of the parsed config (no second check, JSON instead of YAML) is the copy Lightning's
+    own would make, so the hyperparameters a checkpoint keeps are the same."""
+    from primacy.cli.lightning import PrimacyCLI
+
+    class Built(Exception):  # noqa: N818 - carries the CLI out before training
+        pass
+
+    class BuildOnly(PrimacyCLI):
+        def before_fit(self) -> None:
+            raise Built(self)
+
+    with pytest.raises(Built) as built:
+        BuildOnly(args=["fit", "--config", str(ROOT / "configs" / config), "--trainer.logger", "false",
+                        "--trainer.default_root_dir", str(tmp_path)])
+    cli = built.value.args[0]
+    lightnings = yaml.safe_load(cli.parser.dump(cli.config, skip_link_targets=False, skip_none=False, format="yaml"))
+    assert cli.config_dump == lightnings["fit"]
+    hparams = dict(cli.model.hparams)
+    assert hparams.pop("_class_path") == lightnings["fit"]["model"]["class_path"]
+    assert hparams.pop("_instantiator") == "lightning.pytorch.cli.instantiate_module"
+    assert yaml.safe_load(yaml.safe_dump(hparams)) == lightnings["fit"]["model"]["init_args"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import re
 import signal
@@ -89,6 +90,17 @@ class PrimacyCLI(LightningCLI):
         """Lightning's subcommands, or only the one a command line names: the parser of each took 0.1 s to build, a
         third of the time of parsing a run's config (which `primacy reproduce` does for every panel)."""
         return self._subcommands
+
+    def _dump_config(self) -> None:
+        """Lightning's plain copy of the parsed config (``config_dump``: the model's hyperparameters in its checkpoints
+        come from it), without checking again the config the parse has just checked, and through JSON rather than
+        YAML: the same values for every config in configs/, in a sixth of the time (0.08 s of a command's 0.5 s)."""
+        if hasattr(self, "config_dump"):
+            return
+        dump = self.parser.dump(self.config, skip_link_targets=False, skip_none=False, format="json", skip_check=True)
+        self.config_dump = json.loads(dump)
+        if "subcommand" in self.config:
+            self.config_dump = self.config_dump[self.config.subcommand]
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         link_task_to_model(parser)

@@ -35,11 +35,21 @@ def ddp(*args: str, processes: int, strategy: str = "ddp") -> None:
 
 
 def ddp_commands(commands: list[tuple[list[str], int]], strategy: str = "ddp_fork") -> None:
-    """Several primacy commands (arguments, processes) one after another in one new Python, each on its own gloo
-    processes (``ddp``): the imports (7 s) are paid once."""
-    threads = {"OMP_NUM_THREADS": "1"} if strategy == "ddp_fork" else {}
+    """Several primacy commands (arguments, processes) one after another, each on its own gloo processes. ``ddp_fork``
+    forks them from this process when it runs torch on one thread (as pytest-xdist's workers do), else from one new
+    Python; ``ddp`` starts them from one new Python. Either way the imports (7 s) are paid once at most."""
     runs = [[*args, "--trainer.accelerator", "cpu", "--trainer.devices", str(processes), "--trainer.strategy",
              strategy] for args, processes in commands]
+    if strategy == "ddp_fork" and torch.get_num_threads() == 1:
+        environ = dict(os.environ)
+        try:
+            for args in runs:
+                main(args)
+        finally:  # the launcher's MASTER_PORT and the like stay with these runs
+            os.environ.clear()
+            os.environ.update(environ)
+        return
+    threads = {"OMP_NUM_THREADS": "1"} if strategy == "ddp_fork" else {}
     script = "import json, sys; from primacy.cli import main; [main(args) for args in json.loads(sys.argv[1])]"
     done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], check=False, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **threads})

@@ -98,6 +98,30 @@ def test_the_planner_places_values_by_pilots_off_the_searchs_path(tmp_path, monk
     assert state.search.tried == [(2, 0.6), (0, None)] and state.search.next == 0
 
 
+def test_a_values_accuracy_is_its_finished_seeds_mean_and_the_search_goes_on_where_it_leaves_the_band(
+        tmp_path, monkeypatch):
+    """A pilot inside the band chooses its value; when its seeds finish and their mean is below the band, the search
+    goes on among the easier values, and the seeds already trained stay among the row's runs (their time counts)."""
+    spec = read_atlas(write_atlas(tmp_path, [S4D_ROW], band=(0.7, 0.8)))
+    out = tmp_path / "out"
+    metrics = {0: 0.72, 1: 0.69, 2: 0.66}  # seed -> accuracy at n_items 4, the middle value
+    finished = {0, 1}
+    for seed in metrics:
+        (out / "S4D" / "n_items=4" / f"seed{seed}").mkdir(parents=True)
+    monkeypatch.setattr(atlas, "measured", lambda run, state, metric: metrics[run.seed] if state.state == "done"
+                        else None)
+    monkeypatch.setattr(Planner, "status", lambda self, run: Status(
+        "done" if run.value == 4 and run.seed in finished and not run.test else "missing"))
+    [state] = Planner(spec, "cpu", 3, out, [], parse_run).rows()
+    assert state.search.chosen == 1 and state.search.tried == [(1, pytest.approx(0.705))]  # seeds 0 and 1
+    assert [run.label for run, status in state.runs.items() if status.state == "missing"] == ["S4D/n_items=4/seed2"]
+    finished.add(2)  # the mean, 0.69, leaves the band: n_items 2 next
+    [state] = Planner(spec, "cpu", 3, out, [], parse_run).rows()
+    assert state.search.tried == [(1, pytest.approx(0.69)), (0, None)] and state.search.next == 0
+    assert [run.label for run in state.runs] == [f"S4D/n_items=4/seed{seed}" for seed in range(3)] + [
+        "S4D/n_items=2/seed0"]
+
+
 def test_a_search_stops_after_logarithmically_many_pilots():
     values = tuple(range(64))
     for edge in (0, 17, 40, 63):  # accuracy falls past ``edge``: the band is crossed between two neighbours

@@ -21,8 +21,10 @@ An atlas file (YAML; primacy's are in configs/atlas/)::
         args: [--model.init_args.lr, "0.0003"]   # optional: this row's runs (or {cpu: [...], paper: [...]})
 
 The search is a bisection over ``values`` from the middle one; each value's first run (seed 0) is its pilot, trained
-with the full budget, so the chosen value's pilot is its seed 0. Where no value lands inside the band, the row takes
-the value nearest to it and the table says so. Everything is read again from the run directories each time, so the
+with the full budget, so the chosen value's pilot is its seed 0. A value's accuracy is its pilot's until its other
+seeds finish, then the mean of them all: where the seeds' mean leaves the band that the pilot was inside, the search
+goes on from there (an atlas file can add values between two tried ones). Where no value lands inside the band, the
+row takes the value nearest to it and the table says so. Everything is read again from the run directories each time, so the
 search, like the runs, resumes where it stopped.
 """
 
@@ -208,10 +210,10 @@ class Planner:
         runs: dict[AtlasRun, Status] = {}
         for index, value in enumerate(values):  # every pilot measured so far, on the search's path or not
             if (value_dir(self.out, row, value) / "seed0").is_dir():
-                pilot = self.run(row, value, 0)
-                status_of = self.status(pilot)
-                if (value_measured := measured(pilot, status_of, self.spec.metric)) is not None:
-                    accuracy[index], runs[pilot] = value_measured, status_of
+                finished = self._finished_seeds(row, value)
+                if finished:
+                    accuracy[index] = float(np.mean([metric for _, metric in finished.values()]))
+                    runs.update({run: status_of for run, (status_of, _) in finished.items()})
         while True:
             found = search(values, accuracy, self.band)
             if found.next is None:
@@ -230,6 +232,21 @@ class Planner:
                     test = replace(run, dir=run.dir / "extrapolate", test=True)
                     runs[test] = self.status(test)
         return RowState(row, found, runs, seeds)
+
+    def _finished_seeds(self, row: Row, value: Any) -> dict[AtlasRun, tuple[Status, float]]:
+        """Each seed trained and tested at ``value`` with its status and metric, the pilot (seed 0) first; none while
+        the pilot is not."""
+        finished = {}
+        for seed in range(self.seeds):
+            run = self.run(row, value, seed)
+            if seed and not run.dir.is_dir():
+                continue
+            status_of = self.status(run)
+            if (metric := measured(run, status_of, self.spec.metric)) is not None:
+                finished[run] = status_of, metric
+            elif not seed:
+                return {}
+        return finished
 
     def rows(self) -> list[RowState]:
         return [self.row(row) for row in self.spec.rows]

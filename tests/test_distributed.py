@@ -37,7 +37,8 @@ def ddp(*args: str, processes: int, strategy: str = "ddp") -> None:
 def ddp_commands(commands: list[tuple[list[str], int]], strategy: str = "ddp_fork") -> None:
     """Several primacy commands (arguments, processes) one after another, each on its own gloo processes. ``ddp_fork``
     forks them from this process when it runs torch on one thread (as pytest-xdist's workers do), else from one new
-    Python; ``ddp`` starts them from one new Python. Either way the imports (7 s) are paid once at most."""
+    Python, so the imports (7 s) are paid once at most; ``ddp`` runs each as `python -m primacy`, whose command line
+    Lightning starts again for the other ranks (it cannot start again a ``python -c``)."""
     runs = [[*args, "--trainer.accelerator", "cpu", "--trainer.devices", str(processes), "--trainer.strategy",
              strategy] for args, processes in commands]
     if strategy == "ddp_fork" and torch.get_num_threads() == 1:
@@ -49,11 +50,17 @@ def ddp_commands(commands: list[tuple[list[str], int]], strategy: str = "ddp_for
             os.environ.clear()
             os.environ.update(environ)
         return
-    threads = {"OMP_NUM_THREADS": "1"} if strategy == "ddp_fork" else {}
-    script = "import json, sys; from primacy.cli import main; [main(args) for args in json.loads(sys.argv[1])]"
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], check=False, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **threads})
-    assert done.returncode == 0, done.stderr[-3000:]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    if strategy == "ddp_fork":
+        script = "import json, sys; from primacy.cli import main; [main(args) for args in json.loads(sys.argv[1])]"
+        commands = [["-c", script, json.dumps(runs)]]
+        env["OMP_NUM_THREADS"] = "1"
+    else:
+        commands = [["-m", "primacy", *args] for args in runs]
+    for command in commands:
+        done = subprocess.run([sys.executable, *command], check=False, capture_output=True, text=True, timeout=600,
+                              env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -108,8 +108,9 @@ class CausalSelfAttention(nn.Module):
 
     def empty_cache(self, batch_size: int) -> KeyValues:
         """The (keys, values) cache before the first position: (B, heads, 0, d_key) and (B, heads, 0, D / heads)."""
-        empty = self.qkv.weight.new_zeros(batch_size, self.n_heads, 0, 0)
-        return empty.new_zeros(*empty.shape[:3], self.d_key), empty.new_zeros(*empty.shape[:3], self.d_value)
+        weight = self.qkv.weight
+        return (weight.new_zeros(batch_size, self.n_heads, 0, self.d_key),
+                weight.new_zeros(batch_size, self.n_heads, 0, self.d_value))
 
     def step(self, x: torch.Tensor, cache: KeyValues) -> tuple[torch.Tensor, KeyValues]:
         """The next position's attention: x (B, D) -> (B, D), attending to the cached keys and values and its own

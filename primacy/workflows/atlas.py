@@ -24,8 +24,8 @@ The search is a bisection over ``values`` from the middle one; each value's firs
 with the full budget, so the chosen value's pilot is its seed 0. A value's accuracy is its pilot's until its other
 seeds finish, then the mean of them all: where the seeds' mean leaves the band that the pilot was inside, the search
 goes on from there (an atlas file can add values between two tried ones). Where no value lands inside the band, the
-row takes the value nearest to it and the table says so. Everything is read again from the run directories each time, so the
-search, like the runs, resumes where it stopped.
+row takes the value nearest to it and the table says so. Everything is read again from the run directories each
+time, so the search, like the runs, resumes where it stopped.
 """
 
 from __future__ import annotations

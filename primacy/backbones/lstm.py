@@ -79,7 +79,7 @@ class LSTMBackbone(Backbone):
                 b_ih[h : 2 * h] = 1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._block(self.lstm(x)[0])  # B T D
+        return self._block(self._recur(x)[0])  # B T D
 
     def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The zero hidden and cell states, each (n_layers, B, H), as nn.LSTM starts."""
@@ -89,8 +89,17 @@ class LSTMBackbone(Backbone):
     def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
              ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """One step: x_t (B, H), state (hidden, cell) -> y_t (B, H), the new state."""
-        y, state = self.lstm(x_t[:, None], state)  # B 1 H
+        y, state = self._recur(x_t[:, None], state)  # B 1 H
         return self._block(y[:, 0]), state
+
+    def _recur(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """nn.LSTM on x (B, T, H). Under CPU autocast it runs in float32: torch's CPU LSTM has no bfloat16 kernel on
+        many CPUs ("could not create a primitive descriptor", pytorch/pytorch#88136; this machine's among them)."""
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            with torch.autocast(device_type="cpu", enabled=False):
+                return self.lstm(x.float(), state)
+        return self.lstm(x, state)
 
     def _block(self, y: torch.Tensor) -> torch.Tensor:
         if self.out is not None:

@@ -20,10 +20,11 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
 
     Checks: subclass of Backbone; typed constructor without ``*args``/``**kwargs``; (B, T, D) -> (B, T, D);
     causality (changing inputs at t does not change outputs before t); every trainable parameter gets a
-    finite gradient; ``dt()`` maps names to positive finite tensors; the state dict round-trips; with ``initial_state``
-    and ``step``, stepping through the inputs gives the outputs of ``forward``; with ``influence``, in float64, each
-    layer's weights (B, C, T, T) are zero above the diagonal and rebuild the layer's output (``check_influence``),
-    and ``ablate`` honours its contract (``check_ablation``).
+    finite gradient, in float32 and under bfloat16 autocast (``check_mixed_precision``); ``dt()`` maps names to
+    positive finite tensors; the state dict round-trips; with ``initial_state`` and ``step``, stepping through the
+    inputs gives the outputs of ``forward``; with ``influence``, in float64, each layer's weights (B, C, T, T) are
+    zero above the diagonal and rebuild the layer's output (``check_influence``), and ``ablate`` honours its
+    contract (``check_ablation``).
     """
     assert issubclass(cls, Backbone), f"{cls.__name__} must subclass primacy.backbones.Backbone"
     check_signature(cls)
@@ -67,6 +68,8 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
         assert torch.allclose(torch.stack(steps, 1), y2, atol=1e-4, rtol=1e-4), \
             f"{cls.__name__}: stepping through the inputs does not give forward's outputs"
 
+    check_mixed_precision(model, x2)
+
     torch.manual_seed(1)
     clone = cls(d_model=d_model, **kwargs)
     clone.load_state_dict(model.state_dict())
@@ -76,6 +79,22 @@ def check_backbone(cls: type, d_model: int = 8, length: int = 12, batch: int = 3
     if callable(getattr(model, "influence", None)):
         layers = check_influence(clone.double(), x2.double())
         check_ablation(clone, x2.double(), [layer.weights.shape[1] for layer in layers])
+
+
+def check_mixed_precision(model: Backbone, x: torch.Tensor) -> None:
+    """Assert that ``model`` trains under bfloat16 autocast on the CPU (``--trainer.precision bf16-mixed``): a finite
+    output of x's shape and a finite gradient for every trainable parameter."""
+    name = type(model).__name__
+    model.zero_grad()
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        y = model(x)
+    assert y.shape == x.shape and torch.isfinite(y).all(), f"{name}: no finite output under bf16 autocast"
+    y.float().pow(2).mean().backward()
+    for param_name, p in model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and torch.isfinite(p.grad).all(), \
+                f"{name}: parameter {param_name} gets no finite gradient under bf16 autocast"
+    model.zero_grad()
 
 
 def check_influence(model: Backbone, x: torch.Tensor, atol: float = 1e-10) -> list[Influence]:

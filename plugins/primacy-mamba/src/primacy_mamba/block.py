@@ -72,7 +72,11 @@ class MambaMixer(MambaBlock):
         (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop, the reference)."""
         scans = {"recurrent": selective_scan, "chunked": chunked_selective_scan, "compiled": compiled_selective_scan,
                  "parallel": self.selective_scan, "sequential": self.selective_scan_seq}
-        return scans[self.scan](u, dt, a, b, c, self.D.float())
+        # Never below float32, as mamba_ssm's kernel keeps its state: under autocast u, B and C come in bfloat16.
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            dtype = torch.promote_types(u.dtype, torch.float32)
+            u, dt, b, c = (tensor.to(dtype) for tensor in (u, dt, b, c))
+            return scans[self.scan](u, dt, a, b, c, self.D.float())
 
     def influence(self, x: torch.Tensor) -> Influence:
         """The selective scan on this mixer's input x (B, T, D) unrolled exactly (``selective_scan_weights``, Ali,

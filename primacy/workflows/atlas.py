@@ -22,10 +22,11 @@ An atlas file (YAML; primacy's are in configs/atlas/)::
 
 The search is a bisection over ``values`` from the middle one; each value's first run (seed 0) is its pilot, trained
 with the full budget, so the chosen value's pilot is its seed 0. A value's accuracy is its pilot's until its other
-seeds finish, then the mean of them all: where the seeds' mean leaves the band that the pilot was inside, the search
-goes on from there (an atlas file can add values between two tried ones). Where no value lands inside the band, the
-row takes the value nearest to it and the table says so. Everything is read again from the run directories each
-time, so the search, like the runs, resumes where it stopped.
+seeds finish, then the mean of them all while every seed is inside the band, else the seed farthest outside it
+(``seeds_accuracy``): where a seed leaves the band that the pilot was inside, the search goes on from there, away
+from the side it left by (an atlas file can add values between two tried ones). Where no value lands inside the
+band, the row takes the value nearest to it and the table says so. Everything is read again from the run
+directories each time, so the search, like the runs, resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -112,6 +113,16 @@ def _bounds(accuracy: dict[int, float], band: tuple[float, float], low: int, hig
         high = min(below) - 1
         bounding.append(min(below))
     return (low, high, bounding) if bounding else None
+
+
+def seeds_accuracy(metrics: list[float], band: tuple[float, float]) -> float:
+    """A value's accuracy for the search, from its finished seeds: their mean while every one is inside the band,
+    else the seed farthest outside it. So a value is chosen only with all its seeds inside, and where one leaves, the
+    bisection moves away from the side it left by."""
+    outside = [metric for metric in metrics if _distance(metric, band) > 0]
+    if not outside:
+        return float(np.mean(metrics))
+    return max(outside, key=lambda metric: _distance(metric, band))
 
 
 def _distance(value: float, band: tuple[float, float]) -> float:
@@ -212,7 +223,7 @@ class Planner:
             if (value_dir(self.out, row, value) / "seed0").is_dir():
                 finished = self._finished_seeds(row, value)
                 if finished:
-                    accuracy[index] = float(np.mean([metric for _, metric in finished.values()]))
+                    accuracy[index] = seeds_accuracy([metric for _, metric in finished.values()], self.band)
                     runs.update({run: status_of for run, (status_of, _) in finished.items()})
         while True:
             found = search(values, accuracy, self.band)

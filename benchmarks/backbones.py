@@ -5,8 +5,8 @@ The step is the whole SequenceModel (embedding, backbone, readout, BCE loss on t
 batch (B = 64, L = 32 study items, so T = 64, width 64). FLOPs are counted by torch's FlopCounterMode, which
 counts matrix products, convolutions and attention but not FFTs or elementwise work: for the SSMs (whose
 convolution is an FFT) the "fraction" is a lower bound. It does not see inside the fused nn.LSTM kernel, so
-LSTM layers are counted by hand: 2·4H·(D_in + H) per token and layer forward, times 3 with the backward. The reference rate is a float32 (1024 x 1024) matrix
-product on the same threads. Prints medians; no thresholds.
+LSTM layers are counted by hand: 2·4H·(D_in + H) per token and layer forward, times 3 with the backward. The
+reference rate is a float32 (1024 x 1024) matrix product on the same threads. Prints medians; no thresholds.
 
     python benchmarks/backbones.py [--repeats 30] [--threads N] [--backbones NAME ...] [--mamba-scans SCAN ...]
     python benchmarks/backbones.py --atlas configs/atlas/verification.yaml [--length T] [--rows LABEL ...]

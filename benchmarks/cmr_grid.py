@@ -18,8 +18,8 @@ import time
 import numpy as np
 import torch
 
-from primacy.analysis.behaviour.cmr.grid import PAPER_VALUES
 from primacy.analysis.behaviour.cmr import VARIANTS, cmr_crps, reference_crp
+from primacy.analysis.behaviour.cmr.grid import PAPER_VALUES
 
 GRID_SETS = 4620
 

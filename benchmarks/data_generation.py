@@ -52,10 +52,15 @@ def per_trial_batch(rng: random.Random, held_out: set[frozenset[int]]) -> dict[s
         queries, labels, positions = [], [], []
         for j, i in enumerate(order):
             if rng.random() < 0.5:
-                queries.append(distractors[j]); labels.append(0.0); positions.append(-1)
+                query, label, position = distractors[j], 0.0, -1
             else:
-                queries.append(study[i]); labels.append(1.0); positions.append(i)
-        tokens.append(study + queries); targets.append(labels); study_pos.append(positions)
+                query, label, position = study[i], 1.0, i
+            queries.append(query)
+            labels.append(label)
+            positions.append(position)
+        tokens.append(study + queries)
+        targets.append(labels)
+        study_pos.append(positions)
     return {"tokens": torch.tensor(tokens), "targets": torch.tensor(targets), "study_pos": torch.tensor(study_pos)}
 
 

@@ -16,7 +16,7 @@ Peak memory is ``torch.cuda.max_memory_allocated`` on a GPU. On the CPU it is th
 one extra eager step, counted as each operation makes and frees them (parameters, gradients, optimiser state,
 activations; not the allocator's cache or Python objects), and "n/a" for compiled steps, whose buffers it cannot see.
 
-    python benchmarks/gpu.py                                   # every paper config, float32 + bf16-mixed, compile off/on
+    python benchmarks/gpu.py                         # every paper config, float32 + bf16-mixed, compile off/on
     python benchmarks/gpu.py --configs fig3b-hippo-legs-L128 mamba-L128 --precision bf16-mixed --out gpu.csv
     python benchmarks/gpu.py --device cpu --scale cpu          # configs/cpu/ twins: tests the script on a laptop
 
@@ -146,7 +146,8 @@ def run(options: argparse.Namespace, overrides: list[str]) -> int:
         positive(batch_size=options.batch_size)
         overrides = [*overrides, "--data.init_args.batch_size", str(options.batch_size)]
     if overrides and not overrides[0].startswith("--"):
-        raise UsageError(f"unexpected argument {overrides[0]!r}: overrides are --key value pairs passed to every config")
+        raise UsageError(f"unexpected argument {overrides[0]!r}: overrides are --key value pairs passed to every "
+                         "config")
     if options.out:
         writable_file("out", options.out)
     configs = [config_path(name, options.scale) for name in options.configs or TWINS]

@@ -107,8 +107,8 @@ def main() -> None:
             for what, step in (("kernel", lambda m, t=length: kernel_step(m, t)),
                                ("layer", lambda m, x=x: layer_step(m, x))):
                 s4, ref, s4d, s4d_exp = (median_ms(step(model), args.repeats) for model in models)
-                print(f"{what:>6} {width:>4} {length:>4} {s4:8.2f} {ref:8.2f} {s4d:8.2f} {s4d_exp:8.2f} {s4 / ref:7.2f} "
-                      f"{s4 / s4d:7.2f} {s4 / s4d_exp:8.2f}", flush=True)
+                print(f"{what:>6} {width:>4} {length:>4} {s4:8.2f} {ref:8.2f} {s4d:8.2f} {s4d_exp:8.2f} "
+                      f"{s4 / ref:7.2f} {s4 / s4d:7.2f} {s4 / s4d_exp:8.2f}", flush=True)
 
 
 if __name__ == "__main__":

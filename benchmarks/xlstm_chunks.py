@@ -13,8 +13,9 @@ import argparse
 import statistics
 import time
 
-import primacy_xlstm.mlstm as mlstm
 import torch
+
+import primacy_xlstm.mlstm as mlstm
 from primacy_xlstm import XLSTMBackbone
 
 

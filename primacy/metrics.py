@@ -199,8 +199,8 @@ class TokenGroupMetrics(Metric):
 class FreeRecallStats(Metric):
     """The free-recall counts of recall sequences (``primacy.analysis.behaviour.free_recall.FreeRecallCounts``: lists,
     spc, first recall, lag-CRP actual and possible, outputs, correct, intrusions, repetitions), summed, so the curves
-    equal the single-process ones on any number of processes. It also keeps the sequences themselves (study items, outputs and
-    each list's index in the evaluation design), gathered from every process, for the long-format export.
+    equal the single-process ones on any number of processes. It also keeps the sequences themselves (study items,
+    outputs and each list's index in the evaluation design), gathered from every process, for the long-format export.
 
     update(study (B, L) item ids, recalls (B, R) output ids padded with -1 after the model stopped, index (B,) the
     lists' indices in the design). compute() gives ``(counts, study (N, L), recalls (N, R))``, the lists ordered by

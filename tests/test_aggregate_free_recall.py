@@ -234,8 +234,10 @@ def test_the_cmr_fit_is_drawn_without_a_line_across_lag_zero():
     lags = np.arange(-(L_ITEMS - 1), L_ITEMS)
     lag_crp = np.where(lags == 0, np.nan, np.exp(-np.abs(lags)))
     fit_lags = np.array([-2, -1, 1, 2])
-    fig = aggregate_module.figures.free_recall.free_recall(np.full(L_ITEMS, 0.5), np.full(L_ITEMS, 1 / L_ITEMS), lags, lag_crp,
-                                             cmr=[("CMR paper (d = 0.001)", fit_lags, np.array([0.1, 0.3, 0.5, 0.2]))])
+    fig = aggregate_module.figures.free_recall.free_recall(np.full(L_ITEMS, 0.5), np.full(L_ITEMS, 1 / L_ITEMS),
+                                                           lags, lag_crp,
+                                                           cmr=[("CMR paper (d = 0.001)", fit_lags,
+                                                                 np.array([0.1, 0.3, 0.5, 0.2]))])
     line = next(line for line in fig.axes[2].lines if line.get_label().startswith("CMR"))
     x, y = line.get_xdata(), line.get_ydata()
     assert np.isnan(x[2]) and np.isnan(y[2]) and x[[0, 1, 3, 4]].tolist() == [-2, -1, 1, 2]

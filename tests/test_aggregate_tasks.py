@@ -103,7 +103,8 @@ def test_the_serial_position_curve_by_delay_is_averaged_over_seeds(tmp_path):
     assert summary == json.loads((tmp_path / "agg" / "summary.json").read_text())
     # the fake answers get worse with delay: the mean curves show it
     assert summary["early_minus_late_by_delay"]["mean"][0] > 0.2
-    assert np.mean(summary["serial_position_by_delay"]["mean"][0]) > np.mean(summary["serial_position_by_delay"]["mean"][-1])
+    by_delay = summary["serial_position_by_delay"]["mean"]
+    assert np.mean(by_delay[0]) > np.mean(by_delay[-1])
 
 
 @pytest.mark.parametrize("condition", ["forward", "cued"])

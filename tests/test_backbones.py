@@ -83,14 +83,16 @@ def test_builtins_only_switch_ignores_plugins(fake_plugins, monkeypatch):
 
 def test_a_name_registered_by_two_distributions_is_refused(fake_plugins):
     fake_plugins(FakeEntryPoint("S4Backbone", GoodBackbone, dist="impostor"))
-    with pytest.raises(UsageError, match=r"backbone name 'S4Backbone' is registered twice: by primacy .*and by impostor"):
+    with pytest.raises(UsageError,
+                       match=r"backbone name 'S4Backbone' is registered twice: by primacy .*and by impostor"):
         registry.names()
 
 
 @pytest.mark.parametrize(
     "target,message",
     [
-        (ImportError("No module named 'fancy_kernels'"), r"'Broken' \(fake_plugin:Broken\) failed to import: No module named"),
+        (ImportError("No module named 'fancy_kernels'"),
+         r"'Broken' \(fake_plugin:Broken\) failed to import: No module named"),
         (torch.nn.Linear, r"'Broken' \(fake_plugin:Broken\) is not a subclass of primacy.backbones.Backbone"),
         (GoodBackbone, r"entry point 'Broken' points at class 'GoodBackbone': the names must match"),
     ],

@@ -219,9 +219,9 @@ def test_bad_parameters_are_rejected(kwargs, message):
 
 def test_the_closed_form_cells_are_the_authors_by_hand():
     """n = 3, start 0, β_enc 0.5 (ρ = 0.5): M's row 0 is (0, 1, 0.5, 0.25) with the end state last, so a draw is
-    item 1, 2 or the end with chances 4/7, 2/7, 1/7. β_rec = 0: two independent draws, lag 0 with chance 21/49, ±1 10/49,
-    ±2 4/49. β_rec = 1: lag +1 has q = (0, 4/7, 2/7, 1/7) times the chance of stepping 1 forward from each state,
-    (4/7, 2/3, 1, 0): 2/3; lag +2 meets only states whose step of 2 is past the end: 0. Normalised: all at +1."""
+    item 1, 2 or the end with chances 4/7, 2/7, 1/7. β_rec = 0: two independent draws, lag 0 with chance 21/49,
+    ±1 10/49, ±2 4/49. β_rec = 1: lag +1 has q = (0, 4/7, 2/7, 1/7) times the chance of stepping 1 forward from each
+    state, (4/7, 2/3, 1, 0): 2/3; lag +2 meets only states whose step of 2 is past the end: 0. Normalised: all at +1."""
     still = closed_form_crp(0.5, 0.0, n_items=3, n_starts=1, max_lag=2)
     np.testing.assert_allclose(still, np.array([4, 10, 21, 10, 4]) / 49, rtol=0, atol=1e-15)
     moving = closed_form_crp(0.5, 1.0, n_items=3, n_starts=1, max_lag=2)

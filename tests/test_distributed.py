@@ -159,7 +159,8 @@ SPLITS = {"verification": 2, "reconstruction": 2, "recall": 3, "free_recall": 2,
 
 def test_every_tasks_test_metrics_equal_the_single_process_ones(tmp_path):
     runs = {task: train(task, tmp_path / "trained") for task in SPLITS}
-    ddp_commands([(split_test_args(task, runs[task], tmp_path / task), processes) for task, processes in SPLITS.items()])
+    ddp_commands([(split_test_args(task, runs[task], tmp_path / task), processes)
+                  for task, processes in SPLITS.items()])
     for task in SPLITS:
         check_split_test(task, runs[task], tmp_path / task)
 

@@ -130,8 +130,8 @@ def test_runs_save_their_checkpoints_through_the_atomic_writer(tmp_path, monkeyp
 
     saved = []
     original = files.AtomicCheckpointIO.save_checkpoint
-    monkeypatch.setattr(files.AtomicCheckpointIO, "save_checkpoint",
-                        lambda self, checkpoint, path, **kw: saved.append(path) or original(self, checkpoint, path, **kw))
+    monkeypatch.setattr(files.AtomicCheckpointIO, "save_checkpoint", lambda self, checkpoint, path, **kw:
+                        saved.append(path) or original(self, checkpoint, path, **kw))
     main(["fit", *TINY_RUNS["verification"], "--trainer.max_steps", "2", "--test_after_fit", "false",
           "--trainer.default_root_dir", str(tmp_path / "run")])
     assert [os.path.basename(p) for p in saved] == ["last.ckpt"]

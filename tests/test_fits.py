@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
+
 from primacy.analysis.cmr.closed_form import closed_form_crp, has_closed_form
 from primacy.analysis.cmr.fits import fit_cmr, fit_gaussian, is_flat
 from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid
 from primacy.analysis.cmr.simulate import cmr_crp
-
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.workflows.cmr_grid import save

@@ -60,7 +60,8 @@ def test_one_tiny_config_gives_its_row(tmp_path, capsys):
                      "--model.init_args.backbone.init_args.d_model", "8", "--out", str(out)])
     assert code == 0
     [row] = read_rows(out)
-    assert (row["config"], row["precision"], row["compile"], row["note"]) == ("cpu/fig3b-hippo-legs-L32", "32", "off", "")
+    assert ((row["config"], row["precision"], row["compile"], row["note"])
+            == ("cpu/fig3b-hippo-legs-L32", "32", "off", ""))
     assert float(row["steps_per_s"]) > 0 and float(row["peak_mib"]) > 0
     assert (row["max_steps"], row["batch_size"]) == ("10000", "4")
     assert float(row["hours"]) == pytest.approx(10_000 / float(row["steps_per_s"]) / 3600, rel=1e-6)

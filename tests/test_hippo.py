@@ -124,7 +124,8 @@ def test_fout_zero_frequency_pair_is_split_into_conjugates():
 
 @pytest.mark.parametrize(
     "measure,n,message",
-    [("legt", 4, "measure='legt'"), ("legs", 0, "state size 0"), ("fout", 5, "state size 5 is invalid for measure='fout'")],
+    [("legt", 4, "measure='legt'"), ("legs", 0, "state size 0"),
+     ("fout", 5, "state size 5 is invalid for measure='fout'")],
 )
 def test_bad_measure_or_size_is_rejected(measure, n, message):
     with pytest.raises(UsageError, match=message):

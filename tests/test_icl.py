@@ -210,7 +210,8 @@ def test_induction_quickstart_forms_a_cmr_like_induction_head(tmp_path, seed):
 
 def head_rows(induction, distance):
     return [{"layer": i // 2, "head": i % 2, "induction": s, "cmr_distance": d, "beta_enc": 0.1 * (i + 1),
-             "beta_rec": 0.2, "gamma_ft": 0.3, "inv_temperature": 1.0 + i} for i, (s, d) in enumerate(zip(induction, distance))]
+             "beta_rec": 0.2, "gamma_ft": 0.3, "inv_temperature": 1.0 + i}
+            for i, (s, d) in enumerate(zip(induction, distance))]
 
 
 def test_an_emergence_row_averages_the_best_induction_heads_and_counts_cmr_like_heads_over_all():

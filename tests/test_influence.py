@@ -128,7 +128,8 @@ class _AblationKept(_RunningSum):
 @pytest.mark.parametrize("broken,message", [
     (_AblationIgnored, "_AblationIgnored: ablating layer 0's units changed nothing"),
     (_AblationKept, "_AblationKept: a nested ablate() did not restore the outer one on exit"),
-    (_InfluenceSeesTheFuture, "_InfluenceSeesTheFuture.influence()[0]: weights above the diagonal (s > t) are not zero"),
+    (_InfluenceSeesTheFuture,
+     "_InfluenceSeesTheFuture.influence()[0]: weights above the diagonal (s > t) are not zero"),
     (_InfluenceMissesTheOutput, "_InfluenceMissesTheOutput.influence()[0]: Σ_s weights · values is"),
 ])
 def test_check_backbone_refuses_an_influence_or_ablation_that_is_not_exact(broken, message):

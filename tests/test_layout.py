@@ -134,7 +134,8 @@ def run_directory_literals(module: str) -> list[str]:
 def test_only_the_run_directory_package_spells_its_file_names():
     outside = [hit for module in MODULES if not module.startswith("primacy.rundir")
                for hit in run_directory_literals(module)]
-    assert not outside, "name these through primacy.rundir.layout.RunDir (or the kind of result):\n" + "\n".join(outside)
+    assert not outside, ("name these through primacy.rundir.layout.RunDir (or the kind of result):\n"
+                         + "\n".join(outside))
 
 
 def test_the_file_name_check_finds_a_literal(monkeypatch, tmp_path):

@@ -232,7 +232,8 @@ def test_a_new_run_writes_the_new_class_paths(tmp_path):
     assert config["data"]["class_path"] == "primacy.tasks.verification.VerificationTask"
 
 
-@pytest.mark.parametrize("config", [pytest.param(p, id=p.stem, marks=() if p.stem in EVERY_OLD_PATH else pytest.mark.slow)
+@pytest.mark.parametrize("config", [pytest.param(p, id=p.stem,
+                                                 marks=() if p.stem in EVERY_OLD_PATH else pytest.mark.slow)
                                     for p in OLD_CONFIGS])
 def test_an_old_config_runs_one_batch(config, tmp_path):
     task = yaml.safe_load(config.read_text())["data"]["class_path"].rsplit(".", 1)[-1]

@@ -26,6 +26,16 @@ def test_help_and_the_launchers_start_without_lightning():
     assert out.stdout.strip().splitlines()[-2:] == ["[]", "[]"]
 
 
+def test_the_code_passes_ruff():
+    """pyflakes, pycodestyle (lines of 120) and sorted imports over the project, its plugins (their own settings:
+    primacy is a dependency there), benchmarks and tests."""
+    ruff = shutil.which("ruff")
+    assert ruff is not None, "ruff comes with the test extra: pip install -e '.[test]'"
+    out = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", str(ROOT)], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint")
     assert hadolint is not None, "hadolint comes with the test extra: pip install -e '.[test]'"

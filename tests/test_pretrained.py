@@ -15,8 +15,8 @@ import torch.nn.functional as F
 import transformers
 
 from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.icl import analyze_heads
 from primacy.analysis.heads.pretrained import mamba_mixer_influence
+from primacy.analysis.icl import analyze_heads
 from primacy.analysis.pretrained import checkpoint_name_step, family, load_pretrained
 from primacy.cli import main
 from primacy.errors import UsageError
@@ -328,7 +328,8 @@ def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, 
         (tmp_path / "qwen" / "config.json").write_text(json.dumps(
             {"model_type": "qwen", "architectures": ["QWenLMHeadModel"],
              "auto_map": {"AutoModelForCausalLM": "modeling_qwen.QWenLMHeadModel"}}))
-    source = {"not-a-model": ["--hf_model", empty], "qwen-v1": ["--hf_model", tmp_path / "qwen"], "file": ["--hf_model", tmp_path / "weights.bin"],
+    source = {"not-a-model": ["--hf_model", empty], "qwen-v1": ["--hf_model", tmp_path / "qwen"],
+              "file": ["--hf_model", tmp_path / "weights.bin"],
               "missing": ["--hf_model", tmp_path / "nowhere"], "hub-offline": ["--hf_model", "nobody/no-such-model"],
               "no-attention": ["--hf_model", tmp_path / "mamba"],
               "layers": ["--hf_model", models["llama"], "--layers", 2],

@@ -138,7 +138,8 @@ def test_analyze_probes_writes_tables_arrays_summary_and_figure(trained_run, tmp
     arrays = np.load(out / "probes.npz")
     assert all(arrays[m].shape == (2, 2, 2, L) for m in MEASURES) and list(arrays["probes"]) == ["old", "new"]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["n_sets"] == 3 and summary["n_layers"] == 2 and summary["n_heads"] == 2 and len(summary["heads"]) == 4
+    assert summary["n_sets"] == 3 and summary["n_layers"] == 2 and summary["n_heads"] == 2
+    assert len(summary["heads"]) == 4
     head = summary["heads"][0]
     assert head["new"]["match_weight"] is None and head["old_minus_new"]["match_weight"] is None
     expected = float(arrays["max_weight"][0, 0, 0].mean() - arrays["max_weight"][0, 0, 1].mean())

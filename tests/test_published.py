@@ -36,7 +36,7 @@ def authors_scores(seed: int = 0, sharpness: float = 1.0) -> dict:
         "CRP_scores": crps,
         "CRP_scores_sem": rng.uniform(0.01, 0.1, (LAYERS, HEADS, 16)),
         "copying_score": rng.uniform(-1, 1, (LAYERS, HEADS)).astype(np.float32),
-        "labels": np.array([[f"L{l}H{h}" for h in range(HEADS)] for l in range(LAYERS)]),
+        "labels": np.array([[f"L{layer}H{h}" for h in range(HEADS)] for layer in range(LAYERS)]),
     }
     order = np.argsort(-induction, axis=1)  # layers heads
     for key in ("head_scores", "CRP_scores", "CRP_scores_sem", "copying_score", "labels"):
@@ -136,7 +136,8 @@ def test_heads_csv_holds_the_published_scores_and_fit_cmr_of_their_curves(tmp_pa
     assert f"{LAYERS * HEADS} heads -> {out}" in printed and "top 10 % CMR-like heads ablated" in printed
     with (out / "heads.csv").open() as f:
         rows = list(csv.DictReader(f))
-    assert [(int(r["layer"]), int(r["head"])) for r in rows] == [(l, h) for l in range(LAYERS) for h in range(HEADS)]
+    assert [(int(r["layer"]), int(r["head"])) for r in rows] == [(layer, h) for layer in range(LAYERS)
+                                                                   for h in range(HEADS)]
     grid, at = CMRGrid.paper(), np.searchsorted(PUBLISHED_LAGS, FIT_LAGS)
     for row in rows:
         layer, head = int(row["layer"]), int(row["head"])

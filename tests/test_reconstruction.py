@@ -42,7 +42,8 @@ def check_trials(batch: dict[str, torch.Tensor], t: ReconstructionTask, max_dela
     else:
         assert (batch["study_pos"] == torch.arange(n)).all(), "forward asks the items in study order"
         assert (queries[:, 0] == t.tokens.cue).all()
-        assert torch.equal(queries[:, 1:], study[:, :-1] if t.teacher_forcing else torch.full_like(queries[:, 1:], blank))
+        expected = study[:, :-1] if t.teacher_forcing else torch.full_like(queries[:, 1:], blank)
+        assert torch.equal(queries[:, 1:], expected)
     asked = torch.zeros_like(tokens, dtype=torch.bool).scatter_(1, batch["query_index"], True)
     asked[:, :n] = True
     assert (tokens[~asked] == blank).all(), "the delay and the padding after the queries are blanks"
@@ -225,7 +226,8 @@ def test_the_loss_is_cross_entropy_at_the_query_positions_only():
 
 @pytest.mark.parametrize("forcing", [False, True])
 def test_padding_after_the_queries_never_changes_the_answers(forcing):
-    study, order, delay = torch.tensor([[3, 0, 2, 1], [5, 7, 4, 6]]), torch.arange(4).expand(2, -1), torch.tensor([1, 2])
+    study, order = torch.tensor([[3, 0, 2, 1], [5, 7, 4, 6]]), torch.arange(4).expand(2, -1)
+    delay = torch.tensor([1, 2])
     tokens = Tokens(16, 4, "forward")
     short, padded = (trials(study, order, delay, tokens, forcing, max_delay) for max_delay in (2, 9))
     assert padded["tokens"].shape[1] == short["tokens"].shape[1] + 7

@@ -2,9 +2,9 @@
 command line (``primacy fit --model FreeRecallModel``), and every class the docs and configs name is registered."""
 
 import re
-import tomllib
 
 import pytest
+import tomllib
 import yaml
 from conftest import ROOT
 

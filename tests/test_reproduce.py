@@ -20,9 +20,9 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT, extra_module, fake_slurm
-from primacy.analysis.serial_position import summarize
 
 from primacy import figures
+from primacy.analysis.serial_position import summarize
 from primacy.cli import main
 from primacy.cli import reproduce as reproduce_command
 from primacy.rundir import results
@@ -119,7 +119,8 @@ def test_the_fig3_page_and_table_from_every_panel(tmp_path, monkeypatch):
     pages_only(monkeypatch)
     drawn = []  # the panels the page is drawn with: (letter, title, matrix, distractor)
     page = figures.accuracy.fig3_page
-    monkeypatch.setattr(figures.accuracy, "fig3_page", lambda panels, title: drawn.extend(panels) or page(panels, title))
+    monkeypatch.setattr(figures.accuracy, "fig3_page",
+                        lambda panels, title: drawn.extend(panels) or page(panels, title))
     written = draw(FIGURES["fig3"], "cpu", out, runs)
     assert [letter for letter, *_ in drawn] == list("ABCDEFGH")
     assert all(name.endswith(f"L={lengths[letter]} · n=2") for letter, name, *_ in drawn), "n: the seeds averaged"
@@ -358,7 +359,8 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monke
     monkeypatch.setattr(pages, "AblationSettings", functools.partial(AblationSettings, sequences=16, random=2))
     out = tmp_path / "induction"
     command = ["reproduce", "induction", "--seeds", "2", "--out", str(out), "--jobs", "2", "--trainer.max_steps", "4",
-               "--checkpoint.every_n_train_steps", "2", "--trainer.logger", "false", "--trainer.val_check_interval", "4",
+               "--checkpoint.every_n_train_steps", "2", "--trainer.logger", "false",
+               "--trainer.val_check_interval", "4",
                "--trainer.enable_model_summary", "false", "--data.init_args.batch_size", "8",
                "--data.init_args.num_val_prompts", "8", "--data.init_args.num_test_prompts", "8"]
     train_here(command)
@@ -573,7 +575,8 @@ def test_slurm_array_job_parameters(tmp_path, monkeypatch, capsys):
     extra_module("submitit")
     bin_dir, captured = fake_slurm(tmp_path, monkeypatch, 4242)
     out = tmp_path / "fig3"
-    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--panels", "A", "B", "--out", str(out), "--launcher", "slurm",
+    main(["reproduce", "fig3", "--scale", "paper", "--seeds", "2", "--panels", "A", "B", "--out", str(out),
+          "--launcher", "slurm",
           "--slurm.partition", "gpu", "--slurm.time", "2880", "--slurm.array_parallelism", "4",
           "--slurm.account", "lab", "--trainer.devices", "2", "--trainer.strategy", "ddp"])
     script = captured.read_text()

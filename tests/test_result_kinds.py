@@ -83,7 +83,8 @@ def test_a_run_without_the_files_of_its_kind_is_refused_in_one_line(tmp_path):
     a, b = RunDir(tmp_path / "a"), RunDir(tmp_path / "b")
     for run in (a, b):
         run.results.mkdir(parents=True)
-    a.summary.write_text(json.dumps({"task": "custom", "result_kind": "LoggedResults", "loss": 1.0, "logged": ["loss"]}))
+    a.summary.write_text(json.dumps({"task": "custom", "result_kind": "LoggedResults", "loss": 1.0,
+                                     "logged": ["loss"]}))
     b.summary.write_text(json.dumps({"task": "custom", "result_kind": "StudyQueryResults"}))
     with pytest.raises(UsageError, match=rf"^run directory {b.path} has no results/summary.json, accuracy.npz: test it "
                                          "first"):

@@ -204,7 +204,8 @@ def test_dynamics_get_no_weight_decay_and_their_own_learning_rate():
     for p in (layer.c, layer.skip, layer.out.weight):
         assert by_param[id(p)]["weight_decay"] == 0.1 and by_param[id(p)]["lr"] == 1e-3
     default = S4Backbone(d_model=4, d_state=8)
-    group = next(g for g in param_groups(default, lr=1e-3, weight_decay=0.1) if any(p is default.b for p in g["params"]))
+    group = next(g for g in param_groups(default, lr=1e-3, weight_decay=0.1)
+                 if any(p is default.b for p in g["params"]))
     assert group["lr"] == 1e-3 and group["weight_decay"] == 0.0, "no lr_dynamics: the model's rate, still no decay"
 
 

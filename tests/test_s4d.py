@@ -32,7 +32,8 @@ def reference_kernel(layer: S4DBackbone, length: int) -> torch.Tensor:
 @pytest.mark.parametrize("init,discretization", CASES)
 def test_kernel_equals_the_explicit_recurrence_in_float64(init, discretization):
     torch.manual_seed(0)
-    layer = S4DBackbone(d_model=6, d_state=16, init=init, discretization=discretization, dt_min=1e-3, dt_max=0.5).double()
+    layer = S4DBackbone(d_model=6, d_state=16, init=init, discretization=discretization, dt_min=1e-3,
+                        dt_max=0.5).double()
     fast, slow = layer.kernel(200), reference_kernel(layer, 200)
     assert fast.dtype == torch.float64
     assert torch.allclose(fast, slow, rtol=1e-9, atol=1e-9 * slow.abs().max().item())

@@ -48,7 +48,8 @@ def test_module_docstring_example_is_a_valid_trial():
     check_trials({**example, "targets": example["targets"].float()}, 3)
 
 
-@pytest.mark.parametrize("n_items,vocab_size,p", [(1, 2, 0.5), (8, 16, 0.5), (32, 512, 0.5), (16, 40, 1.0), (16, 40, 0.0)])
+@pytest.mark.parametrize("n_items,vocab_size,p",
+                         [(1, 2, 0.5), (8, 16, 0.5), (32, 512, 0.5), (16, 40, 1.0), (16, 40, 0.0)])
 def test_training_trials_are_well_formed(n_items, vocab_size, p):
     batch = training_batch(256, n_items, vocab_size, p, torch.Generator().manual_seed(0))
     check_trials(batch, n_items)

@@ -66,4 +66,5 @@ def test_a_backbone_without_dt_is_a_one_line_error(tmp_path, capsys):
         fit(tmp_path / "run", "--model.init_args.backbone", "LSTMBackbone")
     err = capsys.readouterr().err.strip()
     assert stopped.value.code == 2 and len(err.splitlines()) == 1, err
-    assert "TokenDtTracker: backbone LSTMBackbone has no Δt: it needs an SSM (S4, S4D, or Mamba's selection step)" in err
+    assert ("TokenDtTracker: backbone LSTMBackbone has no Δt: it needs an SSM (S4, S4D, or Mamba's selection step)"
+            in err)

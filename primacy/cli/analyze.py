@@ -206,8 +206,9 @@ def icl_command(args: list[str]) -> None:
         return
     content = analyze_checkpoint(sources[0], out, settings)
     best = content["top_induction_heads"][0]
-    print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: top induction head L{best['layer']}H{best['head']} "
-          f"score {best['induction']:.3f}, lag-CRP peak {best['lag_crp_peak']:+d}, "
+    print(f"{content['n_layers'] * content['n_heads']} heads -> {out}: "
+          f"top induction head L{best['layer']}H{best['head']} score {best['induction']:.3f}, "
+          f"lag-CRP peak {best['lag_crp_peak']:+d}, "
           f"CMR distance {best['cmr_distance']:.3f}")
 
 

@@ -200,8 +200,9 @@ class PrimacyCLI(LightningCLI):
             rank_zero_info(f"Trained to step {step}: {RunDir.of(trainer).last_checkpoint}")
             return
         trainer.test(self.model, datamodule=self.datamodule)
-        headline = ", ".join(f"{key} {float(trainer.callback_metrics[f'test/{key}']):.3f}"
-                             for key in getattr(self.model, "HEADLINE", ()) if f"test/{key}" in trainer.callback_metrics)
+        metrics = trainer.callback_metrics
+        headline = ", ".join(f"{key} {float(metrics[f'test/{key}']):.3f}"
+                             for key in getattr(self.model, "HEADLINE", ()) if f"test/{key}" in metrics)
         rank_zero_info(f"Results in {RunDir.of(trainer).results}" + (f": {headline}" if headline else ""))
 
 

@@ -29,7 +29,8 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--scale", choices=SCALES, default="cpu", help="configs/cpu/ (a laptop) or configs/paper/")
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1 of every panel (the paper used 10)")
     parser.add_argument("--out", help="directory of the runs and figures (default runs/FIGURE-SCALE)")
-    parser.add_argument("--panels", nargs="+", metavar="PANEL", help="only these panels (their labels, e.g. A C, or config names)")
+    parser.add_argument("--panels", nargs="+", metavar="PANEL",
+                        help="only these panels (their labels, e.g. A C, or config names)")
     add_launcher_options(parser)
     return parser
 

@@ -194,7 +194,8 @@ def probe_attention(means: dict[str, np.ndarray], study: np.ndarray | None = Non
                 ax.set_xlabel(x_label)
         axes[r, 0].set_ylabel(label)
     handles = [Line2D([], [], color=colours[h], label=f"head {h}") for h in range(heads)]
-    handles += [Line2D([], [], color="k", ls="-", label="old probe"), Line2D([], [], color="k", ls="--", label="new probe"),
+    handles += [Line2D([], [], color="k", ls="-", label="old probe"),
+                Line2D([], [], color="k", ls="--", label="new probe"),
                 Line2D([], [], color="0.6", ls=":", label="uniform over study items")]
     axes[0, -1].legend(handles=handles, fontsize=7, frameon=False)
     return fig

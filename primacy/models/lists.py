@@ -82,7 +82,8 @@ class SequenceModel(ListModel):
         warmup_steps: int = 1000,
     ) -> None:
         super().__init__(backbone, vocab_size, n_items, lr, betas, eps, weight_decay, warmup_steps)
-        self.save_hyperparameters(logger=False)  # RunConfig logs the whole config; under the CLI the backbone is recorded as its class_path/init_args config
+        # RunConfig logs the whole config; under the CLI the backbone is recorded as its class_path/init_args config
+        self.save_hyperparameters(logger=False)
         self.readout = nn.Linear(backbone.d_model, 1)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

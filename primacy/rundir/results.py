@@ -98,7 +98,8 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
     return content
 
 
-def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any], loss: float | None = None) -> dict[str, Any]:
+def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any],
+                        loss: float | None = None) -> dict[str, Any]:
     """The summary.json of a free-recall test: ``serial_position_curve`` is the recall probability by study position
     (psifr's spc of free_recall.csv), with its primacy and recency indices; ``first_recall_curve`` (psifr's pnr at
     the first output); ``lag_crp`` by ``lag_crp_lags`` (null where a lag was never possible) and its ``cmr_fit``
@@ -198,7 +199,8 @@ def write_delay_csv(path: Path, arrays: dict[str, np.ndarray], condition: str) -
     trials of that delay (over all query positions), empty where n = 0."""
     files.write_csv(path, [{"condition": condition, "delay": int(delay), "study_pos": i, "accuracy": _ratio(h, c),
                             "n": int(c)}
-                           for delay, hits, counts in zip(arrays["delays"], arrays["delay_hits"], arrays["delay_counts"])
+                           for delay, hits, counts in zip(arrays["delays"], arrays["delay_hits"],
+                                                          arrays["delay_counts"])
                            for i, (h, c) in enumerate(zip(hits, counts))])
 
 
@@ -288,7 +290,8 @@ def _check_counts(path: Path, arrays: dict[str, np.ndarray], remedy: str) -> Non
     hits = arrays["hits"]
     n = hits.shape[0] if hits.ndim else 0
     d = arrays["delays"].shape[0] if "delays" in arrays and arrays["delays"].ndim else 0
-    shapes = {"delays": (d,), "delay_hits": (d, n), "delay_counts": (d, n), "hits": (n, n), "counts": (n, n), "distractor_hits": (n,), "distractor_counts": (n,),
+    shapes = {"delays": (d,), "delay_hits": (d, n), "delay_counts": (d, n), "hits": (n, n), "counts": (n, n),
+              "distractor_hits": (n,), "distractor_counts": (n,),
               "contiguity_hits": (2 * n - 1,), "contiguity_counts": (2 * n - 1,), EXPECTED_KEY: (2 * n - 1,)}
     for key, value in arrays.items():
         if value.dtype.kind not in "biuf":
@@ -328,7 +331,8 @@ def renamed(summary: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def write_dt_history(path: str | Path, steps: np.ndarray, dt: np.ndarray, layers: list[str], channels: list[int]) -> None:
+def write_dt_history(path: str | Path, steps: np.ndarray, dt: np.ndarray, layers: list[str],
+                     channels: list[int]) -> None:
     """dt_history.npz: steps (S,), dt (S, C) with the layers' channels side by side, layers (names), channels
     (each layer's channel count, in order)."""
     files.save_npz(path, steps=np.asarray(steps, dtype=np.int64), dt=np.asarray(dt, dtype=np.float64),

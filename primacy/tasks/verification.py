@@ -45,7 +45,8 @@ def check_sizes(n_items: int, vocab_size: int) -> None:
         )
 
 
-def sample_items(n_sets: int, n_items: int, vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_items(n_sets: int, n_items: int, vocab_size: int,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw, per row, ``n_items`` study items and ``n_items`` distractors, all 2L distinct.
 
     Returns (study, pool), each (B, L) int64; ``study`` is in random (presentation) order.
@@ -115,7 +116,8 @@ class CyclicDesign:
     condition: Condition
 
     @classmethod
-    def build(cls, study: torch.Tensor, vocab_size: int, seed: int, condition: Condition, index: int = 0) -> CyclicDesign:
+    def build(cls, study: torch.Tensor, vocab_size: int, seed: int, condition: Condition,
+              index: int = 0) -> CyclicDesign:
         """Draw the query orders and distractors for ``study`` from design stream ``index`` of ``seed``."""
         return cls.draw(study, vocab_size, condition, stream_generator(seed, TEST_DESIGN, index))
 

@@ -31,7 +31,8 @@ class Dataset:
 
 DATASETS = {d.name: d for d in (
     Dataset("Morton2013", "Morton2013", 24, "Morton et al. (2013): 40 people, 48 lists of 24 words"),
-    Dataset("peers", "peers_notask", 16, "PEERS experiment 1, no-task lists (Kahana et al.): 126 people, 28 lists of 16 words"),
+    Dataset("peers", "peers_notask", 16,
+            "PEERS experiment 1, no-task lists (Kahana et al.): 126 people, 28 lists of 16 words"),
 )}
 
 

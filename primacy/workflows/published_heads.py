@@ -92,8 +92,8 @@ def read_scores(path: str | Path) -> PublishedScores:
     if induction.ndim != 2 or induction.size == 0 or shapes != expected:
         raise UsageError(f"published file {str(path)!r} has inconsistent shapes {shapes}: expected (layers, heads) "
                          f"and (layers, heads, {len(PUBLISHED_LAGS)}) for lags -8..7")
-    notes = [f"labels[{l}, {h}] is {labels[l, h]!r}, not 'L{l}H{h}'" for l in range(layers) for h in range(heads)
-             if str(labels[l, h]) != f"L{l}H{h}"][:5]
+    notes = [f"labels[{layer}, {h}] is {labels[layer, h]!r}, not 'L{layer}H{h}'" for layer in range(layers)
+             for h in range(heads) if str(labels[layer, h]) != f"L{layer}H{h}"][:5]
     order = content.get("sort_ind")
     rank = np.full((layers, heads), -1)
     if isinstance(order, np.ndarray) and order.shape == (layers, heads):

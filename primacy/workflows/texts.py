@@ -69,7 +69,8 @@ def read_token_ids(path: str | Path) -> torch.Tensor:
         try:
             ids.append(int(word))
         except ValueError:
-            raise UsageError(f"prompt_vocabulary={path} holds {word!r}: it must hold token ids (integers) only") from None
+            raise UsageError(f"prompt_vocabulary={path} holds {word!r}: it must hold token ids (integers) "
+                             "only") from None
     return torch.tensor(ids, dtype=torch.long)
 
 

@@ -43,7 +43,8 @@ def main_() -> None:
     text = config.read_text()
     start = text.index("  - class_path: signals.SignalAt")
     end = text.index("  - class_path", start + 1) if "  - class_path" in text[start + 1:] else None
-    config.write_text(text[:start] + (text[end:] if end else text[text.index("\n", text.index("during_validation", start)) + 1:]))
+    rest = text[end:] if end else text[text.index("\n", text.index("during_validation", start)) + 1:]
+    config.write_text(text[:start] + rest)
 
 
 if __name__ == "__main__":

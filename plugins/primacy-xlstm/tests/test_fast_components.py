@@ -8,15 +8,6 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from primacy_xlstm import XLSTMBackbone
-from primacy_xlstm.backbone import (
-    DenseHeadwiseExpand,
-    FastCausalConv1d,
-    FastGatedFeedForward,
-    FastMultiHeadLayerNorm,
-)
-from primacy_xlstm.mlstm import CHUNK, ChunkwisemLSTMCell, FastmLSTMLayer
-from primacy_xlstm.slstm import FastsLSTMCell, FastsLSTMLayer
 from xlstm import FeedForwardConfig, mLSTMLayerConfig, sLSTMLayerConfig
 from xlstm.blocks.mlstm.cell import mLSTMCell
 from xlstm.blocks.mlstm.layer import mLSTMLayer
@@ -26,6 +17,16 @@ from xlstm.components.conv import CausalConv1d, CausalConv1dConfig
 from xlstm.components.feedforward import GatedFeedForward
 from xlstm.components.linear_headwise import LinearHeadwiseExpand, LinearHeadwiseExpandConfig
 from xlstm.components.ln import MultiHeadLayerNorm
+
+from primacy_xlstm import XLSTMBackbone
+from primacy_xlstm.backbone import (
+    DenseHeadwiseExpand,
+    FastCausalConv1d,
+    FastGatedFeedForward,
+    FastMultiHeadLayerNorm,
+)
+from primacy_xlstm.mlstm import CHUNK, ChunkwisemLSTMCell, FastmLSTMLayer
+from primacy_xlstm.slstm import FastsLSTMCell, FastsLSTMLayer
 
 ATOL = 1e-10
 XLSTMS = {FastCausalConv1d: CausalConv1d, DenseHeadwiseExpand: LinearHeadwiseExpand,

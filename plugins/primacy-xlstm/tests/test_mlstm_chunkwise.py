@@ -3,13 +3,14 @@ finite in float32 with saturated gates, and XLSTMBackbone trains with it without
 
 import copy
 
-import primacy_xlstm.mlstm
 import pytest
 import torch
-from primacy_xlstm import XLSTMBackbone
-from primacy_xlstm.mlstm import CHUNK, ChunkwisemLSTMCell, chunk_for, mlstm_chunkwise
 from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
 from xlstm.blocks.mlstm.cell import mLSTMCell
+
+import primacy_xlstm.mlstm
+from primacy_xlstm import XLSTMBackbone
+from primacy_xlstm.mlstm import CHUNK, ChunkwisemLSTMCell, chunk_for, mlstm_chunkwise
 
 
 def inputs(length: int, dtype: torch.dtype = torch.float64, batch: int = 2, heads: int = 3, width: int = 5,

@@ -3,9 +3,10 @@ XLSTMBackbone builds it for the PyTorch backend."""
 
 import pytest
 import torch
+from xlstm.blocks.slstm.cell import sLSTMCell_vanilla, sLSTMCellConfig
+
 from primacy_xlstm import XLSTMBackbone
 from primacy_xlstm.slstm import FastsLSTMCell
-from xlstm.blocks.slstm.cell import sLSTMCell_vanilla, sLSTMCellConfig
 
 
 def cell_pair(hidden: int = 8, heads: int = 2) -> tuple[sLSTMCell_vanilla, FastsLSTMCell]:

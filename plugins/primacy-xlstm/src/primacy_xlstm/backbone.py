@@ -106,7 +106,8 @@ class XLSTMBackbone(Backbone):
         for kind in blocks:
             one_of("blocks", kind, BLOCK_TYPES)
         if context_length is not None and context_length < 1:
-            raise UsageError(f"context_length={context_length} is invalid: it must be at least 1 (or null for no limit)")
+            raise UsageError(f"context_length={context_length} is invalid: it must be at least 1 (or null for no "
+                             "limit)")
         if proj_factor <= 0 or ff_proj_factor <= 0:
             raise UsageError(f"proj_factor={proj_factor}, ff_proj_factor={ff_proj_factor} are invalid: both must be "
                              "positive")

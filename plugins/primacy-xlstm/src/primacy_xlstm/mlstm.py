@@ -59,13 +59,12 @@ import math
 from typing import Any
 
 import torch
+from primacy.backbones.matrix_memory import chunked
 from torch.nn.functional import linear, logsigmoid
 from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
 from xlstm.blocks.mlstm.cell import mLSTMCell
 from xlstm.blocks.mlstm.layer import mLSTMLayer
 from xlstm.components.linear_headwise import LinearHeadwiseExpand
-
-from primacy.backbones.matrix_memory import chunked
 
 # positions per chunk, by measurement (one CPU thread, B = 64, H = 4, d = 32): the mLSTM's forward and backward at
 # T = 256 take 202, 141, 177 ms at C = 16, 32, 64 (an xLSTM training step 951, 771, 902 ms; C = 128: 1038); at T = 64,

@@ -208,9 +208,10 @@ def test_primacy_atlas_searches_launches_the_seeds_as_the_pilot_ends_and_draws(t
     assert (out / "S4D" / "n_items=4" / "mean" / "summary.json").is_file()
     main([*command, "--status"])
     status = capsys.readouterr().out.splitlines()
-    assert re.fullmatch(r"S4D: n_items 4: \S+; chose 4 \(\d+ min of runs\)", status[0])
-    assert status[-2] == "2 done"
-    assert re.fullmatch(r"\d+ min of runs so far \(wall time of each launch, summed over runs\)", status[-1])
+    assert re.fullmatch(r"S4D: n_items 4: \S+; chose 4 \(\d+ min of runs; to go: nothing\)", status[0])
+    assert status[-3] == "2 done"
+    assert re.fullmatch(r"\d+ min of runs so far \(wall time of each launch, summed over runs\)", status[-2])
+    assert status[-1] == "to go: nothing"
 
 
 def test_the_time_spent_on_a_run_is_its_launches_summed(tmp_path):
@@ -355,7 +356,10 @@ def test_on_slurm_each_step_of_the_searches_is_one_array_job(tmp_path, monkeypat
     assert "submitted 2 runs as job 77" in capsys.readouterr().out
     main([*command[:4], "--status"])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-2] == "2 queued" and lines[0] == "S4D: n_items 4: …; searching (0 min of runs)"
+    assert lines[-3] == "2 queued"
+    assert lines[0] == "S4D: n_items 4: …; searching (0 min of runs; to go: ≤ 2 pilots, 2 seeds)"
+    assert lines[-1] == ("to go: at most 4 pilots, then 4 seeds; no run has finished yet, so no time to estimate "
+                         "them by")
     with pytest.raises(SystemExit) as exit_info:  # queued runs are not submitted again
         main(command)
     assert exit_info.value.code == 1 and "submitted" not in capsys.readouterr().out

@@ -20,6 +20,7 @@ from primacy.cli.launching import (
 from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw, slowest_first
+from primacy.workflows.atlas_cost import Estimate, ToGo, estimate, to_go
 from primacy.workflows.atlas_files import ATLASES, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob, run_seconds
 from primacy.workflows.pages import SCALES
@@ -59,7 +60,7 @@ def command(args: list[str]) -> None:
                       tuple(options.band) if options.band else None, options.extrapolate)
     states = planner.rows()
     if options.status:
-        _print(planner, states)
+        _print(planner, states, options.jobs)
         return
     writable_directory("out", out)
     launched: dict[str, AtlasRun] = {}  # by directory, started by this command: one that fails is not started again
@@ -84,7 +85,7 @@ def command(args: list[str]) -> None:
         states = planner.rows()
     unfinished = [state for state in states if not state.done]
     if unfinished:
-        _print(planner, states)
+        _print(planner, states, options.jobs)
         counts = count_states([s for state in unfinished for s in state.runs.values()])
         print(f"primacy atlas: {spec.name} is not complete ({', '.join(f'{n} {s}' for s, n in counts.items())}): "
               "see the logs of failed runs, wait for running or queued ones, then run the same command again",
@@ -107,12 +108,32 @@ def _todo(states: list[RowState], launched: dict[str, AtlasRun]) -> list[tuple[R
     return todo
 
 
-def _print(planner: Planner, states: list[RowState]) -> None:
+def _print(planner: Planner, states: list[RowState], jobs: int) -> None:
     spent = {state.row.label: sum(run_seconds(run.dir) for run in state.runs) for state in states}
+    left = {state.row.label: to_go(state, state.row.scale_values(planner.scale), planner.band, planner.seeds,
+                                   planner.extrapolate) for state in states}
     for state in states:
-        print(f"{state.line(state.row.scale_values(planner.scale))} ({_hours(spent[state.row.label])} of runs)")
+        label = state.row.label
+        print(f"{state.line(state.row.scale_values(planner.scale))} ({_hours(spent[label])} of runs; to go: "
+              f"{left[label].describe()})")
     print_status({run: status for state in states for run, status in state.runs.items()})
     print(f"{_hours(sum(spent.values()))} of runs so far (wall time of each launch, summed over runs)")
+    print(_to_go(left, estimate(states, left), jobs))
+
+
+def _to_go(left: dict[str, ToGo], cost: Estimate, jobs: int) -> str:
+    """The atlas's runs to go and their time, in a line."""
+    pilots, seeds, tests = (sum(getattr(go, part) for go in left.values()) for part in ("pilots", "seeds", "tests"))
+    if not pilots + seeds + tests:
+        return "to go: nothing"
+    line = f"to go: at most {pilots} pilots, then {seeds} seeds" + (f" and {tests} tests at 2L" if tests else "")
+    total, wall = cost.total(), cost.wall(jobs)
+    if total is None or wall is None:
+        return f"{line}; no run has finished yet, so no time to estimate them by"
+    guessed = f", {len(cost.guessed)} with none at the median of the others'" if cost.guessed else ""
+    return (f"{line}: about {_hours(total)} of runs, {_hours(wall)} of wall time with --jobs {jobs} (each row's "
+            f"runs at the mean of its finished ones{guessed}; if the seeds land in the band; a row's pilots run one "
+            "after another)")
 
 
 def _hours(seconds: float) -> str:

@@ -150,12 +150,13 @@ def value_dir(out: Path, row: Row, value: Any) -> Path:
 @dataclass
 class RowState:
     """Where a row stands: its search, every run it has needed so far with its status, and the chosen value's seeds
-    (empty while searching)."""
+    (empty while searching); ``accuracy``: the values measured (index -> accuracy), as ``search`` takes them."""
 
     row: Row
     search: Search
     runs: dict[AtlasRun, Status]
     seeds: list[AtlasRun]
+    accuracy: dict[int, float] = field(default_factory=dict)
 
     @property
     def todo(self) -> list[AtlasRun]:
@@ -233,7 +234,7 @@ class Planner:
             runs[pilot] = self.status(pilot)
             value = measured(pilot, runs[pilot], self.spec.metric)
             if value is None:
-                return RowState(row, found, runs, [])
+                return RowState(row, found, runs, [], accuracy)
             accuracy[found.next] = value
         seeds = [self.run(row, values[found.chosen], seed) for seed in range(self.seeds)]
         runs.update({run: self.status(run) for run in seeds if run not in runs})
@@ -242,7 +243,7 @@ class Planner:
                 if runs[run].state == "done":
                     test = replace(run, dir=run.dir / "extrapolate", test=True)
                     runs[test] = self.status(test)
-        return RowState(row, found, runs, seeds)
+        return RowState(row, found, runs, seeds, accuracy)
 
     def _finished_seeds(self, row: Row, value: Any) -> dict[AtlasRun, tuple[Status, float]]:
         """Each seed trained and tested at ``value`` with its status and metric, the pilot (seed 0) first; none while
@@ -272,10 +273,17 @@ def slowest_first(states: list[RowState]) -> list[RowState]:
     rows set when the atlas ends; started last, they would leave one core working alone at the end. Ties keep the
     file's order."""
     def mean_seconds(state: RowState) -> float:
-        times = [launchers.run_seconds(run.dir) for run, status_of in state.runs.items()
-                 if status_of.state == "done" and not run.test]
-        return sum(times) / len(times) if times else math.inf
+        seconds = mean_run_seconds(state)
+        return math.inf if seconds is None else seconds
     return sorted(states, key=mean_seconds, reverse=True)
+
+
+def mean_run_seconds(state: RowState, tests: bool = False) -> float | None:
+    """The mean wall time of the row's finished training runs (with ``tests``: of its finished tests at 2L), every
+    launch of each counted (``launchers.run_seconds``); None when none has finished."""
+    times = [launchers.run_seconds(run.dir) for run, status_of in state.runs.items()
+             if status_of.state == "done" and run.test == tests]
+    return sum(times) / len(times) if times else None
 
 
 def measured(run: Run, state: Status, metric: str) -> float | None:

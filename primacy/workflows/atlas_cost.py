@@ -1,0 +1,106 @@
+"""What an atlas still needs, for ``primacy atlas --status``: each row's runs to go and their time, at the wall time
+its finished runs took, so that a user can plan the sessions (or the cluster hours) that remain.
+
+The count is exact where the row has chosen its value. While a row searches, its pilots are the most the bisection
+can still need (``pilots_left``); its seeds are counted as if the chosen value's seeds all land inside the band (a seed
+outside it sends the search on, ``primacy.workflows.atlas.seeds_accuracy``), so the time is an estimate, not a bound.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from primacy.workflows import launchers
+from primacy.workflows.atlas import RowState, mean_run_seconds, search
+
+
+def pilots_left(values: tuple[Any, ...], accuracy: dict[int, float], band: tuple[float, float]) -> int:
+    """The most pilots the search over ``values`` can still train before it chooses one, a pilot under way
+    included: its next pilot, then the longer of the two ways on (that pilot above the band or below it)."""
+    found = search(values, accuracy, band)
+    if found.next is None:
+        return 0
+    outcomes = (band[1] + 1.0, band[0] - 1.0)  # above the band, below it
+    return 1 + max(pilots_left(values, {**accuracy, found.next: outcome}, band) for outcome in outcomes)
+
+
+@dataclass(frozen=True)
+class ToGo:
+    """A row's runs to go: ``pilots`` (at most), then ``seeds`` at the chosen value, then ``tests`` at 2L; ``elapsed``:
+    the wall seconds each training run among them that is under way has run so far."""
+
+    pilots: int
+    seeds: int
+    tests: int
+    elapsed: tuple[float, ...] = ()
+
+    @property
+    def training(self) -> int:
+        return self.pilots + self.seeds
+
+    def describe(self) -> str:
+        parts = [f"≤ {self.pilots} pilots" if self.pilots else "", f"{self.seeds} seeds" if self.seeds else "",
+                 f"{self.tests} tests at 2L" if self.tests else ""]
+        return ", ".join(part for part in parts if part) or "nothing"
+
+
+def to_go(state: RowState, values: tuple[Any, ...], band: tuple[float, float], seeds: int, extrapolate: bool
+          ) -> ToGo:
+    """The runs ``state``'s row still needs, for ``seeds`` seeds and (with ``extrapolate``) each one's test at 2L."""
+    training = [run for run in state.runs if not run.test]
+    elapsed = tuple(launchers.run_seconds(run.dir) for run in training if state.runs[run].state == "running")
+    if not state.seeds:  # searching: its pilots, then the chosen value's other seeds
+        return ToGo(pilots_left(values, state.accuracy, band), seeds - 1, seeds if extrapolate else 0, elapsed)
+    seeds_to_go = sum(state.runs[run].state != "done" for run in state.seeds)
+    tested = sum(state.runs[run].state in ("done", "failed") for run in state.runs if run.test)
+    return ToGo(0, seeds_to_go, seeds - tested if extrapolate else 0, elapsed)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Wall seconds still to spend on each row's runs, None for a row whose time is not known (no run of it or of any
+    other row has finished), and the seconds of each row's chain: its pilots, one after another, then a seed and its
+    test (seeds run side by side)."""
+
+    seconds: dict[str, float | None]
+    chain: dict[str, float | None]
+    guessed: list[str]  # rows with no finished run, timed at the median of the others' mean run
+
+    def total(self) -> float | None:
+        known = [s for s in self.seconds.values() if s is not None]
+        return sum(known) if len(known) == len(self.seconds) else None
+
+    def wall(self, jobs: int) -> float | None:
+        """The wall time on ``jobs`` slots: the runs spread over the slots, but no sooner than the longest chain."""
+        total = self.total()
+        if total is None:
+            return None
+        return max(total / jobs, max((c for c in self.chain.values() if c is not None), default=0.0))
+
+
+def estimate(states: list[RowState], left: dict[str, ToGo]) -> Estimate:
+    """Each row's runs to go (``left``, by label) at the mean wall time of its finished runs, tests at 2L at the mean
+    of its finished tests (else of every row's); a row with none finished at the median of the other rows' means."""
+    runs = {state.row.label: mean_run_seconds(state) for state in states}
+    tests = {state.row.label: mean_run_seconds(state, tests=True) for state in states}
+    known_runs = [s for s in runs.values() if s is not None]
+    known_tests = [s for s in tests.values() if s is not None]
+    fallback_run = statistics.median(known_runs) if known_runs else None
+    fallback_test = statistics.mean(known_tests) if known_tests else 0.0
+    seconds, chain, guessed = {}, {}, []
+    for label, go in left.items():
+        run = runs[label]
+        if run is None:
+            run = fallback_run
+            if run is not None and go.training:
+                guessed.append(label)
+        test = tests[label] if tests[label] is not None else fallback_test
+        if run is None:
+            seconds[label] = chain[label] = None if go.training else go.tests * test
+            continue
+        done_of_running = sum(min(seconds_run, run) for seconds_run in go.elapsed)  # past the mean: nothing left
+        seconds[label] = go.training * run - done_of_running + go.tests * test
+        chain[label] = (go.pilots + min(go.seeds, 1)) * run + min(go.tests, 1) * test
+    return Estimate(seconds, chain, guessed)

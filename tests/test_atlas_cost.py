@@ -82,6 +82,7 @@ def test_a_chosen_row_needs_its_unfinished_seeds_and_tests_at_their_measured_tim
     cost = estimate([state], {"S4D": go})
     assert cost.seconds == {"S4D": 30.0}  # the running seed is past the mean (400 s): only the test is left
     assert to_go(state, VALUES, BAND, seeds=3, extrapolate=False).tests == 0
+    assert go.describe() == "1 seed, 1 test at 2L" and ToGo(0, 0, 0).describe() == "nothing"
 
 
 def test_a_row_with_no_finished_run_is_timed_at_the_median_of_the_others(tmp_path):

@@ -41,9 +41,14 @@ class ToGo:
         return self.pilots + self.seeds
 
     def describe(self) -> str:
-        parts = [f"≤ {self.pilots} pilots" if self.pilots else "", f"{self.seeds} seeds" if self.seeds else "",
-                 f"{self.tests} tests at 2L" if self.tests else ""]
+        parts = [f"≤ {runs(self.pilots, 'pilot')}" if self.pilots else "", runs(self.seeds, "seed"),
+                 runs(self.tests, "test") + " at 2L" if self.tests else ""]
         return ", ".join(part for part in parts if part) or "nothing"
+
+
+def runs(count: int, kind: str) -> str:
+    """'1 seed', '2 seeds'; '' for none."""
+    return f"{count} {kind}{'s' if count != 1 else ''}" if count else ""
 
 
 def to_go(state: RowState, values: tuple[Any, ...], band: tuple[float, float], seeds: int, extrapolate: bool

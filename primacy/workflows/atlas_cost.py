@@ -88,20 +88,20 @@ class Estimate:
 def estimate(states: list[RowState], left: dict[str, ToGo]) -> Estimate:
     """Each row's runs to go (``left``, by label) at the mean wall time of its finished runs, tests at 2L at the mean
     of its finished tests (else of every row's); a row with none finished at the median of the other rows' means."""
-    runs = {state.row.label: mean_run_seconds(state) for state in states}
-    tests = {state.row.label: mean_run_seconds(state, tests=True) for state in states}
-    known_runs = [s for s in runs.values() if s is not None]
-    known_tests = [s for s in tests.values() if s is not None]
+    run_means = {state.row.label: mean_run_seconds(state) for state in states}
+    test_means = {state.row.label: mean_run_seconds(state, tests=True) for state in states}
+    known_runs = [s for s in run_means.values() if s is not None]
+    known_tests = [s for s in test_means.values() if s is not None]
     fallback_run = statistics.median(known_runs) if known_runs else None
     fallback_test = statistics.mean(known_tests) if known_tests else 0.0
     seconds, chain, guessed = {}, {}, []
     for label, go in left.items():
-        run = runs[label]
+        run = run_means[label]
         if run is None:
             run = fallback_run
             if run is not None and go.training:
                 guessed.append(label)
-        test = tests[label] if tests[label] is not None else fallback_test
+        test = test_means[label] if test_means[label] is not None else fallback_test
         if run is None:
             seconds[label] = chain[label] = None if go.training else go.tests * test
             continue

@@ -20,7 +20,7 @@ from primacy.cli.launching import (
 from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw, slowest_first
-from primacy.workflows.atlas_cost import Estimate, ToGo, estimate, runs, to_go
+from primacy.workflows.atlas_cost import Estimate, ToGo, estimate, parts, to_go
 from primacy.workflows.atlas_files import ATLASES, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob, run_seconds
 from primacy.workflows.pages import SCALES
@@ -126,9 +126,7 @@ def _to_go(left: dict[str, ToGo], cost: Estimate, jobs: int) -> str:
     pilots, seeds, tests = (sum(getattr(go, part) for go in left.values()) for part in ("pilots", "seeds", "tests"))
     if not pilots + seeds + tests:
         return "to go: nothing"
-    parts = [f"at most {runs(pilots, 'pilot')}" if pilots else "", runs(seeds, "seed"),
-             runs(tests, "test") + " at 2L" if tests else ""]
-    line = "to go: " + ", then ".join(part for part in parts if part)
+    line = "to go: " + ", then ".join(parts(pilots, seeds, tests, "at most"))
     total, wall = cost.total(), cost.wall(jobs)
     if total is None or wall is None:
         return f"{line}; no run has finished yet, so no time to estimate them by"

@@ -41,14 +41,15 @@ class ToGo:
         return self.pilots + self.seeds
 
     def describe(self) -> str:
-        parts = [f"≤ {runs(self.pilots, 'pilot')}" if self.pilots else "", runs(self.seeds, "seed"),
-                 runs(self.tests, "test") + " at 2L" if self.tests else ""]
-        return ", ".join(part for part in parts if part) or "nothing"
+        return ", ".join(parts(self.pilots, self.seeds, self.tests, "≤")) or "nothing"
 
 
-def runs(count: int, kind: str) -> str:
-    """'1 seed', '2 seeds'; '' for none."""
-    return f"{count} {kind}{'s' if count != 1 else ''}" if count else ""
+def parts(pilots: int, seeds: int, tests: int, at_most: str) -> list[str]:
+    """'<at_most> 2 pilots', '1 seed', '3 tests at 2L': the counts that are not 0, in that order."""
+    def runs(count: int, kind: str) -> str:
+        return f"{count} {kind}{'s' if count != 1 else ''}"
+    return [part for count, part in ((pilots, f"{at_most} {runs(pilots, 'pilot')}"), (seeds, runs(seeds, "seed")),
+                                     (tests, f"{runs(tests, 'test')} at 2L")) if count]
 
 
 def to_go(state: RowState, values: tuple[Any, ...], band: tuple[float, float], seeds: int, extrapolate: bool

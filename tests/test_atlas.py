@@ -28,12 +28,12 @@ QUIET = {"max_steps": 4, "val_check_interval": 4, "check_val_every_n_epoch": Non
          "logger": False, "enable_progress_bar": False, "enable_model_summary": False, "num_sanity_val_steps": 0}
 
 
-def write_atlas(folder, rows, band=(0.0, 1.0)):
-    """A tiny verification atlas in ``folder``: its task config and the atlas file."""
+def write_atlas(folder, rows, band=(0.0, 1.0), task="VerificationTask", model="SequenceModel"):
+    """A tiny atlas in ``folder`` (of verification by default): its task config and the atlas file."""
     task = {"seed_everything": 0, "trainer": QUIET,
-            "model": {"class_path": "primacy.models.lists.SequenceModel", "init_args": {"warmup_steps": 2,
-                                                                                       "backbone": "S4DBackbone"}},
-            "data": {"class_path": "VerificationTask", "init_args": tiny_settings("VerificationTask")}}
+            "model": {"class_path": f"primacy.models.lists.{model}", "init_args": {"warmup_steps": 2,
+                                                                                  "backbone": "S4DBackbone"}},
+            "data": {"class_path": task, "init_args": tiny_settings(task)}}
     (folder / "task.yaml").write_text(yaml.safe_dump(task))
     path = folder / "tiny.yaml"
     path.write_text(yaml.safe_dump({"title": "Tiny", "band": list(band), "config": "task", "rows": rows}))
@@ -323,6 +323,23 @@ def test_bad_options_are_one_line(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and message in err, (args, err)
     with pytest.raises(UsageError, match="neither one of primacy's atlases"):
         read_atlas("no-such-atlas")
+
+
+def test_a_task_with_a_length_is_tested_at_2L_in_twice_its_tokens(tmp_path):
+    """MQAR's pairs fill a sequence of fixed length: the test at 2L doubles it (Task.at_list_length), so the longer
+    list has the room and the density the trained one had."""
+    spec = read_atlas(write_atlas(tmp_path, [S4D_ROW], task="MQARTask", model="RecallModel"))
+    planner = Planner(spec, "cpu", 1, tmp_path / "out", [], parse_run, extrapolate=True)
+    [state] = planner.rows()
+    main(list(planner.status(state.todo[0]).args))
+    [state] = planner.rows()
+    [test] = [run for run in state.todo if run.test]
+    args = list(planner.status(test).args)
+    length = tiny_settings("MQARTask")["length"]
+    assert args[args.index("--data.init_args.length") + 1] == str(2 * length)
+    main(args)
+    summary = json.loads((test.dir / "results" / "summary.json").read_text())
+    assert summary["n_items"] == 2 * 4
 
 
 def test_a_failed_test_at_2L_leaves_the_row_complete_without_its_2L_numbers(tmp_path):

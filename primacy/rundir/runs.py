@@ -47,7 +47,7 @@ def check_pairing(model: type, task: type, settings: dict[str, Any]) -> None:
 def check_parsed_pairing(model: Any, data: Any) -> None:
     """``check_pairing`` for the ``model`` and ``data`` sections of a parsed config (Namespaces with class_path and
     init_args); nothing to check while either is missing (``primacy fit --help``)."""
-    task, settings = _task_class_and_settings(data)
+    task, settings = task_class_and_settings(data)
     if task is None or model is None or model.get("class_path") is None:
         return
     check_pairing(registry.import_class(model.class_path), task, settings)
@@ -87,7 +87,7 @@ def _parameters(cls: type) -> dict[str, Any]:
     return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"}
 
 
-def _task_class_and_settings(data: Any) -> tuple[type | None, dict]:
+def task_class_and_settings(data: Any) -> tuple[type | None, dict]:
     """The class and init args of the ``data`` section of a parsed config (a Namespace with class_path, init_args);
     (None, {}) when the config names no task yet (``primacy fit --help``)."""
     if data is None or data.get("class_path") is None:
@@ -97,19 +97,19 @@ def _task_class_and_settings(data: Any) -> tuple[type | None, dict]:
 
 
 def _task_vocabulary(data: Any) -> int | None:
-    cls, settings = _task_class_and_settings(data)
+    cls, settings = task_class_and_settings(data)
     if hasattr(cls, "model_vocabulary"):
         return cls.model_vocabulary(settings)
     return settings.get("vocab_size")  # a LightningDataModule from elsewhere, or none
 
 
 def _task_delays(data: Any) -> list[int] | None:
-    cls, settings = _task_class_and_settings(data)
+    cls, settings = task_class_and_settings(data)
     return cls.eval_delays(settings) if hasattr(cls, "eval_delays") else None
 
 
 def _task_length(data: Any) -> int | None:
-    cls, settings = _task_class_and_settings(data)
+    cls, settings = task_class_and_settings(data)
     return cls.sequence_length(settings) if hasattr(cls, "sequence_length") else None
 
 

@@ -111,6 +111,13 @@ class Task(L.LightningDataModule):
         ``context_length`` of backbones that take one; None when a task does not say."""
         return None
 
+    @classmethod
+    def at_list_length(cls, settings: dict[str, Any], n_items: int) -> dict[str, Any]:
+        """The init args that change when a model trained on a task built with ``settings`` is tested at ``n_items``
+        items (``primacy atlas --extrapolate`` tests at 2L): ``n_items`` alone by default, as a trial's other parts
+        follow from it."""
+        return {"n_items": n_items}
+
     @abstractmethod
     def stream_batch(self, index: int, size: int) -> Batch:
         """Global training batch ``index`` with ``size`` rows: a pure function of the task's settings and ``index``."""
@@ -179,3 +186,9 @@ def _loader_generator() -> torch.Generator:
     from the global one, so a resumed run (which iterates its loaders anew) would see other dropout masks. Our data
     never depend on that seed."""
     return torch.Generator().manual_seed(0)
+
+
+def in_proportion(settings: dict[str, Any], n_items: int) -> dict[str, Any]:
+    """``Task.at_list_length`` of a task whose trials have a ``length`` of their own (MQAR, selective copying): the
+    length grows with the items (rounded up), so a longer list is as dense as the trained one, not squeezed in."""
+    return {"n_items": n_items, "length": -(-settings["length"] * n_items // settings["n_items"])}

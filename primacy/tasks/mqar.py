@@ -31,7 +31,7 @@ import torch
 from primacy.checks import fits_in_memory, non_negative, positive
 from primacy.errors import UsageError
 from primacy.tasks.associative_recall import draw_pairs
-from primacy.tasks.base import Batch, HeldOutTask
+from primacy.tasks.base import Batch, HeldOutTask, in_proportion
 from primacy.tasks.sampling import TRAIN, HeldOut, check_held_out, cyclic_orders, distinct_sets, stream_generator
 
 
@@ -163,6 +163,10 @@ class MQARTask(HeldOutTask):
     @classmethod
     def sequence_length(cls, settings: dict[str, Any]) -> int:
         return settings["length"]
+
+    @classmethod
+    def at_list_length(cls, settings: dict[str, Any], n_items: int) -> dict[str, Any]:
+        return in_proportion(settings, n_items)
 
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out key sets are never drawn."""

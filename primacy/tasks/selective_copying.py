@@ -27,7 +27,7 @@ import torch
 
 from primacy.checks import fits_in_memory, non_negative, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Batch, HeldOutTask
+from primacy.tasks.base import Batch, HeldOutTask, in_proportion
 from primacy.tasks.reconstruction import draw_items
 from primacy.tasks.sampling import TRAIN, HeldOut, check_held_out, distinct_sets, stream_generator
 
@@ -132,6 +132,10 @@ class SelectiveCopyingTask(HeldOutTask):
     @classmethod
     def sequence_length(cls, settings: dict[str, Any]) -> int:
         return settings["length"]
+
+    @classmethod
+    def at_list_length(cls, settings: dict[str, Any], n_items: int) -> dict[str, Any]:
+        return in_proportion(settings, n_items)
 
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out lists are never drawn."""

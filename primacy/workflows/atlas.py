@@ -44,6 +44,7 @@ import numpy as np
 from primacy import figures, files
 from primacy.errors import UsageError
 from primacy.rundir.layout import RunDir
+from primacy.rundir.runs import task_class_and_settings
 from primacy.workflows import aggregate, launchers
 from primacy.workflows.atlas_files import AtlasSpec, Row
 from primacy.workflows.pages import SCALES
@@ -310,8 +311,11 @@ def _test_status(test: AtlasRun, config: Any) -> Status:
         return Status("failed", f"no model to test: {trained} was kept as its results only (its checkpoints removed); "
                       "delete it to train it again")
     n_items = 2 * int(config.data.init_args.n_items)
-    args = (*RunDir(trained).test_args(), "--data.init_args.n_items", str(n_items), "--trainer.default_root_dir",
-            str(test.dir), "--trainer.logger", "false")
+    task, settings = task_class_and_settings(config.data)
+    changed = task.at_list_length(settings, n_items) if hasattr(task, "at_list_length") else {"n_items": n_items}
+    args = (*RunDir(trained).test_args(), *(arg for key, value in changed.items()
+                                             for arg in (f"--data.init_args.{key}", str(value))),
+            "--trainer.default_root_dir", str(test.dir), "--trainer.logger", "false")
     if state.get("state") == "exited" and state.get("exit_code") not in (0, *launchers.STOPPED):
         return Status("failed", f"exit code {state.get('exit_code')}, log {state.get('log')}", args)
     return Status("missing", f"test at L = {n_items}", args)

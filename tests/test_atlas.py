@@ -20,7 +20,7 @@ from primacy.cli.lightning import parse_run
 from primacy.errors import UsageError
 from primacy.testing import NO_FIGURES, tiny_settings
 from primacy.workflows import atlas, launchers
-from primacy.workflows.atlas import Planner, RowState, draw, search, seeds_accuracy, slowest_first
+from primacy.workflows.atlas import Planner, RowState, draw, extrapolation_of, search, seeds_accuracy, slowest_first
 from primacy.workflows.atlas_files import ATLASES, read_atlas
 from primacy.workflows.reproduce import Status
 
@@ -342,12 +342,33 @@ def test_a_task_with_a_length_is_tested_at_2L_in_twice_its_tokens(tmp_path):
     assert summary["n_items"] == 2 * 4
 
 
+def test_every_pilot_is_tested_at_2L_while_its_checkpoints_are_there(tmp_path):
+    """Which value a row settles on is known only after its later pilots, perhaps in another session, where a pilot's
+    checkpoints are gone (results/ keeps none): so each trained model is tested at 2L at once, pilots too. A pilot kept
+    as its results alone, untested, is passed over, and the seeds' tests alone make the row's 2L numbers."""
+    spec = read_atlas(write_atlas(tmp_path, [S4D_ROW], band=(0.99, 1.0)))  # out of reach: pilots at 4, then 2
+    planner = Planner(spec, "cpu", 1, tmp_path / "out", [], parse_run, extrapolate=True)
+    [state] = planner.rows()
+    main(list(planner.status(state.todo[0]).args))
+    [state] = planner.rows()
+    assert [run.label for run in state.todo] == ["S4D/n_items=2/seed0", "S4D/n_items=4/seed0/extrapolate"]
+    shutil.rmtree(state.todo[1].dir.parent / "checkpoints")  # in a later session's clone
+    [state] = planner.rows()
+    assert [run.label for run in state.todo] == ["S4D/n_items=2/seed0"]
+    main(list(planner.status(state.todo[0]).args))
+    [state] = planner.rows()
+    assert state.search.chosen == 0 and [run.label for run in state.todo] == ["S4D/n_items=2/seed0/extrapolate"]
+    main(list(planner.status(state.todo[0]).args))
+    [state] = planner.rows()
+    assert state.done and [run.label for run in state.extrapolated] == ["S4D/n_items=2/seed0/extrapolate"]
+
+
 def test_a_failed_test_at_2L_leaves_the_row_complete_without_its_2L_numbers(tmp_path):
     """A list of 2L that the task's sequence cannot hold fails in its own log; the row is still drawn."""
     spec = read_atlas(write_atlas(tmp_path, [S4D_ROW]))
     planner = Planner(spec, "cpu", 1, tmp_path / "out", [], parse_run, extrapolate=True)
     seed = planner.run(spec.rows[0], 4, 0)
-    test = dataclasses.replace(seed, dir=seed.dir / "extrapolate", test=True)
+    test = extrapolation_of(seed)
     state = RowState(spec.rows[0], search((2, 4, 6), {1: 0.5}, (0.0, 1.0)), {seed: Status("done"), test: Status(
         "failed", "exit code 2", ("test",))}, [seed])
     assert state.done and state.extrapolated == []

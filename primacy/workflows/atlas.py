@@ -144,6 +144,11 @@ class AtlasRun(Run):
         return super().label + ("/extrapolate" if self.test else "")
 
 
+def extrapolation_of(run: AtlasRun) -> AtlasRun:
+    """The test of a run's model at twice its list length (--extrapolate), in <run>/extrapolate."""
+    return replace(run, dir=run.dir / "extrapolate", test=True)
+
+
 def value_dir(out: Path, row: Row, value: Any) -> Path:
     return out / row.slug / f"{row.knob_name}={value}"
 
@@ -173,9 +178,9 @@ class RowState:
     @property
     def extrapolated(self) -> list[AtlasRun]:
         """The seeds' tests at 2L when every one of them is done, else none."""
-        tests = [run for run in self.runs if run.test]
-        done = len(tests) == len(self.seeds) and all(self.runs[run].state == "done" for run in tests)
-        return tests if done else []
+        tests = [extrapolation_of(seed) for seed in self.seeds]
+        done = all(test in self.runs and self.runs[test].state == "done" for test in tests)
+        return tests if tests and done else []
 
     def line(self, values: tuple[Any, ...]) -> str:
         """The search in a line: each value tried with its accuracy, then where it stands."""
@@ -235,16 +240,23 @@ class Planner:
             runs[pilot] = self.status(pilot)
             value = measured(pilot, runs[pilot], self.spec.metric)
             if value is None:
-                return RowState(row, found, runs, [], accuracy)
+                return RowState(row, found, self._with_tests(runs, []), [], accuracy)
             accuracy[found.next] = value
         seeds = [self.run(row, values[found.chosen], seed) for seed in range(self.seeds)]
         runs.update({run: self.status(run) for run in seeds if run not in runs})
-        if self.extrapolate:
-            for run in seeds:
-                if runs[run].state == "done":
-                    test = replace(run, dir=run.dir / "extrapolate", test=True)
-                    runs[test] = self.status(test)
-        return RowState(row, found, runs, seeds, accuracy)
+        return RowState(row, found, self._with_tests(runs, seeds), seeds, accuracy)
+
+    def _with_tests(self, runs: dict[AtlasRun, Status], seeds: list[AtlasRun]) -> dict[AtlasRun, Status]:
+        """``runs`` and, with ``extrapolate``, the tests at 2L of every model trained, pilots too, as soon as it is:
+        which value is chosen is known later, perhaps on another machine, where a pilot's checkpoints are gone
+        (results/ keeps none). A pilot kept as its results, untested, is passed over; a seed's test is always due."""
+        if not self.extrapolate:
+            return runs
+        for run, status_of in list(runs.items()):
+            test = extrapolation_of(run)
+            if status_of.state == "done" and (run in seeds or test.dir.is_dir() or not RunDir(run.dir).kept_as_results):
+                runs[test] = self.status(test)
+        return runs
 
     def _finished_seeds(self, row: Row, value: Any) -> dict[AtlasRun, tuple[Status, float]]:
         """Each seed trained and tested at ``value`` with its status and metric, the pilot (seed 0) first; none while

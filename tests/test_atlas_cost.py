@@ -59,12 +59,13 @@ def _row_state(tmp_path, runs: dict[tuple[int, int, bool], str], seeds: list[int
     return RowState(row, found, {made[key]: Status(state) for key, state in runs.items()}, chosen, accuracy)
 
 
-def test_a_searching_row_needs_its_pilots_then_its_other_seeds_and_their_tests(tmp_path):
-    state = _row_state(tmp_path, {(3, 0, False): "done", (5, 0, False): "running"}, [], {3: 0.95},
-                       {(3, 0, False): 600.0, (5, 0, False): 200.0})
+def test_a_searching_row_needs_its_pilots_then_its_other_seeds_and_every_model_tested(tmp_path):
+    """Every model is tested at 2L once trained, pilots too: the finished pilot's test, then one per run to go."""
+    state = _row_state(tmp_path, {(3, 0, False): "done", (3, 0, True): "missing", (5, 0, False): "running"}, [],
+                       {3: 0.95}, {(3, 0, False): 600.0, (5, 0, False): 200.0})
     go = to_go(state, VALUES, BAND, seeds=3, extrapolate=True)
-    assert go == ToGo(pilots=2, seeds=2, tests=3, elapsed=(200.0,))
-    assert go.describe() == "≤ 2 pilots, 2 seeds, 3 tests at 2L"
+    assert go == ToGo(pilots=2, seeds=2, tests=1 + 2 + 2, elapsed=(200.0,))
+    assert go.describe() == "≤ 2 pilots, 2 seeds, 5 tests at 2L"
     cost = estimate([state], {"S4D": go})
     # four runs of 600 s, less the 200 s the running pilot has had; tests at 2L of no row measured: not counted
     assert cost.seconds == {"S4D": 4 * 600.0 - 200.0} and cost.total() == 2200.0

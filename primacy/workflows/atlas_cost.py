@@ -54,14 +54,16 @@ def parts(pilots: int, seeds: int, tests: int, at_most: str) -> list[str]:
 
 def to_go(state: RowState, values: tuple[Any, ...], band: tuple[float, float], seeds: int, extrapolate: bool
           ) -> ToGo:
-    """The runs ``state``'s row still needs, for ``seeds`` seeds and (with ``extrapolate``) each one's test at 2L."""
+    """The runs ``state``'s row still needs, for ``seeds`` seeds and (with ``extrapolate``) the test at 2L of every
+    model trained, pilots too (``Planner`` tests each as soon as it is trained)."""
     training = [run for run in state.runs if not run.test]
     elapsed = tuple(launchers.run_seconds(run.dir) for run in training if state.runs[run].state == "running")
-    if not state.seeds:  # searching: its pilots, then the chosen value's other seeds
-        return ToGo(pilots_left(values, state.accuracy, band), seeds - 1, seeds if extrapolate else 0, elapsed)
-    seeds_to_go = sum(state.runs[run].state != "done" for run in state.seeds)
-    tested = sum(state.runs[run].state in ("done", "failed") for run in state.runs if run.test)
-    return ToGo(0, seeds_to_go, seeds - tested if extrapolate else 0, elapsed)
+    if state.seeds:
+        pilots, seeds_to_go = 0, sum(state.runs[run].state != "done" for run in state.seeds)
+    else:  # searching: its pilots, then the chosen value's other seeds
+        pilots, seeds_to_go = pilots_left(values, state.accuracy, band), seeds - 1
+    due = sum(state.runs[run].state not in ("done", "failed") for run in state.runs if run.test)
+    return ToGo(pilots, seeds_to_go, pilots + seeds_to_go + due if extrapolate else 0, elapsed)
 
 
 @dataclass(frozen=True)

@@ -646,3 +646,15 @@ def test_the_local_launcher_queues_the_jobs_a_finished_one_makes_possible(tmp_pa
     assert events.index(("first", "end")) < events.index(("next", "start"))
     assert codes == {str(tmp_path / name): 0 for name in ("first", "slow", "next")}
     assert launchers.read_state(tmp_path / "next")["exit_code"] == 0
+
+
+def test_the_jobs_a_finished_one_makes_possible_start_before_the_ones_still_waiting(tmp_path):
+    """A search's next step (and a model's test at 2L) goes to the front: one slot, a queue of three, the first run's
+    follow-ups start next, in their order."""
+    events = []
+    first, waiting = launchers.RunJob(str(tmp_path / "first"), ("--help",)), [
+        launchers.RunJob(str(tmp_path / name), ("--help",)) for name in ("a", "b")]
+    more = [launchers.RunJob(str(tmp_path / name), ("--help",)) for name in ("next", "test")]
+    launchers.run_local([first, *waiting], 1, lambda job, event: events.append((Path(job.run_dir).name, event)),
+                        more=lambda job: more if Path(job.run_dir).name == "first" else [])
+    assert [name for name, event in events if event == "start"] == ["first", "next", "test", "a", "b"]

@@ -101,9 +101,11 @@ def command(args: list[str]) -> None:
 
 def _todo(states: list[RowState], launched: dict[str, AtlasRun]) -> list[tuple[RunJob, AtlasRun]]:
     """The runs to start now, as jobs with the arguments their status gives (and marked launched): every row's next
-    pilot, missing seeds and tests, none started by this command before; the slowest rows' first."""
+    pilot, missing seeds and tests, none started by this command before; the tests at 2L first (one evaluation each,
+    of a model whose checkpoints a later session may not have), then the slowest rows' runs."""
     todo = [(RunJob(str(run.dir), status.args), run) for state in slowest_first(states)
             for run, status in state.runs.items() if status.args and str(run.dir) not in launched]
+    todo.sort(key=lambda item: not item[1].test)  # stable: each kind keeps the rows' order
     launched.update((job.run_dir, run) for job, run in todo)
     return todo
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -183,8 +184,9 @@ def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str],
               more: Callable[[RunJob], list[RunJob]] | None = None) -> dict[str, int]:
     """Runs ``jobs`` on this machine, ``parallel`` at a time, and returns each run directory's exit code. A job
     that ``still_needed`` refuses when its turn comes (another process has started or finished it) is skipped.
-    ``more`` gives the jobs a finished one makes possible (a search's next step): they join the queue at once, so
-    no process waits for the slowest job of a wave.
+    ``more`` gives the jobs a finished one makes possible (a search's next step): they join the queue at once, at its
+    front, so no process waits for the slowest job of a wave, a search goes on before the jobs that waited from the
+    start (a chain started first stays ahead), and a model's test runs while its checkpoints are there.
 
     With several at once, each gets ``cpu_count // parallel`` threads (OMP_NUM_THREADS, unless set). SIGTERM or
     Ctrl-C stops every run with a checkpoint (they resume next time) and is raised again once they have exited."""
@@ -193,10 +195,13 @@ def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str],
     codes: dict[str, int] = {}
     interrupted = threading.Event()
     started: list[RunJob] = []  # every job given to the pool, the ones ``more`` added included
-    futures: list[Future] = []
+    waiting: deque[RunJob] = deque()  # the jobs not started yet, in the order they start
+    futures: list[Future] = []  # one per job: each takes the first waiting job when a worker is free
     lock = threading.Lock()
 
-    def work(job: RunJob) -> None:
+    def work() -> None:
+        with lock:
+            job = waiting.popleft()
         if interrupted.is_set():
             return
         if not still_needed(job):
@@ -206,21 +211,23 @@ def run_local(jobs: list[RunJob], parallel: int, report: Callable[[RunJob, str],
         codes[job.run_dir] = job()
         report(job, "end")
         if more is not None and not interrupted.is_set():
-            for new in more(job):
-                queue(new)
+            queue(more(job), first=True)
 
-    def queue(job: RunJob) -> None:
+    def queue(jobs: list[RunJob], first: bool = False) -> None:
         if parallel > 1 and "OMP_NUM_THREADS" not in os.environ:
-            job = RunJob(job.run_dir, job.args, {"OMP_NUM_THREADS": threads, **job.env})
+            jobs = [RunJob(job.run_dir, job.args, {"OMP_NUM_THREADS": threads, **job.env}) for job in jobs]
         with lock:
-            started.append(job)
-            futures.append(pool.submit(work, job))
+            if first:
+                waiting.extendleft(reversed(jobs))
+            else:
+                waiting.extend(jobs)
+            started.extend(jobs)
+            futures.extend(pool.submit(work) for _ in jobs)
 
     previous = signal.signal(signal.SIGTERM, _raise_sigterm)
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        for job in jobs:
-            queue(job)
+        queue(jobs)
         done = 0
         while done < len(futures):  # the jobs ``more`` adds are queued before the job that made them ends
             futures[done].result()

@@ -31,6 +31,7 @@ def test_a_kept_run_is_complete_and_its_summary_is_its_arrays(run):
     tested_at_2l = run.name == "extrapolate"  # `primacy test` of its seed's model: the seed's config, twice its L
     seed = run.parent if tested_at_2l else run
     config = yaml.safe_load(RunDir(seed).config.read_text())
+    assert config["ckpt_path"] is None, f"{seed}: its config.yaml would resume from a checkpoint results/ does not keep"
     knob, value = seed.parent.name.split("=")
     assert str(_find(config, knob)) == value, f"{seed}: {knob} is not {value}"
     read = results.read(RunDir(run).results)

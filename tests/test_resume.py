@@ -71,6 +71,8 @@ def test_a_signalled_run_stops_with_a_checkpoint_and_the_same_command_resumes_it
     fit(task, run)  # the same command, without the interruption
     assert "Resuming the unfinished run" in caplog.text
     assert_same_state(checkpoint(run), expected)
+    # its config.yaml is the run's from the start: a copy without checkpoints (results/) trains again from it
+    assert "ckpt_path: null" in (run / "config.yaml").read_text().splitlines()
 
 
 def test_sigterm_during_validation_finishes_it_and_the_next_step_then_saves(straight, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -31,6 +32,8 @@ class RunConfig(SaveConfigCallback):
         config = current_class_paths(self.config.clone())  # a config of before the package layout: its paths now
         for key in self.FIT_ONLY_KEYS:  # so `primacy test --config <run>/config.yaml` accepts the file
             config.pop(key, None)
+        if stage == "fit" and _own_checkpoint(config.get("ckpt_path"), trainer):
+            config.ckpt_path = None  # a resumed run's file is the run's, as it started: not where it stopped
         if trainer.loggers:
             logged = yaml.safe_load(self.parser.dump(config, skip_none=False, skip_validation=True))  # plain types
             for logger in trainer.loggers:
@@ -38,6 +41,15 @@ class RunConfig(SaveConfigCallback):
         if stage == "fit":
             with files.atomic_path(RunDir.of(trainer).config) as temp:  # overwrite: the temporary file exists
                 self.parser.save(config, temp, skip_none=False, overwrite=True, skip_validation=True)
+
+
+def _own_checkpoint(ckpt_path: str | None, trainer: L.Trainer) -> bool:
+    """Whether ``ckpt_path`` is the run's own last.ckpt: the fit resumes its run, and `primacy fit --config
+    <run>/config.yaml` must train the run again from its start, not resume from a checkpoint that a copy of the run
+    (results/ keeps no checkpoints) does not have."""
+    if ckpt_path in (None, "best", "hpc", "registry"):
+        return False
+    return ckpt_path == "last" or Path(ckpt_path).resolve() == RunDir.of(trainer).last_checkpoint.resolve()
 
 
 def current_class_paths(value: Any) -> Any:

@@ -240,8 +240,9 @@ def test_a_sweep_runs_once_reports_its_status_skips_finished_runs_and_finds_a_de
         ["fig3f-hippo-legs-L16/seed0", "done"], ["fig3f-hippo-legs-L16/seed1", "missing"],
         ["fig4-hippo-legs-frozen-dt-L32/seed0", "done"], ["fig4-hippo-legs-frozen-dt-L32/seed1", "missing"]]
     assert lines[-1] == "2 done, 2 missing"
-    main([*sweep, "--seeds", "1", "--status", "--trainer.max_steps", "8"])  # a larger budget: the runs are unfinished
-    assert capsys.readouterr().out.count("stopped  at step 4 of 8: resumes") == 2
+    # another budget is another run (the schedule ends at max_steps): the runs are not resumed into it, nor taken
+    main([*sweep, "--seeds", "1", "--status", "--trainer.max_steps", "8"])
+    assert capsys.readouterr().out.count("failed   trained with trainer.max_steps=4 (its config.yaml), not 8") == 2
 
     before, drawn = logs(out), []  # the figure was drawn above; here only whether it is drawn again
     monkeypatch.setattr(reproduce_command, "draw", lambda spec, scale, out, runs: drawn.append(len(runs)) or [])

@@ -125,6 +125,25 @@ def test_last_checkpoint_holds_the_final_step_between_periodic_saves(tmp_path):
     assert checkpoint(run)["global_step"] == 10
 
 
+def test_a_run_is_resumed_only_to_the_budget_it_started_with(tmp_path, capsys):
+    """Its learning rate decays to 0 at the max_steps it started with: resumed to another, it would be neither run."""
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit):
+        fit("verification", run, *interrupt_at(3, signal.SIGTERM))
+    before = (run / "checkpoints" / "last.ckpt").read_bytes()
+    for steps in ("12", "2"):
+        with pytest.raises(SystemExit) as refused:
+            fit("verification", run, "--trainer.max_steps", steps)
+        assert refused.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert f"trainer.max_steps={steps} is not the budget of the run" in err[-1]
+        assert "(8, its config.yaml)" in err[-1]
+        assert "Traceback" not in "".join(err)
+    assert (run / "checkpoints" / "last.ckpt").read_bytes() == before
+    fit("verification", run)
+    assert checkpoint(run)["global_step"] == STEPS
+
+
 def test_a_finished_run_is_refused_and_left_as_it_was(straight, tmp_path, capsys):
     task, _ = straight
     run = tmp_path / "run"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
 from lightning.pytorch.utilities import rank_zero_info
 
 from primacy.errors import UsageError
@@ -18,6 +19,13 @@ def resume_point(root: Path, max_steps: int, model_config: Any) -> Path | None:
     last = RunDir(root).last_checkpoint
     if not last.exists():
         return None
+    planned = planned_steps(RunDir(root).config)
+    if planned is not None and planned != max_steps:
+        raise UsageError(
+            f"trainer.max_steps={max_steps} is not the budget of the run in trainer.default_root_dir={root} "
+            f"({planned}, its config.yaml): its learning rate decays to 0 at step {planned}, so a run of {max_steps} "
+            f"steps is another run: give --trainer.max_steps {planned} to resume it, or choose another directory"
+        )
     try:
         step = check_checkpoint(last, model_config, "fit")["global_step"]
     except UsageError as err:
@@ -29,6 +37,18 @@ def resume_point(root: Path, max_steps: int, model_config: Any) -> Path | None:
         )
     rank_zero_info(f"Resuming the unfinished run in {root} from step {step} of {max_steps} ({last})")
     return last
+
+
+def planned_steps(config: Path) -> int | None:
+    """The trainer.max_steps a run directory's config.yaml was started with: None without the file or the key, or
+    when the file does not parse (the checkpoint still decides; a resumed fit writes the file again)."""
+    if not config.is_file():
+        return None
+    try:
+        trainer = (yaml.safe_load(config.read_text()) or {}).get("trainer") or {}
+    except (yaml.YAMLError, AttributeError):
+        return None
+    return trainer.get("max_steps") if isinstance(trainer, dict) else None
 
 
 def wandb_run_id(root: Path) -> str | None:

@@ -19,8 +19,8 @@ def resume_point(root: Path, max_steps: int, model_config: Any) -> Path | None:
     last = RunDir(root).last_checkpoint
     if not last.exists():
         return None
-    planned = planned_steps(RunDir(root).config)
-    if planned is not None and planned != max_steps:
+    planned = other_budget(root, max_steps)
+    if planned is not None:
         raise UsageError(
             f"trainer.max_steps={max_steps} is not the budget of the run in trainer.default_root_dir={root} "
             f"({planned}, its config.yaml): its learning rate decays to 0 at step {planned}, so a run of {max_steps} "
@@ -39,16 +39,19 @@ def resume_point(root: Path, max_steps: int, model_config: Any) -> Path | None:
     return last
 
 
-def planned_steps(config: Path) -> int | None:
-    """The trainer.max_steps a run directory's config.yaml was started with: None without the file or the key, or
-    when the file does not parse (the checkpoint still decides; a resumed fit writes the file again)."""
+def other_budget(root: Path, max_steps: int) -> int | None:
+    """The trainer.max_steps the run in ``root`` was started with (its config.yaml), if it is not ``max_steps``. None
+    when they agree, and without the file or the key, or when the file does not parse (the checkpoint still decides;
+    a resumed fit writes the file again)."""
+    config = RunDir(root).config
     if not config.is_file():
         return None
     try:
         trainer = (yaml.safe_load(config.read_text()) or {}).get("trainer") or {}
     except (yaml.YAMLError, AttributeError):
         return None
-    return trainer.get("max_steps") if isinstance(trainer, dict) else None
+    planned = trainer.get("max_steps") if isinstance(trainer, dict) else None
+    return planned if planned is not None and planned != max_steps else None
 
 
 def wandb_run_id(root: Path) -> str | None:

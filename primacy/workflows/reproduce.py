@@ -11,7 +11,7 @@ from typing import Any
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import check_checkpoint
 from primacy.rundir.layout import RunDir
-from primacy.rundir.resume import planned_steps
+from primacy.rundir.resume import other_budget
 from primacy.workflows import figure_files, launchers, pages
 from primacy.workflows.launchers import state_file
 from primacy.workflows.pages import FIGURES, FigureSpec
@@ -109,8 +109,8 @@ def status(run: Run, config: Any) -> Status:
         ended, state = f"job {state.get('job')} ended {slurm} before the run started", {}
     max_steps = config.trainer.max_steps
     ckpt = RunDir(run.dir).last_checkpoint
-    planned = planned_steps(RunDir(run.dir).config)
-    if planned is not None and planned != max_steps and (ckpt.is_file() or RunDir(run.dir).kept_as_results):
+    planned = other_budget(run.dir, max_steps)
+    if planned is not None and (ckpt.is_file() or RunDir(run.dir).kept_as_results):
         return Status("failed", f"trained with trainer.max_steps={planned} (its config.yaml), not {max_steps}: "
                                 f"give --trainer.max_steps {planned}, move {run.dir} away or choose another --out")
     exit_code = state.get("exit_code")

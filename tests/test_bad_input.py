@@ -116,7 +116,7 @@ COMMANDS = [
     ("fit-a-finished-run", ["fit", "--config", "{run}/config.yaml", *QUIET],
      "trainer.default_root_dir={run} already holds a finished run (step 2 of max_steps=2): choose another "
      "directory, or test it with primacy test --config {run}/config.yaml --ckpt_path "
-     "{run}/checkpoints/last.ckpt"),
+     "{run}/checkpoints/last.ckpt --trainer.default_root_dir {run}"),
     ("aggregate-missing-run", ["aggregate", "{tmp}/no-run", "--out", "{tmp}/agg"],
      "run directory {tmp}/no-run does not exist: give directories that `primacy fit` made"),
     ("aggregate-out-is-a-file", ["aggregate", "{run}", "--out", "{file}"],
@@ -124,7 +124,7 @@ COMMANDS = [
     ("aggregate-damaged-summary", ["aggregate", "{damaged}", "--out", "{tmp}/agg"],
      ("{damaged}/results/summary.json is damaged (invalid JSON: ",
       "re-test the run with `primacy test --config {damaged}/config.yaml --ckpt_path "
-      "{damaged}/checkpoints/last.ckpt`")),
+      "{damaged}/checkpoints/last.ckpt --trainer.default_root_dir {damaged}`")),
     ("aggregate-no-runs", ["aggregate", "--out", "{tmp}/agg"],
      "primacy aggregate: the following arguments are required: RUN_DIR (see primacy aggregate --help)"),
     ("kernels-dt-nan", ["kernels", "--dt", "nan", "--out", "{tmp}/k.png"],

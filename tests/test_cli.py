@@ -1,12 +1,14 @@
 """Bad input fails fast with one line naming the parameter; nothing already written is lost."""
 
 import csv
+import shutil
 
 import pytest
 import yaml
 from conftest import ROOT, TINY_RUNS
 
 from primacy.cli import main
+from primacy.rundir.layout import RunDir
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
 
@@ -52,7 +54,7 @@ def test_print_config_shows_the_resolved_backbone(capsys):
     assert "vocab_size: 512" in out
 
 
-def test_default_logger_is_offline_wandb_inside_the_run_directory(tmp_path):
+def test_default_logger_is_offline_wandb_inside_the_run_directory_and_follows_a_moved_run(tmp_path):
     run = tmp_path / "run"
     main(["fit", "--config", QUICKSTART, "--trainer.default_root_dir", str(run), "--trainer.enable_progress_bar",
           "false", "--trainer.max_steps", "1", "--trainer.limit_val_batches", "1", "--trainer.limit_test_batches", "1",
@@ -60,6 +62,14 @@ def test_default_logger_is_offline_wandb_inside_the_run_directory(tmp_path):
           "--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1", "--results.formats", "[png]"])
     offline_runs = list((run / "wandb").glob("offline-run-*"))
     assert len(offline_runs) == 1, "one offline wandb run, stored in the run directory"
+
+    # a run moved (or copied) elsewhere is tested where it is now: its config.yaml names the directory it was trained
+    # in, and wandb's files there followed it, but neither its results nor wandb's files go back there
+    moved = shutil.move(run, tmp_path / "moved")
+    main([*RunDir(moved).test_args(), "--trainer.enable_progress_bar", "false"])
+    assert not run.exists(), "nothing is written where the run was"
+    assert len(list((moved / "wandb").glob("offline-run-*"))) == 2
+    assert RunDir(moved).summary.stat().st_mtime >= RunDir(moved).last_checkpoint.stat().st_mtime
 
 
 def test_training_loss_and_accuracy_reach_the_logger_every_log_every_n_steps(tmp_path):

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 import lightning as L
 import torch
+import yaml
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
@@ -186,7 +187,7 @@ class PrimacyCLI(LightningCLI):
                 if run_id is not None and _is_wandb(logger):
                     logger.init_args.id = run_id  # the resumed run goes on logging into the same wandb run
                     logger.dict_kwargs = {**(logger.get("dict_kwargs") or {}), "resume": "allow"}
-        if _is_wandb(logger) and logger.init_args.get("save_dir") in (None, "."):
+        if _is_wandb(logger) and _follows_the_run(logger.init_args.get("save_dir"), config.get("config")):
             logger.init_args.save_dir = str(root)  # wandb's files live in the run directory too
 
     def after_fit(self) -> None:
@@ -235,6 +236,23 @@ def _require_predict_data(data: Any) -> None:
     if task is not None and task.predict_dataloader is L.LightningDataModule.predict_dataloader:
         raise UsageError(f"predict: the task {task.__name__} has no predict data (no predict_dataloader): use "
                          "primacy test, which scores its held-out sets and writes <run>/results")
+
+
+def _follows_the_run(save_dir: str | None, config_files: list[Any] | None) -> bool:
+    """Whether wandb's save_dir is the run directory's, wherever that is now: unset, or what a run's config.yaml
+    wrote for it, its own trainer.default_root_dir (that run's directory then), so that a run moved or copied and
+    given its new directory logs there, not into the directory it was trained in."""
+    if save_dir in (None, "."):
+        return True
+    for file in config_files or ():
+        if file is None or not Path(str(file)).is_file():  # a config given inline, not as a file
+            continue
+        saved = yaml.safe_load(Path(str(file)).read_text())
+        trainer = saved.get("trainer") if isinstance(saved, dict) else None
+        root = trainer.get("default_root_dir") if isinstance(trainer, dict) else None
+        if root is not None and Path(root).resolve() == Path(save_dir).resolve():
+            return True
+    return False
 
 
 def _is_wandb(logger: Any) -> bool:

@@ -98,8 +98,10 @@ class RunDir:
         return self.summary.is_file()
 
     def test_args(self) -> tuple[str, ...]:
-        """The ``primacy`` arguments that test the run's latest checkpoint again (rewriting its results)."""
-        return ("test", "--config", str(self.config), "--ckpt_path", str(self.last_checkpoint))
+        """The ``primacy`` arguments that test the run's latest checkpoint again (rewriting its results), here: its
+        config.yaml names the directory it was trained in, which a moved or copied run is no longer in."""
+        return ("test", "--config", str(self.config), "--ckpt_path", str(self.last_checkpoint),
+                "--trainer.default_root_dir", str(self.path))
 
 
 def run_dir(trainer: L.Trainer) -> Path:

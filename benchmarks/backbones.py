@@ -9,14 +9,14 @@ LSTM layers are counted by hand: 2·4H·(D_in + H) per token and layer forward, 
 reference rate is a float32 (1024 x 1024) matrix product on the same threads. Prints medians; no thresholds.
 
     python benchmarks/backbones.py [--repeats 30] [--threads N] [--backbones NAME ...] [--mamba-scans SCAN ...]
-    python benchmarks/backbones.py --atlas configs/atlas/verification.yaml [--length T] [--rows LABEL ...]
+    python benchmarks/backbones.py --atlas configs/atlas/verification.yaml [--length T] [--rows LABEL ...] [--compile]
 
 --mamba-scans times MambaBackbone once per pure-PyTorch scan (rows "MambaBackbone[scan]"); "/ S4D" is each step's
 time over S4DBackbone's when S4D is among the backbones run. --atlas times each row of an atlas file with the backbone
 as the row builds it at the CPU scale (its init_args and those its args set, at the easiest knob value when the knob
 is the backbone's), "/ S4D" over the row whose backbone is S4DBackbone; --rows keeps only the rows it names (and
-S4D's); --length sets T (L = T / 2 study items). Steps are timed round-robin, one of each row per round, so that a
-load on the machine weighs on every row alike.
+S4D's); --length sets T (L = T / 2 study items); --compile adds each row compiled by torch.compile. Steps are timed
+round-robin, one of each row per round, so that a load on the machine weighs on every row alike.
 """
 
 from __future__ import annotations
@@ -99,11 +99,13 @@ def main() -> None:
     parser.add_argument("--atlas", default=None, help="an atlas file: time each of its rows' backbones instead")
     parser.add_argument("--length", type=int, default=2 * N_ITEMS, help="with --atlas: the sequence length T")
     parser.add_argument("--rows", nargs="+", default=None, help="with --atlas: these rows' labels only (and S4D's)")
+    parser.add_argument("--compile", action="store_true",
+                        help="with --atlas: also each row with its backbone compiled (CompileBackbone), beside it")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.atlas:
-        return time_atlas(args.atlas, args.length, args.repeats, args.rows)
+        return time_atlas(args.atlas, args.length, args.repeats, args.rows, args.compile)
 
     peak = matmul_rate(args.repeats)
     print(f"quickstart batch: B = {BATCH}, T = {2 * N_ITEMS}, width {WIDTH}; {torch.get_num_threads()} threads; "
@@ -142,15 +144,23 @@ def atlas_rows(path: str) -> list[tuple[str, str, dict]]:
     return rows
 
 
-def time_atlas(path: str, length: int, repeats: int, labels: list[str] | None = None) -> None:
+def time_atlas(path: str, length: int, repeats: int, labels: list[str] | None = None, compiled: bool = False) -> None:
     """Median step of every atlas row's backbone (or of the rows ``labels`` names and S4D's), round-robin, and its
-    ratio to the S4D row's."""
+    ratio to the S4D row's (eager); with ``compiled``, each row also as ``torch.compile`` runs it ("row compiled")."""
     rows = [row for row in atlas_rows(path) if labels is None or row[0] in labels or row[1] == "S4DBackbone"]
-    steps = [(label, training_step(name, settings, n_items=length // 2, quickstart=False)[0])
-             for label, name, settings in rows]
+    steps = []
+    for label, name, settings in rows:
+        steps.append((label, training_step(name, settings, n_items=length // 2, quickstart=False)[0]))
+        if compiled:
+            step, model = training_step(name, settings, n_items=length // 2, quickstart=False)
+            model.backbone.compile()  # as primacy.callbacks.compiling.CompileBackbone does
+            start = time.perf_counter()
+            step()
+            print(f"{label}: compiled in {time.perf_counter() - start:.0f} s", flush=True)
+            steps.append((f"{label} compiled", step))
     times: dict[str, list[float]] = {label: [] for label, _ in steps}
     for step in (s for _, s in steps):
-        step()  # warm-up
+        step()  # warm-up (a compiled step's second call may still compile its backward's variants)
     for _ in range(repeats):
         for label, step in steps:
             start = time.perf_counter()
@@ -159,11 +169,11 @@ def time_atlas(path: str, length: int, repeats: int, labels: list[str] | None = 
     s4d = next((statistics.median(times[label]) for label, name, _ in rows if name == "S4DBackbone"), None)
     print(f"atlas {path}: B = {BATCH}, T = {length}, vocabulary {VOCAB}; {torch.get_num_threads()} threads; "
           f"{repeats} rounds")
-    print(f"{'row':<26} {'step ms':>8} {'/ S4D':>6}")
+    print(f"{'row':<36} {'step ms':>8} {'/ S4D':>6}")
     for label, _ in steps:
         seconds = statistics.median(times[label])
         ratio = f"{seconds / s4d:6.2f}" if s4d else f"{'':>6}"
-        print(f"{label:<26} {1e3 * seconds:8.2f} {ratio}", flush=True)
+        print(f"{label:<36} {1e3 * seconds:8.2f} {ratio}", flush=True)
 
 
 def runs(names: list[str], mamba_scans: list[str] | None) -> list[tuple[str, str, dict]]:

@@ -165,6 +165,23 @@ def test_the_compiled_scans_backward_is_its_forwards_derivative():
     assert torch.autograd.gradcheck(primacy_mamba.compiled.compiled_selective_scan, scan_inputs(2, 7, 3, 5))
 
 
+@pytest.mark.slow  # 10-30 s of compiling
+@pytest.mark.parametrize("scan", ["compiled", "chunked"])
+def test_the_backbone_under_torch_compile_gives_its_eager_numbers(scan):
+    """primacy's CompileBackbone compiles the backbone: the C++ scan runs as it is (torch.compile does not trace
+    it), the chunked one is compiled; both give the eager forward and gradient in float64."""
+    torch.manual_seed(0)
+    backbone = MambaBackbone(d_model=8, n_layers=1, d_state=4, scan=scan).double()
+    x = torch.randn(2, 12, 8, dtype=torch.float64, requires_grad=True)
+    eager = backbone(x)
+    (grad,) = torch.autograd.grad(eager.square().sum(), x)
+    backbone.compile()
+    fast = backbone(x)
+    (fast_grad,) = torch.autograd.grad(fast.square().sum(), x)
+    torch.testing.assert_close(fast, eager, rtol=0, atol=1e-12)
+    torch.testing.assert_close(fast_grad, grad, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_compiled_scan_gives_the_same_bits_on_any_number_of_threads(dtype):
     """The batch is split across threads; each sequence's numbers, and A's gradient summed in batch order, do not

@@ -104,6 +104,7 @@ def check_compiled() -> None:
     library()
 
 
+@torch.compiler.disable  # torch.compile (primacy's CompileBackbone) calls it as it is: it cannot trace ctypes
 def compiled_selective_scan(u: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
                             d: torch.Tensor) -> torch.Tensor:
     """y (B, T, E) of the scan above from u, dt (B, T, E), a (E, N), b, c (B, T, N) and d (E,), on CPU tensors of

@@ -107,6 +107,22 @@ def test_a_values_accuracy_is_its_seeds_mean_while_all_are_inside_the_band_else_
     assert seeds_accuracy([0.65, 0.72, 0.83], band) == 0.65
 
 
+def test_the_table_gives_each_seeds_accuracy_where_a_row_settled_nearest_the_band(tmp_path):
+    """A mean of 0.890 and 0.084 (one seed learned MQAR, one did not) describes neither seed: a row outside the band
+    shows them; a row inside it (every seed inside) does not need to."""
+    spec = read_atlas(write_atlas(tmp_path, [S4D_ROW]))
+    common = {"knob": "n_items", "n_items": 4, "seeds": 2, "state_floats": 32,
+              **{key: 0.1 for key in ("overall_accuracy", *atlas.INDEX_COLUMNS)},
+              **{f"{key}_se": 0.01 for key in ("overall_accuracy", *atlas.INDEX_COLUMNS)}}
+    rows = [{**common, "row": "inside", "value": 4, "in_band": True, "seeds_in_band": 2,
+             "overall_accuracy_seeds": "0.750 0.760"},
+            {**common, "row": "outside", "value": 2, "in_band": False, "seeds_in_band": 0,
+             "overall_accuracy_seeds": "0.890 0.084"}]
+    table = atlas.atlas_table(rows, spec, (0.70, 0.80)).splitlines()
+    assert table[2].startswith("| inside | n_items = 4 | 4 | 2/2 | ")
+    assert table[3].startswith("| outside | n_items = 2 | 4 | 0/2 (nearest: 0.890, 0.084) | ")
+
+
 def test_the_search_goes_on_where_a_seed_leaves_the_band(tmp_path, monkeypatch):
     """A pilot inside the band chooses its value; when a seed finishes below the band, the search goes on among the
     easier values, and the seeds already trained stay among the row's runs (their time counts)."""

@@ -273,6 +273,7 @@ def draw(planner: Planner, states: list[RowState]) -> list[Path]:
         row = {"row": state.row.label, "knob": state.row.knob_name, "value": first.value,
                "in_band": state.search.in_band, "seeds": len(state.seeds),
                "seeds_in_band": sum(planner.band[0] <= v <= planner.band[1] for v in metric["values"]),
+               f"{spec.metric}_seeds": " ".join(f"{v:.3f}" for v in metric["values"]),
                "n_items": planner.n_items(first), spec.metric: rounded(metric["mean"], 6),
                f"{spec.metric}_se": rounded(metric["se"], 6)}
         for key in INDEX_COLUMNS:
@@ -297,21 +298,25 @@ def draw(planner: Planner, states: list[RowState]) -> list[Path]:
 
 
 def atlas_table(rows: list[dict[str, Any]], spec: AtlasSpec, band: tuple[float, float]) -> str:
-    """The atlas's table for docs: per architecture the knob and its value, the seeds inside the band, the accuracy
-    and every index as mean ± SE over seeds, and the state it keeps after the study list."""
+    """The atlas's table for docs: per architecture the knob and its value, the seeds inside the band (each seed's
+    accuracy where the row settled on the value nearest to it), the accuracy and every index as mean ± SE over seeds,
+    and the state it keeps after the study list."""
     columns = [spec.metric, *INDEX_COLUMNS]
     extra = [key for key in (f"{spec.metric}_2L", "primacy_index_2L", "early_minus_late_2L") if key in rows[0]]
     header = ["architecture", "knob", "L", "in band", *[c.replace("_", " ") for c in columns + extra],
               "state (floats)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        inside = f"{row['seeds_in_band']}/{row['seeds']}" + ("" if row["in_band"] else " (nearest)")
+        inside = f"{row['seeds_in_band']}/{row['seeds']}"
+        if not row["in_band"]:  # where seeds disagree (one learned, one did not) the mean hides it: each seed's
+            inside += f" (nearest: {', '.join(row[f'{spec.metric}_seeds'].split())})"
         cells = [row["row"], f"{row['knob']} = {row['value']}", str(row["n_items"]), inside,
                  *(table_cell(row, key, None) for key in columns + extra),
                  "—" if row["state_floats"] is None else f"{row['state_floats']:,}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"Band: {spec.metric} in [{band[0]:.2f}, {band[1]:.2f}] for each seed; \"nearest\": no value of the "
-              "knob landed inside it, the row shows the value nearest to it. State: the real numbers the model keeps "
+              "knob landed inside it, the row shows the value nearest to it, with each seed's "
+              f"{spec.metric.replace('_', ' ')}. State: the real numbers the model keeps "
               "per sequence after the study list, all layers (Backbone.state_size)."]
     return "\n".join(lines) + "\n"
 

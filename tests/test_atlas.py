@@ -123,6 +123,19 @@ def test_the_table_gives_each_seeds_accuracy_where_a_row_settled_nearest_the_ban
     assert table[3].startswith("| outside | n_items = 2 | 4 | 0/2 (nearest: 0.890, 0.084) | ")
 
 
+def test_a_row_settled_at_an_end_of_its_list_says_which_values_would_let_it_go_on(tmp_path):
+    [row] = read_atlas(write_atlas(tmp_path, [S4D_ROW])).rows
+    values, band = (2, 3, 6), (0.70, 0.80)
+    for accuracy, chosen, hint in [({0: 0.49, 1: 0.33}, 0, "the easiest value of the list, below it; add easier"),
+                                   ({2: 0.95, 1: 0.99}, 2, "the hardest value of the list, above it; add harder"),
+                                   ({0: 0.83, 1: 0.60}, 0, None), ({1: 0.82, 2: 0.55}, 1, None)]:
+        found = search(values, accuracy, band)
+        assert found.chosen == chosen and not found.in_band
+        line = RowState(row, found, {}, [], accuracy).line(values, band)
+        assert line.endswith(f"; chose {values[chosen]} (nearest to the band" + (f": {hint} ones to go on)" if hint
+                                                                                   else ")")), line
+
+
 def test_the_search_goes_on_where_a_seed_leaves_the_band(tmp_path, monkeypatch):
     """A pilot inside the band chooses its value; when a seed finishes below the band, the search goes on among the
     easier values, and the seeds already trained stay among the row's runs (their time counts)."""

@@ -115,9 +115,8 @@ def _print(planner: Planner, states: list[RowState], jobs: int) -> None:
     left = {state.row.label: to_go(state, state.row.scale_values(planner.scale), planner.band, planner.seeds,
                                    planner.extrapolate) for state in states}
     for state in states:
-        label = state.row.label
-        print(f"{state.line(state.row.scale_values(planner.scale))} ({_hours(spent[label])} of runs; to go: "
-              f"{left[label].describe()})")
+        label, values = state.row.label, state.row.scale_values(planner.scale)
+        print(f"{state.line(values, planner.band)} ({_hours(spent[label])} of runs; to go: {left[label].describe()})")
     print_status({run: status for state in states for run, status in state.runs.items()})
     print(f"{_hours(sum(spent.values()))} of runs so far (wall time of each launch, summed over runs)")
     print(_to_go(left, estimate(states, left), jobs))

@@ -105,13 +105,22 @@ class RowState:
         done = all(test in self.runs and self.runs[test].state == "done" for test in tests)
         return tests if tests and done else []
 
-    def line(self, values: tuple[Any, ...]) -> str:
-        """The search in a line: each value tried with its accuracy, then where it stands."""
+    def line(self, values: tuple[Any, ...], band: tuple[float, float]) -> str:
+        """The search in a line: each value tried with its accuracy, then where it stands; a row that settled at an
+        end of its list outside the band says which values would let the search go on."""
         tried = ", ".join(f"{values[i]}: {'…' if acc is None else f'{acc:.3f}'}" for i, acc in self.search.tried)
-        if self.search.chosen is None:
-            where = "searching"
-        else:
-            where = f"chose {values[self.search.chosen]}" + ("" if self.search.in_band else " (nearest to the band)")
+        chosen = self.search.chosen
+        if chosen is None:
+            return f"{self.row.label}: {self.row.knob_name} {tried}; searching"
+        where = f"chose {values[chosen]}"
+        if not self.search.in_band:
+            measured = self.accuracy.get(chosen)
+            if measured is not None and measured < band[0] and chosen == 0:
+                where += " (nearest to the band: the easiest value of the list, below it; add easier ones to go on)"
+            elif measured is not None and measured > band[1] and chosen == len(values) - 1:
+                where += " (nearest to the band: the hardest value of the list, above it; add harder ones to go on)"
+            else:
+                where += " (nearest to the band)"
         return f"{self.row.label}: {self.row.knob_name} {tried}; {where}"
 
 

@@ -114,13 +114,11 @@ class RowState:
             return f"{self.row.label}: {self.row.knob_name} {tried}; searching"
         where = f"chose {values[chosen]}"
         if not self.search.in_band:
-            measured = self.accuracy.get(chosen)
-            if measured is not None and measured < band[0] and chosen == 0:
-                where += " (nearest to the band: the easiest value of the list, below it; add easier ones to go on)"
-            elif measured is not None and measured > band[1] and chosen == len(values) - 1:
-                where += " (nearest to the band: the hardest value of the list, above it; add harder ones to go on)"
-            else:
-                where += " (nearest to the band)"
+            measured = self.accuracy.get(chosen, float("nan"))
+            end = ("the easiest value of the list, below it; add easier" if chosen == 0 and measured < band[0] else
+                   "the hardest value of the list, above it; add harder" if chosen == len(values) - 1
+                   and measured > band[1] else None)
+            where += " (nearest to the band" + (f": {end} ones to go on)" if end else ")")
         return f"{self.row.label}: {self.row.knob_name} {tried}; {where}"
 
 

@@ -245,9 +245,10 @@ def _follows_the_run(save_dir: str | None, config_files: list[Any] | None) -> bo
     if save_dir in (None, "."):
         return True
     for file in config_files or ():
-        if file is None or not Path(str(file)).is_file():  # a config given inline, not as a file
+        path = Path(str(file)) if file is not None else None
+        if path is None or not path.is_file():  # a config given inline, not as a file
             continue
-        saved = yaml.safe_load(Path(str(file)).read_text())
+        saved = yaml.safe_load(path.read_text())
         trainer = saved.get("trainer") if isinstance(saved, dict) else None
         root = trainer.get("default_root_dir") if isinstance(trainer, dict) else None
         if root is not None and Path(root).resolve() == Path(save_dir).resolve():

@@ -1,8 +1,8 @@
 """CompileBackbone: the model's backbone run through ``torch.compile``, an opt-in speed-up of every step.
 
 On a CPU, compiling a modern recurrent backbone (its chunked form, short convolution and gates fused into generated
-C++) took a training step from 1.1× (RetNet) to 2.1× (GLA) faster at the atlas's sizes (docs/atlas.md, "Speed");
-the compile itself takes 20 s to a few minutes at the first step, so it pays off on runs of thousands of steps.
+C++) took a training step to 0.5-0.8 of its eager time at the atlas's sizes (docs/atlas.md, "Speed"); the compile
+itself takes 20 s to a few minutes at the first step, so it pays off on runs of thousands of steps.
 The compiled step computes the same function in another order, so its numbers equal the eager ones to rounding, not
 bitwise: a run resumes bitwise only as it was started, with the callback or without it. The backbone's parameters
 keep their names, so checkpoints load either way.
@@ -55,7 +55,8 @@ def check_compiles(device: torch.device) -> None:
     try:
         torch.compile(probe)(torch.ones(2, device=device))
     except Exception as err:  # noqa: BLE001 - inductor raises many kinds, each meaning it cannot build here
-        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        message = str(err).strip()
+        reason = message.splitlines()[0][:200] if message else type(err).__name__
         raise UsageError(f"CompileBackbone: torch.compile cannot build code on {device} here ({reason}): install "
                          "a C++ compiler (g++ or clang++, or set CXX) for a CPU, or remove the callback") from None
 

@@ -141,3 +141,21 @@ def test_every_format_of_a_save_shows_the_page_the_first_ones_layout_gave_and_is
     written = figures.save(fig, tmp_path / "page", ["png", "pdf"])
     assert [(path.name, drawn) for path, drawn in written] == [("page.png", 2), ("page.pdf", 1)]
     assert positions[0] == positions[1]
+
+
+def test_the_atlas_page_shows_each_rows_indices_and_leaves_an_undefined_one_blank():
+    """A list of 2 has no middle, so its primacy and recency indices are None (the table's "—"): no dot, no error."""
+    curve = (np.array([0.4, 0.3]), np.array([0.01, 0.02]))
+    rows = [figures.atlas.AtlasCurves("long", curve, curve, {key: (0.25, 0.05) for key in figures.atlas.INDICES}),
+            figures.atlas.AtlasCurves("two items", curve, curve, {"primacy_index": (None, None),
+                                                                  "recency_index": (None, None),
+                                                                  "early_minus_late": (0.35, None),
+                                                                  "early_query_decay": (0.29, 0.01)})]
+    fig = figures.atlas.atlas_page(rows, "title")
+    try:
+        panels = {ax.get_title(): ax for ax in fig.axes}
+        for key, expected in (("primacy index", [0.25, np.nan]), ("early minus late", [0.25, 0.35])):
+            dots = [line.get_xdata()[0] for line in panels[key].lines if line.get_marker() == "o"]
+            np.testing.assert_array_equal(dots, expected)
+    finally:
+        plt.close(fig)

@@ -17,12 +17,13 @@ INDICES = ("primacy_index", "recency_index", "early_minus_late", "early_query_de
 
 @dataclass(frozen=True)
 class AtlasCurves:
-    """One row of the atlas: its mean ± SE curves over seeds (L,) and its indices (mean, se)."""
+    """One row of the atlas: its mean ± SE curves over seeds (L,) and its indices (mean, se), None where an index is
+    undefined (a list of 2 has no middle for the primacy and recency indices) or a single seed has no SE."""
 
     label: str
     serial_position: tuple[np.ndarray, np.ndarray]
     query_position: tuple[np.ndarray, np.ndarray]
-    indices: dict[str, tuple[float, float]]
+    indices: dict[str, tuple[float | None, float | None]]
 
 
 def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
@@ -48,8 +49,8 @@ def atlas_page(rows: Sequence[AtlasCurves], title: str = "") -> Figure:
     for i, key in enumerate(INDICES):
         ax = fig.add_subplot(grid[0, 2 + i])
         for j, (row, color) in enumerate(zip(rows, colors)):
-            mean, se = row.indices.get(key, (np.nan, np.nan))
-            ax.errorbar([mean], [j], xerr=[np.nan_to_num(se)], fmt="o", color=color, capsize=3, ms=4)
+            mean, se = (np.nan if value is None else value for value in row.indices.get(key, (None, None)))
+            ax.errorbar([mean], [j], xerr=[np.nan_to_num(se)], fmt="o", color=color, capsize=3, ms=4)  # no dot: NaN
         ax.axvline(0, color="0.6", lw=0.8)
         ax.margins(x=0.2)  # a dot at either end of the range stays inside the panel
         ax.set_yticks(range(len(rows)), [row.label for row in rows] if i == len(INDICES) - 1 else [])

@@ -159,3 +159,21 @@ def test_the_atlas_page_shows_each_rows_indices_and_leaves_an_undefined_one_blan
             np.testing.assert_array_equal(dots, expected)
     finally:
         plt.close(fig)
+
+
+def test_the_atlas_page_leaves_out_a_panel_that_would_repeat_another_or_stay_empty():
+    """Selective copying asks each token in its own place: its query-position curve is its study-position curve and
+    its early query decay is undefined in every row, so those two panels go; a row whose curves differ keeps both."""
+    study, query = (np.array([0.9, 0.5, 0.8]), np.full(3, 0.01)), (np.array([0.9, 0.7, 0.6]), np.full(3, 0.01))
+    undefined = {**{key: (0.1, 0.01) for key in figures.atlas.INDICES}, "early_query_decay": (None, None)}
+    titles = {}
+    for name, rows in (("diagonal", [figures.atlas.AtlasCurves("copy", study, study, undefined)]),
+                       ("recall", [figures.atlas.AtlasCurves("copy", study, study, undefined),
+                                   figures.atlas.AtlasCurves("recall", study, query, {
+                                       key: (0.1, 0.01) for key in figures.atlas.INDICES})])):
+        fig = figures.atlas.atlas_page(rows, "title")
+        titles[name] = [ax.get_title() for ax in fig.axes]
+        plt.close(fig)
+    assert titles["diagonal"] == ["accuracy by study position", "primacy index", "recency index", "early minus late"]
+    assert titles["recall"] == ["accuracy by study position", "accuracy by query position", "primacy index",
+                                "recency index", "early minus late", "early query decay"]

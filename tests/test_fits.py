@@ -1,6 +1,8 @@
 """CMR and Gaussian fits recover the curves they are built from; the distance is MSE / variance of the curve; a CMR
-grid is its simulation, recorded in its file, and the shipped grid is the paper's."""
+grid is its simulation, recorded in its file; the paper's grid is the authors' published file, and primacy's
+simulation of it reproduces it."""
 
+import importlib.resources
 import json
 import runpy
 import sys
@@ -12,7 +14,7 @@ import torch
 
 from primacy.analysis.cmr.closed_form import closed_form_crp, has_closed_form
 from primacy.analysis.cmr.fits import fit_cmr, fit_gaussian, is_flat
-from primacy.analysis.cmr.grid import PAPER_VALUES, CMRGrid
+from primacy.analysis.cmr.grid import PAPER_VALUES, PUBLISHED_FILE, CMRGrid, compare_grids
 from primacy.analysis.cmr.simulate import cmr_crp
 from primacy.cli import main
 from primacy.errors import UsageError
@@ -147,8 +149,8 @@ def test_a_broken_grid_file_is_rejected_in_one_line_naming_it(tmp_path, content,
     assert str(path) in str(error.value) and "\n" not in str(error.value)
 
 
-def test_the_shipped_paper_grid_is_the_papers_grid_as_simulated_here():
-    paper = CMRGrid.paper()
+def test_the_simulated_paper_grid_is_the_papers_grid_as_simulated_here():
+    paper = CMRGrid.shipped("paper")
     assert paper.params.shape == (4620, 3) and paper.crps.shape == (4620, 17)
     assert paper.settings == {"variant": "paper", "temperature": 0.1, "seed": 0, "n_items": 100, "n_starts": 20,
                               "n_chains": 1000, "max_samples": 50, "max_lag": 8, "dtype": "float32",
@@ -211,17 +213,32 @@ def _row(grid: CMRGrid, cell: tuple[float, float, float]) -> int:
     return int(np.flatnonzero(np.all(np.isclose(grid.params, cell, atol=1e-9), axis=1))[0])
 
 
-def test_the_shipped_paper_grid_is_the_authors_published_grid():
-    """Every published cell sampled here within Monte-Carlo noise of the shipped one (0.0046 at most over all 4,580
-    simulated cells, measured with --compare against the published file; two seeds of the simulation differ by
-    about 0.001), the closed-form cells to their rounding."""
-    paper = CMRGrid.paper()
+def _data(name: str):
+    return importlib.resources.files("primacy.analysis.behaviour.cmr") / "data" / name
+
+
+def test_the_paper_grid_is_the_authors_published_file():
+    """CMRGrid.paper() holds the published cells sampled here (to their 6 decimals) over the same cells as primacy's
+    simulation, with the settings its cells show; the package ships the file with the authors' licence."""
+    paper, simulated = CMRGrid.paper(), CMRGrid.shipped("paper")
     for cell, published in PUBLISHED.items():
-        shipped = paper.crps[_row(paper, cell)]
-        if has_closed_form(*cell[1:]):
-            np.testing.assert_allclose(shipped, published, rtol=0, atol=2e-6, err_msg=str(cell))
-        else:
-            np.testing.assert_allclose(shipped, published, rtol=0, atol=0.006, err_msg=str(cell))
+        np.testing.assert_allclose(paper.crps[_row(paper, cell)], published, rtol=0, atol=5e-7, err_msg=str(cell))
+    np.testing.assert_array_equal(paper.params, simulated.params)
+    np.testing.assert_array_equal(paper.lags, np.arange(-8, 9))
+    assert paper.settings == {"variant": "paper", "n_items": 100, "n_starts": 20, "n_chains": 1000, "max_samples": 50,
+                              "max_lag": 8, "closed_form": True}
+    notice = _data("LICENSE-icl-cmr").read_text()
+    assert PUBLISHED_FILE in notice and "corxyz/icl-cmr" in notice and "MIT License" in notice
+
+
+def test_the_simulated_paper_grid_reproduces_the_published_one_in_every_cell():
+    """primacy's simulation (CMRGrid.shipped("paper")) against the published file: every simulated cell within
+    Monte-Carlo noise (0.0046 at most over the 4,580, a median 0.0009; two seeds of the simulation differ by about
+    0.001), the 40 closed-form cells to float32 rounding."""
+    report = compare_grids(CMRGrid.shipped("paper"), CMRGrid.paper())
+    assert report["simulated"]["cells"] == 4580 and report["simulated"]["max"] < 0.005
+    assert report["simulated"]["median"] < 0.0015
+    assert report["closed_form"]["cells"] == 40 and report["closed_form"]["max"] < 1e-7
 
 
 def test_the_paper_variant_draws_what_made_the_published_grid():
@@ -235,22 +252,20 @@ def test_the_paper_variant_draws_what_made_the_published_grid():
 
 
 def test_a_published_npy_grid_loads_and_compares(tmp_path, capsys):
-    """The authors' layout (20, 21, 11, 17) loads as a grid over PAPER_VALUES (made here from the shipped grid: the
-    published file is not shipped), fits as the shipped one does, and --compare reports how far two grids are."""
+    """The authors' layout (20, 21, 11, 17) loads by its suffix as CMRGrid.paper() reads it, a grid over PAPER_VALUES,
+    and --compare reports how far two grid files are (the shipped simulation against the published file)."""
     paper = CMRGrid.paper()
-    npy = tmp_path / "cmr_crp_avg_20_11.npy"
-    np.save(npy, paper.crps.reshape(20, 21, 11, 17))
-    published = CMRGrid.load(npy)
+    with importlib.resources.as_file(_data(PUBLISHED_FILE)) as npy, \
+            importlib.resources.as_file(_data("cmr_grid_paper.npz")) as npz:
+        published = CMRGrid.load(npy)
+        main(["cmr_grid", "--compare", str(npz), str(npy)])
     np.testing.assert_array_equal(published.params, paper.params)
     np.testing.assert_array_equal(published.crps, paper.crps)
-    assert published.settings["max_samples"] == 50 and published.variant == "paper"
-    curve = paper.crps[_row(paper, (0.4, 0.55, 0.0))][3:14]
-    fits = [fit_cmr(curve, np.arange(-5, 6), g) for g in (published, paper)]
-    assert [(f.beta_enc, f.beta_rec, f.gamma_ft, f.distance) for f in fits] == [(0.4, 0.55, 0.0, fits[1].distance)] * 2
-    main(["cmr_grid", "--compare", str(npy), str(npy)])
+    assert published.settings == paper.settings and published.variant == "paper"
     report = json.loads(capsys.readouterr().out)
-    assert report["simulated"]["cells"] == 4580 and report["simulated"]["max"] == 0.0
-    assert report["closed_form"]["cells"] == 40
+    assert report == compare_grids(CMRGrid.shipped("paper"), paper)
+    npy = tmp_path / "cmr_crp_avg_20_11.npy"
+    np.save(npy, paper.crps.reshape(20, 21, 11, 17))
     np.save(tmp_path / "wrong.npy", np.zeros((20, 21, 17)))
     with pytest.raises(UsageError, match=r"shape \(20, 21, 17\): the authors' published grid is float of shape "
                                          r"\(20, 21, 11, 17\)"):
@@ -325,11 +340,13 @@ def test_fit_cmr_under_its_public_name_uses_the_shipped_grid_and_recovers_a_simu
     assert public_fit_gaussian(crp.numpy(), lags.numpy()).distance > fit.distance
 
 
-def test_the_shipped_grid_is_read_once_and_shared_read_only():
-    grid = CMRGrid.paper()
-    assert CMRGrid.paper() is grid
-    with pytest.raises(ValueError, match="read-only"):
-        grid.crps[0, 0] = 1.0
+@pytest.mark.parametrize("read", [CMRGrid.paper, lambda: CMRGrid.shipped("paper")], ids=["paper", "shipped"])
+def test_the_shipped_grid_is_read_once_and_shared_read_only(read):
+    grid = read()
+    assert read() is grid
+    for array in (grid.params, grid.crps, grid.lags):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 1.0
 
 
 # Constant up to float rounding: exactly constant 0.3 still has a variance of 3e-33 (the mean is rounded).

@@ -249,7 +249,7 @@ def test_the_fit_reads_lags_minus_five_to_five_without_zero_of_any_list_length()
     curve = np.exp(-np.abs(lags - 0.7)) + np.where(np.abs(lags) > 5, 10.0, 0.0)  # far lags must be ignored
     curve[lags == 0] = np.nan
     fit = fit_free_recall(curve, lags)["paper"]
-    alone = fit_cmr(curve[np.isin(lags, FREE_RECALL_FIT_LAGS)], FREE_RECALL_FIT_LAGS, CMRGrid.paper(),
+    alone = fit_cmr(curve[np.isin(lags, FREE_RECALL_FIT_LAGS)], FREE_RECALL_FIT_LAGS, CMRGrid.shipped("paper"),
                     fit_lags=FREE_RECALL_FIT_LAGS)
     assert FREE_RECALL_FIT_LAGS.tolist() == [-5, -4, -3, -2, -1, 1, 2, 3, 4, 5]
     assert (fit.distance, fit.beta_enc, fit.beta_rec, fit.gamma_ft) == (

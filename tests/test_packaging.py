@@ -1,5 +1,7 @@
 """The package's entry points and the Dockerfile are usable as documented."""
 
+import fnmatch
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +36,18 @@ def test_the_code_passes_ruff():
     out = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", str(ROOT)], capture_output=True,
                          text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_cmr_data_file_is_package_data():
+    """A non-editable install carries the CMR grids and the published grid's licence: pyproject's package-data
+    patterns cover every file of the data folder."""
+    entry = next(line for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                 if line.startswith('"primacy.analysis.behaviour.cmr" = '))  # [tool.setuptools.package-data]
+    patterns = re.findall(r'"(data/[^"]+)"', entry)
+    folder = ROOT / "primacy" / "analysis" / "behaviour" / "cmr"
+    present = sorted(path.relative_to(folder).as_posix() for path in (folder / "data").iterdir())
+    assert {"data/cmr_crp_avg_20_11.npy", "data/LICENSE-icl-cmr", "data/cmr_grid_paper.npz"} <= set(present)
+    assert [name for name in present if not any(fnmatch.fnmatch(name, p) for p in patterns)] == []
 
 
 def test_dockerfile_passes_hadolint():

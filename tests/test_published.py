@@ -1,11 +1,13 @@
 """Ji-An et al.'s published per-head files (corxyz/icl-cmr, joblib pickles) read without running them and turned into
-primacy's own results. Every fixture is built here, in the authors' layout, by joblib.dump; none of their data is
-in the repository."""
+primacy's own results. The fixtures are built here, in the authors' layout, by joblib.dump; one of their files,
+GPT-2 small's scores (tests/data/icl-cmr, MIT, with its notice), checks the fits against the heads they ablated."""
 
 import csv
+import importlib.resources
 import json
 import os
 import pickle
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -13,7 +15,8 @@ import pytest
 import torch
 
 from primacy.analysis.cmr.fits import FIT_LAGS, fit_cmr
-from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.cmr.grid import PUBLISHED_FILE, CMRGrid
+from primacy.analysis.heads.ablation import ablated_count
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.workflows.analyses import read_analysis
@@ -21,6 +24,10 @@ from primacy.workflows.published import read_published
 from primacy.workflows.published_heads import PUBLISHED_LAGS, read_scores
 
 LAYERS, HEADS = 2, 3
+ICL_CMR = Path(__file__).parent / "data" / "icl-cmr"  # files of corxyz/icl-cmr, unchanged (LICENSE-icl-cmr there)
+# The heads the authors ablate in GPT-2 small as its top 10 % CMR-like (get_ablate_list in their src/ablation.py).
+AUTHORS_ABLATED = {"L1H11", "L5H5", "L5H1", "L3H0", "L5H8", "L8H6", "L0H5", "L5H0", "L0H1", "L6H9", "L0H10", "L6H10",
+                   "L7H2", "L8H3"}
 
 
 def authors_scores(seed: int = 0, sharpness: float = 1.0) -> dict:
@@ -206,3 +213,45 @@ def test_the_published_heads_beside_heads_analysed_here(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "beside=" in err and "has no heads.csv" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists(), "checked before anything is written"
+
+
+def authors_best_cell(curve: np.ndarray, published: np.ndarray) -> tuple[float, float, float]:
+    """The paper's CMR fit restated over the published array in its own layout (beta_enc, beta_rec, gamma_ft, lags
+    -8..8), a slow reference for ``fit_cmr``: each CRP on lags -5..5 normalised to sum 1, it and the curve less their
+    minima, the CRP scaled to the curve's maximum; the cell of least mean squared difference over the curve's
+    variance, as (beta_enc, beta_rec, gamma_ft) on the authors' axes."""
+    lags = np.arange(-8, 9)
+    crps = published[..., np.abs(lags) <= 5]  # 20 21 11 K
+    crps = crps / crps.sum(-1, keepdims=True)
+    target = curve - curve.min()  # K
+    shifted = crps - crps.min(-1, keepdims=True)
+    scaled = shifted * (target.max() / shifted.max(-1, keepdims=True))
+    distance = ((scaled - target) ** 2).mean(-1) / target.var()  # 20 21 11
+    at = np.unravel_index(distance.argmin(), distance.shape)
+    axes = (np.arange(1, 21) * 0.05, np.arange(21) * 0.05, np.arange(11) * 0.1)
+    return tuple(float(axis[i]) for axis, i in zip(axes, at))
+
+
+def test_gpt2_small_on_the_published_grid_gives_the_heads_the_authors_ablated():
+    """The authors' GPT-2 small curves fitted on CMRGrid.paper() (their published grid): the 14 most CMR-like heads
+    (the top 10 %, as they count) are exactly the 14 they ablated, the 14th ahead of the 15th by far more than the
+    grid's noise (on primacy's simulation of the grid, L9H4 takes L8H6's place by 1e-4 of distance), and every
+    head's best cell is the one their fit picks on their array."""
+    scores = read_scores(ICL_CMR / "all_scores_gpt2_small.pkl")
+    assert scores.notes == () and scores.lag_crps.shape == (12, 12, 16)
+    curves = scores.lag_crps[..., np.searchsorted(PUBLISHED_LAGS, FIT_LAGS)]  # layers heads K
+    grid = CMRGrid.paper()
+    fits = {f"L{layer}H{head}": fit_cmr(curves[layer, head], FIT_LAGS, grid) for layer in range(12)
+            for head in range(12)}
+    ranked = sorted(fits, key=lambda name: fits[name].distance)
+    k = ablated_count(0.1, len(ranked))
+    assert k == 14 and set(ranked[:k]) == AUTHORS_ABLATED
+    assert ranked[k - 1 : k + 1] == ["L8H6", "L9H4"]
+    assert fits["L9H4"].distance - fits["L8H6"].distance > 5e-4  # 0.0009, against 1e-4 on the simulated grid
+    resource = importlib.resources.files("primacy.analysis.behaviour.cmr") / "data" / PUBLISHED_FILE
+    with importlib.resources.as_file(resource) as path:
+        published = np.load(path)
+    for name, fit in fits.items():
+        layer, head = map(int, name[1:].split("H"))
+        best = authors_best_cell(curves[layer, head], published)
+        assert (fit.beta_enc, fit.beta_rec, fit.gamma_ft) == pytest.approx(best, abs=1e-9), name

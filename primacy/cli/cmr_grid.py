@@ -14,7 +14,7 @@ from primacy.workflows import cmr_grid
 
 def command(args: list[str]) -> None:
     """Build the CMR grid of Ji-An et al. (2024) over the paper's parameter values (``--out FILE``, .npz), as the
-    grids primacy ships were made; or print how far two grid files are apart as JSON (``--compare A B``)."""
+    simulated grids primacy ships were made; or print how far two grid files are apart as JSON (``--compare A B``)."""
     parser = ArgumentParser(prog="primacy cmr_grid", description=command.__doc__)
     task = parser.add_mutually_exclusive_group(required=True)
     task.add_argument("--out", type=Path, help="the .npz file to write")

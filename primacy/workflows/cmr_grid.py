@@ -1,6 +1,6 @@
 """The work of ``primacy cmr_grid``: build a CMR grid (the paper's parameter values) and write it atomically, as the
-grids shipped in primacy/analysis/behaviour/cmr/data were made, or say how far two grids are apart (the shipped one
-against the authors' published .npy, say)."""
+simulated grids in primacy/analysis/behaviour/cmr/data (``CMRGrid.shipped``) were made, or say how far two grids are
+apart (the shipped simulation against the authors' published .npy, say)."""
 
 from __future__ import annotations
 

@@ -85,8 +85,8 @@ ALIGNMENTS = ("peak", "affine")
 def fit_cmr(curve: np.ndarray, lags: np.ndarray, grid: CMRGrid | None = None, *, alignment: str = "peak",
             fit_lags: np.ndarray = FIT_LAGS) -> CMRFit:
     """The grid CRP closest to ``curve`` on ``fit_lags`` (-5..+5; free recall's lag-CRP leaves out lag 0, never
-    possible), the CRP renormalised to sum 1 there; ``grid`` defaults to the paper's grid shipped with primacy
-    (``CMRGrid.paper()``).
+    possible), the CRP renormalised to sum 1 there; ``grid`` defaults to the paper's grid, the authors' published one
+    shipped with primacy (``CMRGrid.paper()``).
 
     ``alignment="peak"`` (the paper): curve and CRP each minus its minimum, the CRP scaled so its maximum equals the
     curve's; that scale is the inverse temperature. ``alignment="affine"``: offset + scale · CRP by least squares
@@ -155,8 +155,9 @@ def fit_gaussian(curve: np.ndarray, lags: np.ndarray) -> GaussianFit:
 
 def fit_free_recall(lag_crp: np.ndarray, lags: np.ndarray) -> dict[str, CMRFit | None]:
     """A free-recall ``lag_crp`` (by ``lags``) fitted on FREE_RECALL_FIT_LAGS by ``fit_cmr`` (the paper's peak
-    alignment) with the shipped grid of each CMR variant: {variant: fit}. A fit is None where the curve has no value
-    at some lag of FREE_RECALL_FIT_LAGS
+    alignment) with primacy's simulated grid of each CMR variant, ``CMRGrid.shipped`` (both variants simulated alike;
+    the paper's is within 0.005 of the published ``CMRGrid.paper()``): {variant: fit}. A fit is None where the curve
+    has no value at some lag of FREE_RECALL_FIT_LAGS
     (that lag was never possible, as in lists shorter than 6 or in recall that never leaves an earlier item behind)
     or is flat there (no distance)."""
     lag_crp, lags = np.asarray(lag_crp, dtype=np.float64), np.asarray(lags)

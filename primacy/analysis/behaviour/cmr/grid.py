@@ -1,10 +1,12 @@
 """A grid of simulated CMR lag-CRPs over (β_enc, β_rec, γ_FT), what ``fit_cmr`` searches: built and loaded.
 
-The paper's grid (Ji-An et al. 2024) ships with the package (``CMRGrid.paper()``): rebuilt here as the authors made
-their published one (closed-form cells, 50 draws elsewhere), it is within 0.005 of theirs in every cell. The same
-grid simulated with the canonical variant ships too (``CMRGrid.shipped("canonical")``). ``python -m
-primacy.workflows.cmr_grid --out FILE [--variant canonical]`` rebuilds either (on 2 idle cores 7.5 minutes for the
-paper's, 14 for the canonical); ``CMRGrid.load`` also reads the authors' published .npy.
+The paper's grid is the one Ji-An et al. (2024) published with their code, shipped with the package as they made it
+(``CMRGrid.paper()``; corxyz/icl-cmr, MIT: ``data/LICENSE-icl-cmr``). primacy's own simulation of it, built as the
+authors made theirs (closed-form cells, 50 draws elsewhere), ships beside it as its reproduction
+(``CMRGrid.shipped("paper")``): within 0.005 of the published grid in every cell. The same grid simulated with the
+canonical variant ships too (``CMRGrid.shipped("canonical")``). ``primacy cmr_grid --out FILE [--variant canonical]``
+rebuilds either simulation (on 2 idle cores 7.5 minutes for the paper's, 14 for the canonical); ``CMRGrid.load``
+reads a published .npy too.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ PAPER_VALUES = {
 _SETTINGS = ("variant", "temperature", "seed", "n_items", "n_starts", "n_chains", "max_samples", "max_lag", "dtype",
              "closed_form")
 _BLOCK = 20  # parameter sets per task handed to a worker (and per progress report)
+PUBLISHED_FILE = "cmr_crp_avg_20_11.npy"  # the authors' grid in the package's data folder, under its published name
 
 
 def _simulate(params: np.ndarray, simulation: dict) -> np.ndarray:
@@ -53,10 +56,11 @@ def _simulate(params: np.ndarray, simulation: dict) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CMRGrid:
-    """Simulated CMR CRPs: params (G, 3) as (β_enc, β_rec, γ_FT), crps (G, K) float64 holding float32 values
-    (the precision a saved grid keeps; Monte-Carlo noise is about 1e-3), lags (K,), and ``settings``: the
-    simulation that produced them (variant, temperature, seed, n_items, n_starts, n_chains, max_samples, max_lag,
-    dtype, closed_form; a grid from before closed_form existed has none: it simulated every cell)."""
+    """Simulated CMR CRPs: params (G, 3) as (β_enc, β_rec, γ_FT), crps (G, K) float64 (holding float32 values in a
+    grid simulated here, the precision its file keeps; Monte-Carlo noise is about 1e-3), lags (K,), and
+    ``settings``: the simulation that produced them (variant, temperature, seed, n_items, n_starts, n_chains,
+    max_samples, max_lag, dtype, closed_form; a grid from before closed_form existed has none: it simulated every
+    cell; the authors' published grid has what its cells show, ``load_published``)."""
 
     params: np.ndarray
     crps: np.ndarray
@@ -136,14 +140,17 @@ class CMRGrid:
 
     @classmethod
     def paper(cls) -> CMRGrid:
-        """The paper's grid (``PAPER_VALUES``, paper variant and settings) shipped with the package; read once,
-        then shared (its arrays are read-only)."""
-        return _shipped_grid("paper")
+        """The grid the paper's figures were fitted on: the authors' published file (``PUBLISHED_FILE``, shipped
+        with the package and read by ``load_published``), over ``PAPER_VALUES`` and lags -8..8. Read once, then
+        shared (its arrays are read-only). primacy's simulation of it is ``shipped("paper")``."""
+        return _published_grid()
 
     @classmethod
     def shipped(cls, variant: str) -> CMRGrid:
-        """The grid of ``PAPER_VALUES`` simulated with ``variant`` (``VARIANTS``; canonical at its default
-        temperature) shipped with the package, what ``main`` builds; read once, then shared read-only."""
+        """The grid of ``PAPER_VALUES`` simulated here with ``variant`` (``VARIANTS``; canonical at its default
+        temperature) shipped with the package, what ``primacy cmr_grid --out`` builds; read once, then shared
+        read-only. ``shipped("paper")`` reproduces the published ``paper()`` within Monte-Carlo noise (0.005 in
+        every cell)."""
         one_of("variant", variant, VARIANTS)
         return _shipped_grid(variant)
 
@@ -221,12 +228,23 @@ def compare_grids(first: CMRGrid, second: CMRGrid) -> dict[str, dict[str, float]
     return report
 
 
-@functools.cache
-def _shipped_grid(variant: str) -> CMRGrid:
-    resource = importlib.resources.files("primacy.analysis.behaviour.cmr") / "data" / f"cmr_grid_{variant}.npz"
+def _packaged(name: str, read: Callable[[Path], CMRGrid]) -> CMRGrid:
+    """The grid file ``name`` of the package's data folder as ``read`` reads it, its arrays made read-only (it is
+    shared by every caller)."""
+    resource = importlib.resources.files("primacy.analysis.behaviour.cmr") / "data" / name
     with importlib.resources.as_file(resource) as path:
-        grid = CMRGrid.load(path)
+        grid = read(path)
     for array in (grid.params, grid.crps, grid.lags):
         array.setflags(write=False)
     return grid
+
+
+@functools.cache
+def _shipped_grid(variant: str) -> CMRGrid:
+    return _packaged(f"cmr_grid_{variant}.npz", CMRGrid.load)
+
+
+@functools.cache
+def _published_grid() -> CMRGrid:
+    return _packaged(PUBLISHED_FILE, CMRGrid.load_published)
 

@@ -113,6 +113,25 @@ def test_intrusions_and_repetitions_are_dropped_as_cymr_drops_them(cmr):
     assert ours.sum() == pytest.approx(theirs, rel=0, abs=ATOL)
 
 
+def test_cymr_over_a_word_pool_equals_ours_only_while_afc_is_0(cmr):
+    """Ours is cymr set up per list (``cymr_log_likelihoods``: config_loc_cmr(L), item_index the serial position).
+    cymr set up over a word pool (config_loc_cmr(pool), item_index a word's place in it, as in cymr's sample data)
+    has a context unit per pool word: Afc reaches all of them, not only the list's, so it differs once Afc > 0."""
+    pd = extra_module("pandas")
+    n, pool, recalls = 6, 60, [[5, 4, 0, 1], [2, 3], [5, -1, 0]]
+    data = psifr_table(pd, recalls, n)
+    data["item_index"] = np.where(data["trial_type"] == "study", (data["list"] - 1) * 20 + data["position"] - 1,
+                                  np.nan)  # list k studies pool words 20(k-1) .. 20(k-1)+5
+    param_def, patterns = cmr.config_loc_cmr(pool)
+    differences = []
+    for afc in (0.0, 0.02):
+        params = {**TYPICAL, "Afc": afc}
+        over_pool = cmr.CMR().likelihood(data, params, param_def=param_def, patterns=patterns)["logl"].iloc[0]
+        differences.append(float(over_pool) - cmr_log_likelihood(params, padded(recalls), n))
+    assert differences[0] == pytest.approx(0.0, abs=ATOL)
+    assert differences[1] > 0.1  # 0.42 seen
+
+
 def test_an_all_but_impossible_event_costs_cymrs_floor(cmr):
     """X1 = 0 makes stopping at once 10⁻⁶ (cymr's least p_stop); a sharp choice rule (T = 0.01) makes recalling the
     items backwards about e^-100 per choice; each such event costs log 10⁻⁵, as in cymr."""

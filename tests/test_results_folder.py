@@ -4,6 +4,8 @@ what its arrays say, so a table drawn from the folder is a table of those arrays
 
 import json
 import math
+import re
+import subprocess
 
 import pytest
 import yaml
@@ -50,3 +52,17 @@ def _find(config: dict, knob: str):
         if knob in section:
             return section[knob]
     raise KeyError(knob)
+
+
+BUDGET_MB = 150  # results/README.md, "What is here"
+
+
+def test_the_folder_stays_within_its_budget_and_its_readme_says_its_size():
+    """The published files (git's, so a run training into results/ does not count until it is added) stay under the
+    budget, and results/README.md says their size to the megabyte."""
+    listed = subprocess.run(["git", "ls-files", "-z", "results"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = [ROOT / name for name in listed.decode().split("\0") if name]
+    size = sum(path.stat().st_size for path in files if path.is_file()) / 2**20
+    assert size < BUDGET_MB, f"results/ holds {size:.0f} MB of published files, over its {BUDGET_MB} MB budget"
+    said = re.search(r"results/ holds (\d+) MB", (RESULTS / "README.md").read_text())
+    assert said and abs(int(said.group(1)) - size) <= 1, f"results/README.md should say {size:.0f} MB"

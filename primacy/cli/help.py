@@ -29,6 +29,7 @@ TOOL_COMMANDS = {
     "aggregate": "combine runs that differ only by seed: means, standard errors and figures (Fig. 5)",
     "analyze": "post-hoc analyses of finished runs (icl, ablation, probes) and of the ICL paper's published heads",
     "atlas": "every backbone at matched difficulty: a knob search into an accuracy band, seeds, curves, table",
+    "claims": "check every finding the docs state against the committed results (results/**/claims.yaml)",
     "cmr_fit": "CMR fitted by likelihood to each participant of free-recall data: people, or a model's seeds",
     "cmr_grid": "build the CMR grid of the ICL paper that fits compare curves with, or compare two grids",
     "humans": "free-recall runs beside people (psifr's Morton2013, PEERS, your file): the same curves, CMR fits",

@@ -1,0 +1,159 @@
+"""Findings as assertions: every claim the docs make of the committed results holds, a claim that stops holding fails
+with its value, SE and n, and the one rule for words (``primacy.analysis.evidence``) is the one the claims use."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from primacy.analysis.evidence import Estimate, compare, word
+from primacy.cli.main import main
+from primacy.errors import UsageError
+from primacy.workflows import claims
+
+ROOT = Path(__file__).resolve().parents[1]
+RETNET = ROOT / "results" / "atlas-mqar-cpu" / "RetNet" / "d_key=8"  # early − late −0.107 ± 0.013 over 3 seeds
+
+
+def test_every_claim_of_the_docs_holds_on_the_committed_results():
+    files = claims.find(ROOT)
+    assert len(files) >= 3  # the three atlases at least
+    outcomes = list(claims.check_all(files, ROOT))
+    assert len(outcomes) > 200
+    failed = claims.failures(outcomes)
+    assert not failed, "\n".join(outcome.line() for outcome in failed)
+
+
+@pytest.mark.parametrize(("mean", "se", "expected"), [
+    (0.2, 0.1, "positive"),  # exactly 2 SE: named
+    (-0.2, 0.1, "negative"),
+    (0.199, 0.1, "neither"),  # just under 2 SE: not
+    (0.0, 0.0, "neither"),  # three seeds at the ceiling: no effect, though SE is 0
+    (0.001, 0.0, "positive"),
+    (0.5, None, None),  # one run: no SE, nothing may be said
+    (math.nan, 0.1, None),
+])
+def test_the_rule_for_words(mean, se, expected):
+    assert word(Estimate(mean, se, 3 if se is not None else 1)) == expected
+
+
+def test_a_comparison_is_the_rule_on_the_difference_with_the_ses_in_quadrature():
+    first, second = Estimate(0.31, 0.03, 3), Estimate(0.20, 0.04, 3)  # difference 0.11 ± 0.05: 2.2 SE
+    assert first.minus(second).se == pytest.approx(0.05)
+    assert compare(first, second) == "positive" and compare(second, first) == "negative"
+    assert compare(first, Estimate(0.23, 0.04, 3)) == "neither"  # 1.6 SE
+    assert Estimate.of([1.0, 2.0, 3.0]) == Estimate(2.0, 1 / math.sqrt(3), 3)
+
+
+def _claims_file(tmp_path: Path, claim: str, doc: str = "RetNet keeps the last pairs (−0.107 ± 0.013)") -> Path:
+    (tmp_path / "docs").mkdir(exist_ok=True)
+    (tmp_path / "docs" / "page.md").write_text(f"Some text.\n{doc}\nMore text.\n")
+    folder = tmp_path / "results" / "study"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "claims.yaml"
+    path.write_text(f"doc: docs/page.md\nclaims:\n  - {{{claim}}}\n")
+    return path
+
+
+RETNET_CLAIM = (f"says: 'RetNet keeps the last pairs (−0.107 ± 0.013)', of: '{RETNET}/seed*', key: early_minus_late, "
+                "value: '−0.107 ± 0.013', is: ")
+
+
+def test_a_claim_that_holds(tmp_path):
+    path = _claims_file(tmp_path, RETNET_CLAIM + "negative")
+    [outcome] = claims.check(path, tmp_path)
+    assert outcome.failure is None and "−0.1074 ± 0.01334 (n = 3)" in outcome.line().replace("-", "−")
+
+
+def test_a_flipped_claim_fails_with_its_value_se_and_n(tmp_path, capsys):
+    path = _claims_file(tmp_path, RETNET_CLAIM + "positive")
+    [outcome] = claims.check(path, tmp_path)
+    assert outcome.failure is not None
+    line = outcome.line()
+    assert line.startswith("FAIL") and "-0.1074" in line and "0.01334" in line and "n = 3" in line
+    assert "negative, not positive" in line
+    with pytest.raises(SystemExit) as stop:  # the command says so and exits 1
+        main(["claims", str(path), "--root", str(tmp_path)])
+    assert stop.value.code == 1
+    out = capsys.readouterr().out
+    assert "0 of 1 claims hold" in out and "FAIL" in out
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ("neither", "negative, not neither"),
+    ("above, than: ['" + str(RETNET.parent / "d_key=16") + "/seed*']", "not above"),
+])
+def test_each_kind_of_claim_fails_when_the_runs_disagree(tmp_path, change, reason):
+    [outcome] = claims.check(_claims_file(tmp_path, RETNET_CLAIM + change), tmp_path)
+    assert outcome.failure is not None and reason in outcome.line()
+
+
+def test_a_number_written_otherwise_than_the_runs_give_fails(tmp_path):
+    path = _claims_file(tmp_path, RETNET_CLAIM.replace("−0.107", "−0.117") + "negative",
+                        doc="RetNet keeps the last pairs (−0.117 ± 0.013)")
+    [outcome] = claims.check(path, tmp_path)
+    assert "the sentence writes −0.117, the runs give -0.107422" in outcome.failure
+
+
+def test_a_sentence_the_doc_no_longer_has_fails(tmp_path):
+    path = _claims_file(tmp_path, RETNET_CLAIM + "negative", doc="RetNet keeps the first pairs")
+    [outcome] = claims.check(path, tmp_path)
+    assert "the doc no longer says this" in outcome.failure
+
+
+def test_a_generated_table_the_doc_does_not_hold_as_written_fails(tmp_path):
+    path = _claims_file(tmp_path, RETNET_CLAIM + "negative")
+    (path.parent / "table.md").write_text("| a | b |\n|---|---|\n| 1 | 2 |\n")
+    path.write_text("tables: [table.md]\n" + path.read_text())
+    outcomes = claims.check(path, tmp_path)
+    assert "does not hold it as written" in outcomes[0].failure
+    (tmp_path / "docs" / "page.md").write_text((tmp_path / "docs" / "page.md").read_text() + "| a | b |\n|---|---|\n"
+                                               "| 1 | 2 |\n")
+    assert not claims.failures(claims.check(path, tmp_path))
+
+
+def test_sums_and_ranges_of_wall_time_read_each_runs_state(tmp_path):
+    seconds = [4.0 * 60, 5.0 * 60, 9.0 * 60]
+    for seed, value in enumerate(seconds):
+        logs = tmp_path / "results" / "study" / f"seed{seed}" / "logs"
+        logs.mkdir(parents=True)
+        (logs / "state.json").write_text(f'{{"state": "exited", "exit_code": 0, "seconds": {value}}}')
+    path = _claims_file(tmp_path, "says: 'took 4 to 9 min, 18 min in all', of: 'seed*', key: seconds, "
+                                  "file: logs/state.json, unit: min, stat: range, is: value, value: '4 to 9'",
+                        doc="took 4 to 9 min, 18 min in all")
+    assert not claims.failures(claims.check(path, tmp_path))
+    path.write_text(path.read_text().replace("stat: range", "stat: sum").replace("'4 to 9'", "'18'"))
+    assert not claims.failures(claims.check(path, tmp_path))
+    (tmp_path / "docs" / "page.md").write_text("took 4 to 9 min, 19 min in all")
+    path.write_text(path.read_text().replace("18", "19"))
+    assert "the sentence writes 19, the runs give 18" in claims.check(path, tmp_path)[0].failure
+
+
+@pytest.mark.parametrize(("claim", "message"), [
+    ("says: x, of: 'seed*', key: k", "claim 1: missing is"),
+    ("says: x, of: 'seed*', key: k, is: big", "is='big' is not one of positive, negative, neither"),
+    ("says: x, of: 'seed*', key: k, is: positive, colour: red", "unknown colour"),
+    ("says: x, of: 'seed*', key: k, is: above", "is='above' needs than"),
+    ("says: x, of: 'seed*', key: k, is: positive, stat: sum", "it takes is: value"),
+    ("says: x, of: 'nothing*', key: k, is: positive", "of='nothing*' matches no run folder"),
+    (f"says: x, of: '{RETNET}/seed*', key: no_such_key, is: positive", "key='no_such_key' is not in"),
+])
+def test_a_malformed_claim_is_refused_in_one_line_naming_the_file_and_claim(tmp_path, claim, message):
+    path = _claims_file(tmp_path, claim)
+    with pytest.raises(UsageError, match="claim 1") as error:
+        claims.check(path, tmp_path)
+    assert message in str(error.value) and str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_claims_file_that_is_not_yaml_or_no_claims_is_refused(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text("doc: [unclosed\n")
+    with pytest.raises(UsageError, match=r"cannot be read: .*\(line 2, column 1\)"):
+        claims.check(path, tmp_path)
+    path.write_text("doc: docs/page.md\n")
+    with pytest.raises(UsageError, match="needs doc: .* and claims: "):
+        claims.check(path, tmp_path)
+    with pytest.raises(UsageError, match="has no results/\\*\\*/claims.yaml"):
+        claims.find(tmp_path)

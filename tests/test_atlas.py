@@ -9,6 +9,7 @@ import re
 import shutil
 import time
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import yaml
@@ -19,7 +20,7 @@ from primacy.cli import main
 from primacy.cli.lightning import parse_run
 from primacy.errors import UsageError
 from primacy.testing import NO_FIGURES, tiny_settings
-from primacy.workflows import atlas, launchers
+from primacy.workflows import atlas, launchers, tables
 from primacy.workflows.atlas import Planner, RowState, draw, extrapolation_of, search, seeds_accuracy, slowest_first
 from primacy.workflows.atlas_files import ATLASES, read_atlas
 from primacy.workflows.reproduce import Status
@@ -168,11 +169,12 @@ def test_a_search_stops_after_logarithmically_many_pilots():
         assert found.chosen in (edge, edge + 1)
 
 
-def test_the_planner_trains_the_pilot_then_the_seeds_then_tests_at_2L_and_draws(tmp_path, monkeypatch):
+def test_the_planner_trains_the_pilot_then_the_seeds_then_tests_at_2L_and_draws(tmp_path, monkeypatch, capsys):
     """Replayed from the files at each step (the runs here run in-process, as the launcher's subprocesses would):
     the middle value's pilot is seed 0 of the chosen value; the table's numbers are the seeds' own."""
     monkeypatch.setattr(figures, "FORMATS", ("png",))
-    spec = read_atlas(write_atlas(tmp_path, [S4D_ROW]))
+    path = write_atlas(tmp_path, [S4D_ROW])
+    spec = read_atlas(path)
     out = tmp_path / "out"
     planner = Planner(spec, "cpu", 2, out, NO_FIGURES, parse_run, extrapolate=True)  # the atlas draws its own
     [state] = planner.rows()
@@ -216,10 +218,53 @@ def test_the_planner_trains_the_pilot_then_the_seeds_then_tests_at_2L_and_draws(
     assert kept == {"results kept, checkpoints removed"}
     draw(planner, [state])
     assert (out / "atlas.md").read_text().splitlines() == table
+    written = {name: tables.columns_of(out / name) for name in ("atlas.md", "atlas.csv")}
+    assert written == atlas.table_columns(spec, True), "what the command checks before it draws is what draw writes"
+    _draw_only_and_refuse_to_lose_columns(tmp_path, path, out, table, monkeypatch, capsys)
     shutil.rmtree(chosen / "seed1" / "extrapolate")  # a test at 2L never made: nothing is left to make it from
     [state] = planner.rows()
     test = state.runs[next(run for run in state.runs if run.label == "S4D/n_items=4/seed1/extrapolate")]
     assert state.done and test.state == "failed" and test.detail.startswith("no model to test") and not test.args
+
+
+def _draw_only_and_refuse_to_lose_columns(tmp_path, path, out, table, monkeypatch, capsys):
+    """The command over the finished atlas: --draw draws it again and launches nothing, and draws the rows that are
+    done beside a line for one that is not; without --extrapolate (a table without the 2L columns) it is refused, and
+    the table drawn with them is left as it was. The figures are built, not saved (the draws above save them)."""
+    monkeypatch.setattr(launchers, "run_local", lambda *args, **kwargs: pytest.fail("--draw launched runs"))
+    monkeypatch.setattr(figures, "save", lambda fig, *_, **__: plt.close(fig) or [])
+    command = ["atlas", str(path), "--seeds", "2", "--out", str(out), *NO_FIGURES]
+    capsys.readouterr()
+    main([*command, "--extrapolate", "--draw"])
+    assert capsys.readouterr().out.splitlines() == [f"wrote {out / 'atlas.csv'}", f"wrote {out / 'atlas.md'}"]
+    assert (out / "atlas.md").read_text().splitlines() == table
+    drawn = {name: (out / name).read_bytes() for name in ("atlas.md", "atlas.csv", "atlas.png")}
+    for args in ([], ["--draw"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, *args])
+        err = capsys.readouterr().err.strip()
+        assert exit_info.value.code == 2 and err == (
+            f"primacy: error: {out / 'atlas.md'} has the columns overall accuracy 2L, primacy index 2L, early minus "
+            "late 2L, which this command would not write (drawing would lose them): add --extrapolate, as the table "
+            "was drawn with it, or give another --out"), err
+        assert {name: (out / name).read_bytes() for name in drawn} == drawn
+    (tmp_path / "two").mkdir()
+    two = write_atlas(tmp_path / "two", [S4D_ROW, {**S4D_ROW, "label": "Wider"}])  # a row not trained yet
+    main(["atlas", str(two), "--seeds", "2", "--out", str(out), "--extrapolate", "--draw", *NO_FIGURES])
+    assert capsys.readouterr().out.splitlines()[-2:] == ["  not drawn (1 missing): Wider: n_items 4: …; searching",
+                                                        "drew 1 of 2 rows; leave out --draw to train the others"]
+    assert [row["row"] for row in csv.DictReader((out / "atlas.csv").open())] == ["S4D"]
+
+
+def test_draw_only_refuses_where_nothing_is_done(tmp_path, capsys):
+    path = write_atlas(tmp_path, [S4D_ROW])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["atlas", str(path), "--out", str(tmp_path / "out"), "--draw"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err == (
+        f"primacy: error: --draw: no row of atlas tiny is done in {tmp_path / 'out'} (1 missing): leave out --draw to "
+        "train them, or check --out, --scale and --seeds"), err
+    assert not (tmp_path / "out").exists()
 
 
 def test_primacy_atlas_searches_launches_the_seeds_as_the_pilot_ends_and_draws(tmp_path, capsys, monkeypatch):
@@ -345,7 +390,8 @@ def test_bad_options_are_one_line(tmp_path, capsys):
                           (["--rows", "LSTM"], "rows=['LSTM'] are not rows of tiny: choose from S4D"),
                           (["--seeds", "0"], "seeds=0"),
                           (["--trainer.default_root_dir", "x"], "set by primacy atlas for each run"),
-                          (["--data.init_args.n_itemz", "3"], "did you mean --data.init_args.n_items")):
+                          (["--data.init_args.n_itemz", "3"], "did you mean --data.init_args.n_items"),
+                          (["--draw"], "--draw and --status are two modes")):
         with pytest.raises(SystemExit):
             main(["atlas", str(path), "--out", str(tmp_path / "out"), "--status", *args])
         err = capsys.readouterr().err.strip()

@@ -161,6 +161,45 @@ def test_the_fig3_page_and_table_from_every_panel(tmp_path, monkeypatch):
     assert markdown[-1] == "† differs from panel B by more than 2 SE of the difference."
 
 
+def test_draw_only_draws_the_runs_that_are_done_and_never_over_a_table_it_would_lose_columns_of(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """--draw draws the panels whose runs are done (panel B's, results kept as published), lists the runs that are not
+    and launches nothing; over a table with another column (by another version of primacy) it refuses, with or without
+    --draw, and leaves it as it was; where nothing is done it refuses too."""
+    monkeypatch.setattr(launchers, "run_local", lambda *args, **kwargs: pytest.fail("--draw launched runs"))
+    pages_only(monkeypatch)
+    monkeypatch.setattr(figures, "save", lambda fig, *_, **__: plt.close(fig) or [])  # the fig3 test saves the page
+    out = tmp_path / "out"
+    fake_run(out / "fig3b-hippo-legs-L32" / "seed0", 32, 0, 0.75, np.array([[0.001, 0.01], [0.002, 0.02]]))
+    command = ["reproduce", "fig3", "--panels", "B", "H", "--seeds", "1", "--out", str(out)]
+    main([*command, "--draw"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"wrote {out / 'fig3.csv'}", f"wrote {out / 'fig3.md'}"]
+    assert lines[2].split()[:2] == ["fig3h-lstm-L32/seed0", "missing"]
+    assert lines[-1] == "drew 1 of 2 runs; leave out --draw to train the others"
+    assert [row["panel"] for row in _csv(out / "fig3.csv")] == ["B"]
+
+    table = out / "fig3.md"
+    table.write_text(table.read_text().replace("| panel |", "| panel | note |", 1))
+    drawn = {path: path.read_bytes() for path in (table, out / "fig3.csv")}
+    for args in (["--draw"], []):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, *args])
+        err = capsys.readouterr().err.strip()
+        assert exit_info.value.code == 2 and err == (
+            f"primacy: error: {table} has the columns note, which this command would not write (drawing would lose "
+            "them): give another --out, or move the table away to draw it anew"), err
+        assert {path: path.read_bytes() for path in drawn} == drawn and not (out / "fig3h-lstm-L32").exists()
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reproduce", "fig3", "--panels", "H", "--seeds", "1", "--out", str(tmp_path / "empty"), "--draw"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err == (
+        f"primacy: error: --draw: no run of fig3 is done in {tmp_path / 'empty'} (1 missing): leave out --draw to "
+        "train them, or check --out, --scale and --panels"), err
+    assert not (tmp_path / "empty").exists()
+
+
 def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     def row(panel, mean, se):
         empty = {f"dt_{when}_{part}": None for when in ("initial", "final")
@@ -626,6 +665,8 @@ def test_slurm_launcher_without_slurm_is_one_line(tmp_path, monkeypatch, capsys)
     (["fig3", "--wait"], "--wait is for --launcher slurm"),
     (["fig3", "--launcher", "slurm", "--jobs", "4"], "jobs=4 is for --launcher local"),
     (["fig3", "--launcher", "slurm", "--slurm.time", "0"], "slurm.time=0 is invalid"),
+    (["fig3", "--draw", "--status"], "--draw and --status are two modes"),
+    (["fig3", "--draw", "--jobs", "2"], "--draw launches nothing: leave out --launcher and --jobs"),
 ])
 def test_bad_reproduce_arguments_are_one_line(args, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -1,7 +1,9 @@
 """`primacy atlas [ATLAS]`: every backbone at matched difficulty. For each row of the atlas, a search over one knob
 finds where the test accuracy falls inside a band; seeds are trained there, on this machine or as SLURM array jobs,
 then every row's serial-position and query-position curves and indices are drawn and tabulated side by side.
-Repeat the command until the atlas is complete: finished runs are skipped, the searches go on where they stopped."""
+Repeat the command until the atlas is complete: finished runs are skipped, the searches go on where they stopped.
+--draw draws the rows that are done and lists the others, training nothing. A table is never drawn over one with
+columns it would lose (one drawn with --extrapolate, say): the command refuses before it starts."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from primacy.checks import positive, writable_directory
 from primacy.cli.launching import (
     add_launcher_options,
+    check_draw,
     check_launcher,
     check_overrides,
     print_status,
@@ -19,12 +22,13 @@ from primacy.cli.launching import (
 )
 from primacy.cli.lightning import parse_run
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw, slowest_first
+from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw, slowest_first, table_columns
 from primacy.workflows.atlas_cost import Estimate, ToGo, estimate, parts, to_go
-from primacy.workflows.atlas_files import ATLASES, read_atlas, valid_band
+from primacy.workflows.atlas_files import ATLASES, AtlasSpec, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob, run_seconds
 from primacy.workflows.pages import SCALES
 from primacy.workflows.reproduce import count_states, process_count
+from primacy.workflows.tables import keep_columns, lost_columns
 
 
 def _parser() -> ArgumentParser:
@@ -42,6 +46,9 @@ def _parser() -> ArgumentParser:
                         help="also test every chosen model at twice its list length (2L)")
     parser.add_argument("--rows", nargs="+", metavar="ROW", help="only these rows (their labels)")
     parser.add_argument("--out", help="directory of the runs, table and figure (default runs/atlas-ATLAS-SCALE)")
+    parser.add_argument("--draw", action="store_true", help="only draw: the table and figure of the rows that are "
+                        "done (with --extrapolate as the table was drawn), a line for each row that is not; nothing "
+                        "is trained or tested")
     add_launcher_options(parser)
     return parser
 
@@ -51,11 +58,14 @@ def command(args: list[str]) -> None:
     options, overrides = _parser().parse_known_args(args)
     check_overrides(overrides, "primacy atlas")
     positive(seeds=options.seeds, jobs=options.jobs)
+    check_draw(options)
     check_launcher(options)
     if options.band is not None and not valid_band(tuple(options.band)):
         raise UsageError(f"band={options.band} is invalid: give LOW HIGH with 0 <= LOW < HIGH <= 1")
     spec = read_atlas(options.atlas).select(options.rows)
     out = Path(options.out or f"runs/atlas-{spec.name}-{options.scale}")
+    if not options.status:
+        _keep_tables(spec, out, options.extrapolate)
     planner = Planner(spec, options.scale, options.seeds, out, overrides, parse_run,
                       tuple(options.band) if options.band else None, options.extrapolate)
     states = planner.rows()
@@ -63,6 +73,9 @@ def command(args: list[str]) -> None:
         _print(planner, states, options.jobs)
         return
     writable_directory("out", out)
+    if options.draw:
+        _draw_done(planner, states)
+        return
     launched: dict[str, AtlasRun] = {}  # by directory, started by this command: one that fails is not started again
     todo = _todo(states, launched)
     if todo:
@@ -91,12 +104,47 @@ def command(args: list[str]) -> None:
               "see the logs of failed runs, wait for running or queued ones, then run the same command again",
               file=sys.stderr)
         raise SystemExit(1)
+    _failed_tests(states)
+    for path in draw(planner, states):
+        print(f"wrote {path}")
+
+
+def _keep_tables(spec: AtlasSpec, out: Path, extrapolate: bool) -> None:
+    """Refuses, before anything is trained or written, to draw over a table that has columns this command's would
+    not: the 2L ones of a table drawn with --extrapolate, or another metric's."""
+    for name, columns in table_columns(spec, extrapolate).items():
+        path = out / name
+        advice = []
+        if not extrapolate and all("2L" in column for column in lost_columns(path, columns)):
+            advice = ["add --extrapolate, as the table was drawn with it, or give another --out"]
+        keep_columns(path, columns, *advice)
+
+
+def _draw_done(planner: Planner, states: list[RowState]) -> None:
+    """--draw: the rows that are done drawn, a line for each of the others; refused when no row is done."""
+    done = [state for state in states if state.done]
+    if not done:
+        counts = count_states([s for state in states for s in state.runs.values()])
+        raise UsageError(f"--draw: no row of atlas {planner.spec.name} is done in {planner.out} "
+                         f"({', '.join(f'{n} {s}' for s, n in counts.items()) or 'no runs'}): leave out --draw to "
+                         "train them, or check --out, --scale and --seeds")
+    _failed_tests(done)
+    for path in draw(planner, done):
+        print(f"wrote {path}")
+    for state in states:
+        if not state.done:
+            counts = count_states([s for s in state.runs.values() if s.state != "done"])
+            print(f"  not drawn ({', '.join(f'{n} {s}' for s, n in counts.items())}): "
+                  f"{state.line(state.row.scale_values(planner.scale), planner.band)}")
+    if len(done) < len(states):
+        print(f"drew {len(done)} of {len(states)} rows; leave out --draw to train the others")
+
+
+def _failed_tests(states: list[RowState]) -> None:
     for state in states:
         for run, status in state.runs.items():
             if run.test and status.state == "failed":
                 print(f"  {run.label}: failed ({status.detail}); the table leaves its row's 2L columns empty")
-    for path in draw(planner, states):
-        print(f"wrote {path}")
 
 
 def _todo(states: list[RowState], launched: dict[str, AtlasRun]) -> list[tuple[RunJob, AtlasRun]]:

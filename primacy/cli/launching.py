@@ -53,6 +53,14 @@ def check_launcher(options: Any, defaults: SlurmOptions = SlurmOptions()) -> Non
             raise UsageError(f"--slurm.{changed[0]} is for --launcher slurm: add --launcher slurm, or leave it out")
 
 
+def check_draw(options: Any) -> None:
+    """--draw launches nothing: refuses --status beside it (another mode) and the launcher options it would ignore."""
+    if options.draw and options.status:
+        raise UsageError("--draw and --status are two modes (draw what is done; list every run): give one of them")
+    if options.draw and (options.launcher != "local" or options.jobs != 1):
+        raise UsageError("--draw launches nothing: leave out --launcher and --jobs, or --draw to train the runs")
+
+
 def slurm_options(options: Any) -> SlurmOptions:
     return SlurmOptions(**{name: getattr(options, f"slurm_{name}") for name in SlurmOptions.__dataclass_fields__})
 

@@ -1,14 +1,19 @@
 """`primacy reproduce FIGURE`: every run of a paper figure (panels x seeds), on this machine or as a SLURM array job,
 then each panel's aggregate and the figure in the paper's layout. Repeat the command until the figure is complete:
-finished runs are skipped, interrupted ones resume from their checkpoint."""
+finished runs are skipped, interrupted ones resume from their checkpoint. --draw draws the panels' runs that are done
+and lists the others, training nothing. A table whose columns are known before the runs (every figure's but the
+weights, humans and hybrids pages' and a figure file's) is never drawn over one with columns it would lose: the
+command refuses before it starts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from primacy.checks import positive, writable_directory
 from primacy.cli.launching import (
     add_launcher_options,
+    check_draw,
     check_launcher,
     check_overrides,
     launch,
@@ -16,9 +21,20 @@ from primacy.cli.launching import (
     stop_unless_done,
 )
 from primacy.cli.lightning import parse_run
-from primacy.errors import ArgumentParser
-from primacy.workflows.pages import FIGURES, SCALES
-from primacy.workflows.reproduce import count_states, draw, figure, plan, process_count, status
+from primacy.errors import ArgumentParser, UsageError
+from primacy.workflows.pages import FIGURES, SCALES, FigureSpec
+from primacy.workflows.reproduce import (
+    Run,
+    Status,
+    count_states,
+    draw,
+    figure,
+    plan,
+    process_count,
+    status,
+    table_columns,
+)
+from primacy.workflows.tables import keep_columns
 
 
 def _parser() -> ArgumentParser:
@@ -31,6 +47,8 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--out", help="directory of the runs and figures (default runs/FIGURE-SCALE)")
     parser.add_argument("--panels", nargs="+", metavar="PANEL",
                         help="only these panels (their labels, e.g. A C, or config names)")
+    parser.add_argument("--draw", action="store_true", help="only draw: the figure and table of the runs that are done "
+                        "(a panel with none left out), a line for each run that is not; nothing is trained or tested")
     add_launcher_options(parser)
     return parser
 
@@ -40,15 +58,22 @@ def command(args: list[str]) -> None:
     options, overrides = _parser().parse_known_args(args)
     check_overrides(overrides, "primacy reproduce")
     positive(seeds=options.seeds, jobs=options.jobs)
+    check_draw(options)
     check_launcher(options)
     spec = figure(options.figure).select(options.panels)
     out = Path(options.out or f"runs/{spec.name}-{options.scale}")
+    if not options.status:  # before anything is trained or written
+        for name, columns in table_columns(spec).items():
+            keep_columns(out / name, columns)
     runs, configs = plan(spec, options.scale, options.seeds, out, overrides, parse_run)
     statuses = {run: status(run, configs[run.panel]) for run in runs}
     if options.status:
         print_status(statuses)
         return
     writable_directory("out", out)
+    if options.draw:
+        _draw_done(spec, options.scale, out, statuses)
+        return
     todo = [run for run in runs if statuses[run].args]
     if todo:
         print(f"{spec.name}: {len(runs) - len(todo)} of {len(runs)} runs need nothing; running {len(todo)} "
@@ -61,3 +86,20 @@ def command(args: list[str]) -> None:
     stop_unless_done(statuses, f"primacy reproduce: {spec.name} is", "runs")
     for path in draw(spec, options.scale, out, runs):
         print(f"wrote {path}")
+
+
+def _draw_done(spec: FigureSpec, scale: str, out: Path, statuses: dict[Run, Status]) -> None:
+    """--draw: the figure of the runs that are done, without the panels that have none, then a line for each run that
+    is not; refused when none is done."""
+    done = [run for run, s in statuses.items() if s.state == "done"]
+    if not done:
+        counts = ", ".join(f"{n} {state}" for state, n in count_states(list(statuses.values())).items())
+        raise UsageError(f"--draw: no run of {spec.name} is done in {out} ({counts}): leave out --draw to train them, "
+                         "or check --out, --scale and --panels")
+    drawn = replace(spec, panels=tuple(p for p in spec.panels if any(run.panel == p.config(scale) for run in done)))
+    for path in draw(drawn, scale, out, done):
+        print(f"wrote {path}")
+    unfinished = {run: s for run, s in statuses.items() if s.state != "done"}
+    if unfinished:
+        print_status(unfinished)
+        print(f"drew {len(done)} of {len(statuses)} runs; leave out --draw to train the others")

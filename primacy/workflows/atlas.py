@@ -50,7 +50,7 @@ from primacy.workflows.atlas_files import AtlasSpec, Row
 from primacy.workflows.atlas_search import Search, search, seeds_accuracy
 from primacy.workflows.pages import SCALES
 from primacy.workflows.reproduce import Run, Status, status
-from primacy.workflows.tables import rounded, table_cell
+from primacy.workflows.tables import markdown_columns, rounded, table_cell
 
 
 @dataclass(frozen=True)
@@ -326,6 +326,18 @@ def atlas_table(rows: list[dict[str, Any]], spec: AtlasSpec, band: tuple[float, 
               f"{spec.metric.replace('_', ' ')}. State: the real numbers the model keeps "
               "per sequence after the study list, all layers (Backbone.state_size)."]
     return "\n".join(lines) + "\n"
+
+
+def table_columns(spec: AtlasSpec, extrapolate: bool) -> dict[str, list[str]]:
+    """The columns of atlas.csv and atlas.md as ``draw`` writes them (with ``extrapolate``: the 2L ones), known before
+    any run is read, so that a command refuses to draw over a table it would lose columns of."""
+    extrapolated = (spec.metric, "primacy_index", "early_minus_late") if extrapolate else ()
+    measures = [f"{key}{se}" for key in (spec.metric, *INDEX_COLUMNS) for se in ("", "_se")]
+    columns = list(dict.fromkeys(["row", "knob", "value", "in_band", "seeds", "seeds_in_band",
+                                  f"{spec.metric}_seeds", "n_items", *measures, "state_floats",
+                                  *(f"{key}_2L{se}" for key in extrapolated for se in ("", "_se"))]))
+    blank = {**dict.fromkeys(columns, 0), "row": "", "in_band": True}  # a row of zeros: atlas_table's own header
+    return {"atlas.md": markdown_columns(atlas_table([blank], spec, spec.band)), "atlas.csv": columns}
 
 
 def _state_floats(config: Any, n_items: int) -> int | None:

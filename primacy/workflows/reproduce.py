@@ -15,6 +15,7 @@ from primacy.rundir.resume import other_budget
 from primacy.workflows import figure_files, launchers, pages
 from primacy.workflows.launchers import state_file
 from primacy.workflows.pages import FIGURES, FigureSpec
+from primacy.workflows.tables import emergence_table, markdown_columns, markdown_table
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # the repository's configs/ (an editable install)
 STATES = ("done", "running", "queued", "stopped", "failed", "missing")
@@ -64,6 +65,17 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
     if spec.layout == figure_files.AGGREGATES:
         return figure_files.draw_aggregates(spec, scale, out, runs)
     return pages.draw(spec, scale, out, runs)
+
+
+def table_columns(spec: FigureSpec) -> dict[str, list[str]]:
+    """The columns of the figure's markdown table where ``draw`` knows them before reading the runs: a paper figure's
+    (the weights page's, a figure file's and the humans page's tables have a column per layer or per number of the
+    runs' results)."""
+    tables = {"heatmaps": markdown_table, "dt": markdown_table, "probes": markdown_table,
+              "emergence": lambda rows, reference: emergence_table(rows)}
+    if spec.layout not in tables:
+        return {}
+    return {f"{spec.name}.md": markdown_columns(tables[spec.layout]([], None))}
 
 
 def config_dir(scale: str) -> Path:

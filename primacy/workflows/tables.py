@@ -1,14 +1,18 @@
 """The tables `primacy reproduce` writes beside its figures, for docs: mean ± SE over seeds, marked where a panel
-differs from the figure's reference panel by more than two standard errors of the difference."""
+differs from the figure's reference panel by more than two standard errors of the difference; and the check that a
+table is never drawn over one with columns it would lose."""
 
 from __future__ import annotations
 
+import csv
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from primacy.analysis.behaviour.comparison import mean_and_se
+from primacy.errors import UsageError
 
 DT_QUANTILES = (0.05, 0.5, 0.95)
 SMALL_DT = 0.03  # the paper: after training, Δt concentrates at or below about this
@@ -116,3 +120,34 @@ def emergence_table(rows: list[dict[str, Any]]) -> str:
         lines.append("| " + " | ".join([str(panel), str(len(seeds)), *cells]) + " |")
     return "\n".join(lines) + "\n"
 
+
+def columns_of(path: Path) -> list[str]:
+    """The columns of a table primacy wrote: a .csv's header, a .md table's first line; none without the file."""
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as f:
+        if path.suffix == ".csv":
+            return next(csv.reader(f), [])
+        return markdown_columns(f.readline())
+
+
+def markdown_columns(text: str) -> list[str]:
+    """The cells of a markdown table's header, the first line of ``text`` ("| a | b |"); none when it is not one."""
+    line = text.split("\n", 1)[0].strip()
+    return [cell.strip() for cell in line.strip("|").split("|")] if line.startswith("|") else []
+
+
+def lost_columns(path: Path, columns: list[str]) -> list[str]:
+    """The columns of the table at ``path`` that a table of ``columns`` drawn over it would lose; none without one (a
+    table that gains columns loses nothing)."""
+    return [column for column in columns_of(path) if column not in columns]
+
+
+def keep_columns(path: Path, columns: list[str], advice: str = "give another --out, or move the table away to draw "
+                 "it anew") -> None:
+    """Refuses, in one line naming the columns, to draw a table of ``columns`` over the one at ``path`` when that one
+    has columns the new one would not (``lost_columns``); called before anything is trained or written."""
+    lost = lost_columns(path, columns)
+    if lost:
+        raise UsageError(f"{path} has the columns {', '.join(lost)}, which this command would not write (drawing "
+                         f"would lose them): {advice}")

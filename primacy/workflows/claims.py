@@ -8,15 +8,15 @@ tables: [atlas.md]                 # generated files the doc holds as written (f
 claims:
   - says: "**RetNet keeps the last pairs** (early − late −0.107 ± 0.013"   # the doc's words, line breaks aside
     of: RetNet/d_key=8/seed*       # the runs: folders (a glob or a list of them) from this file's folder
-    key: early_minus_late          # in each run's results/summary.json (``file`` for another; dots index lists)
+    key: early_minus_late          # of each run's results/summary.json (``file``: another; .3 indexes, .0:8 averages)
     is: negative                   # positive, negative, neither; above, below, same (with ``than``); value
     value: "−0.107 ± 0.013"        # how ``says`` writes the estimate: it must round to it
 ```
 
 ``is`` applies the one rule of ``primacy.analysis.evidence`` to the runs' mean ± SE (``above``/``below``/``same``:
 to its difference with each group in ``than``, a list of run globs, or of ``{of, key, file}``). ``value`` checks the
-numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A–B" the smallest and the largest
-value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``, and ``unit``
+numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" (or "A–B") the smallest and
+the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``, and ``unit``
 (``min``, ``h``) divides seconds. ``n`` states how many runs there must be. A file that cannot be read as such is a
 one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure, reported
 with its value, SE and n.
@@ -159,7 +159,9 @@ def _judge(claim: dict, folder: Path) -> tuple[str, str | None]:
 
 def _word_failure(kind: str, said: str | None, estimate: Estimate) -> str:
     if said is None:
-        return f"one run has no SE: nothing may be said of it (claimed {kind})"
+        if estimate.n == 1:
+            return f"one run has no SE: nothing may be said of it (claimed {kind})"
+        return f"the runs do not define it (mean {estimate.mean}, SE {estimate.se}; claimed {kind})"
     rule = "|mean| < 2 SE" if kind == "neither" else "|mean| >= 2 SE"
     return f"{said}, not {kind} (needs {rule}: |{estimate.mean:.4g}| against 2 × {estimate.se:.4g})"
 

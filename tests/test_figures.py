@@ -143,6 +143,24 @@ def test_every_format_of_a_save_shows_the_page_the_first_ones_layout_gave_and_is
     assert positions[0] == positions[1]
 
 
+def atlas_panels(fig) -> tuple[list, dict]:
+    """The atlas page's curve panels (their x label names the position) and its index panels by title."""
+    curves = [ax for ax in fig.axes if ax.get_xlabel().endswith("position")]
+    return curves, {ax.get_title(): ax for ax in fig.axes if ax not in curves}
+
+
+def index_dots(ax) -> dict[int, float]:
+    """An index panel's dots drawn on its scale, by row (top 0): the value of each."""
+    return {int(line.get_ydata()[0]): line.get_xdata()[0] for line in ax.lines
+            if line.get_marker() in figures.atlas.MARKERS}
+
+
+def atlas_row(label, backbone, seeds, **indices):
+    curve = (np.array([0.8, 0.7, 0.75]), np.full(3, 0.01))
+    return figures.atlas.AtlasCurves(label, curve, curve, {key: indices.get(key, (0.01, 0.005))
+                                                           for key in figures.atlas.INDICES}, backbone, seeds)
+
+
 def test_the_atlas_page_shows_each_rows_indices_and_leaves_an_undefined_one_blank():
     """A list of 2 has no middle, so its primacy and recency indices are None (the table's "—"): no dot, no error."""
     curve = (np.array([0.4, 0.3]), np.array([0.01, 0.02]))
@@ -153,10 +171,9 @@ def test_the_atlas_page_shows_each_rows_indices_and_leaves_an_undefined_one_blan
                                                                   "early_query_decay": (0.29, 0.01)})]
     fig = figures.atlas.atlas_page(rows, "title")
     try:
-        panels = {ax.get_title(): ax for ax in fig.axes}
-        for key, expected in (("primacy index", [0.25, np.nan]), ("early minus late", [0.25, 0.35])):
-            dots = [line.get_xdata()[0] for line in panels[key].lines if line.get_marker() == "o"]
-            np.testing.assert_array_equal(dots, expected)
+        _, panels = atlas_panels(fig)
+        assert index_dots(panels["primacy index"]) == {0: 0.25}
+        assert index_dots(panels["early minus late"]) == {0: 0.25, 1: 0.35}
     finally:
         plt.close(fig)
 
@@ -166,14 +183,82 @@ def test_the_atlas_page_leaves_out_a_panel_that_would_repeat_another_or_stay_emp
     its early query decay is undefined in every row, so those two panels go; a row whose curves differ keeps both."""
     study, query = (np.array([0.9, 0.5, 0.8]), np.full(3, 0.01)), (np.array([0.9, 0.7, 0.6]), np.full(3, 0.01))
     undefined = {**{key: (0.1, 0.01) for key in figures.atlas.INDICES}, "early_query_decay": (None, None)}
-    titles = {}
+    shown = {}
     for name, rows in (("diagonal", [figures.atlas.AtlasCurves("copy", study, study, undefined)]),
                        ("recall", [figures.atlas.AtlasCurves("copy", study, study, undefined),
                                    figures.atlas.AtlasCurves("recall", study, query, {
                                        key: (0.1, 0.01) for key in figures.atlas.INDICES})])):
         fig = figures.atlas.atlas_page(rows, "title")
-        titles[name] = [ax.get_title() for ax in fig.axes]
+        curves, indices = atlas_panels(fig)
+        shown[name] = [ax.get_xlabel() for ax in curves], list(indices)
         plt.close(fig)
-    assert titles["diagonal"] == ["accuracy by study position", "primacy index", "recency index", "early minus late"]
-    assert titles["recall"] == ["accuracy by study position", "accuracy by query position", "primacy index",
-                                "recency index", "early minus late", "early query decay"]
+    assert shown["diagonal"] == (["study position"], ["primacy index", "recency index", "early minus late"])
+    assert shown["recall"] == (["study position", "query position"],
+                               ["primacy index", "recency index", "early minus late", "early query decay"])
+
+
+def test_the_atlas_page_draws_a_row_outside_the_band_dashed_with_its_accuracy_and_counts_the_rows_inside():
+    """Every seed inside the band: a solid line under the row's own label. No seed inside: dashed, hollow markers,
+    its mean accuracy and side in its label (MQAR's S4 at 0.38 must not read as a row at matched difficulty). Some
+    seeds inside: solid, with its accuracy and how many. The title counts each kind."""
+    rows = [atlas_row("S4D", "S4DBackbone", (0.75, 0.74, 0.76)), atlas_row("S4", "S4Backbone", (0.39, 0.37, 0.38)),
+            atlas_row("GLA", "GLABackbone", (0.855, 0.766, 0.832)),
+            atlas_row("Window", "TransformerBackbone", (1.0, 0.669, 0.999))]
+    fig = figures.atlas.atlas_page(rows, "MQAR", band=(0.70, 0.80), metric="overall accuracy")
+    try:
+        curves, _ = atlas_panels(fig)
+        lines = {line.get_label(): line for ax in curves for line in ax.lines}
+        assert set(lines) == {"S4D", "S4 — 0.38, below band", "GLA — 0.82, 1/3 in band",
+                              "Window — 0.89, none in band"}
+        assert {label: line.get_linestyle() for label, line in lines.items()} == {
+            "S4D": "-", "S4 — 0.38, below band": "--", "GLA — 0.82, 1/3 in band": "-",
+            "Window — 0.89, none in band": "--"}
+        assert lines["S4 — 0.38, below band"].get_markerfacecolor() == "white"
+        assert lines["S4D"].get_markerfacecolor() != "white"
+        assert fig._suptitle.get_text() == ("MQAR\n1 of 4 rows with every seed in the band (overall accuracy "
+                                            "0.70–0.80), 1 more with some; dashed, hollow: the 2 with none")
+    finally:
+        plt.close(fig)
+
+
+def test_the_atlas_page_groups_rows_by_family_in_a_panel_each():
+    """Thirteen lines in one panel tangle: each family of backbones has its own panel (one y scale for all), and the
+    index panels list the rows family by family."""
+    rows = [atlas_row("LSTM", "LSTMBackbone", ()), atlas_row("S4D", "S4DBackbone", ()),
+            atlas_row("GLA", "GLABackbone", ()), atlas_row("Mamba", "MambaBackbone", ())]
+    fig = figures.atlas.atlas_page(rows, "title")
+    try:
+        curves, indices = atlas_panels(fig)
+        assert [(ax.get_title(), [line.get_label() for line in ax.lines]) for ax in curves] == [
+            ("state space", ["S4D", "Mamba"]), ("recurrent", ["LSTM"]), ("linear recurrent", ["GLA"])]
+        assert len({ax.get_ylim() for ax in curves}) == 1
+        assert [tick.get_text() for tick in indices["primacy index"].get_yticklabels()] == ["S4D", "Mamba", "LSTM",
+                                                                                          "GLA"]
+    finally:
+        plt.close(fig)
+
+
+def test_an_atlas_index_axis_is_not_squashed_by_one_outlier_but_still_shows_every_value():
+    """The sliding window's early − late (−0.59) against the rest's few hundredths: the axis spans the rest, so a
+    difference of 0.03 with its SE stays readable, and the outlier is a triangle at the edge with its value. A row
+    with no seed in the band does not set the axis either; a spread the axis can hold (up to ``SPAN``) is kept whole."""
+    effects = [(0.03, 0.004), (-0.03, 0.005), (0.0, 0.003), (0.012, 0.008), (-0.047, 0.001), (0.071, 0.012),
+               (0.038, 0.004)]
+    rows = [atlas_row(f"row {i}", "RetNetBackbone", (0.75,), early_minus_late=effect)
+            for i, effect in enumerate(effects)]
+    rows += [atlas_row("window", "TransformerBackbone", (0.76,), early_minus_late=(-0.585, 0.048)),
+             atlas_row("S4", "S4Backbone", (0.38,), early_minus_late=(0.352, 0.008)),
+             atlas_row("SSM", "S4DBackbone", (0.74,), primacy_index=(0.27, 0.01)),
+             atlas_row("GLA", "GLABackbone", (0.72,), primacy_index=(-0.05, 0.01))]
+    fig = figures.atlas.atlas_page(rows, "title", band=(0.70, 0.80))
+    try:
+        _, panels = atlas_panels(fig)
+        lo, hi = panels["early minus late"].get_xlim()
+        assert lo <= -0.048 and hi >= 0.083  # every row in the band but the outlier, with its SE
+        assert hi - lo < 0.2  # a difference of 0.03 is a seventh of the axis or more, not a thirtieth
+        texts = [text.get_text() for text in panels["early minus late"].texts]
+        assert sorted(texts) == ["+0.35 ± 0.01", "−0.58 ± 0.05"]  # the window's, and S4's outside the band
+        lo, hi = panels["primacy index"].get_xlim()
+        assert lo <= -0.06 and hi >= 0.28 and not panels["primacy index"].texts
+    finally:
+        plt.close(fig)

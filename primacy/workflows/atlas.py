@@ -297,11 +297,12 @@ def draw(planner: Planner, states: list[RowState]) -> list[Path]:
             f"{state.row.label} ({state.row.knob_name} {first.value})",
             *(tuple(np.asarray(summary[key][part], dtype=float) for part in ("mean", "se"))
               for key in ("serial_position_curve", "query_position_curve")),
-            {key: (row[key], row[f"{key}_se"]) for key in INDEX_COLUMNS}))
+            {key: (row[key], row[f"{key}_se"]) for key in INDEX_COLUMNS},
+            str(config.model.init_args.backbone.class_path).rpartition(".")[2], tuple(metric["values"])))
     written = [files.write_csv(out / "atlas.csv", rows), files.write_text(out / "atlas.md", atlas_table(rows, spec,
                                                                                                        planner.band))]
-    band = f"{spec.metric.replace('_', ' ')} {planner.band[0]:.2f}–{planner.band[1]:.2f}"
-    return written + figures.save(figures.atlas.atlas_page(curves, f"{spec.title} ({band})"), out / "atlas")
+    page = figures.atlas.atlas_page(curves, spec.title, planner.band, spec.metric.replace("_", " "))
+    return written + figures.save(page, out / "atlas")
 
 
 def atlas_table(rows: list[dict[str, Any]], spec: AtlasSpec, band: tuple[float, float]) -> str:

@@ -112,7 +112,8 @@ FIGURES = {
         for n in (24, 16)
         for label, title, config in (("S4D", "S4D, HiPPO-LegS", "s4d-legs"), ("LSTM", "LSTM", "lstm"),
                                      ("Transformer", "Transformer", "transformer"))), "humans"),
-    "hybrids": FigureSpec("hybrids", "Free recall: how a window of recent positions trades primacy for recency", tuple(
+    "hybrids": FigureSpec("hybrids", "Free recall: S4D, and hybrids with a window of 2 or 8 recent positions, "
+                                    "beside people", tuple(
         _panel(f"{label} L{n}", f"{title}, L = {n}", f"free-recall-hybrid-{config}-L{n}",
                f"free-recall-hybrid-{config}-L{n}")
         for n in (24, 16)

@@ -15,8 +15,8 @@ from primacy.cli.console import KNOWN_WARNINGS
 from primacy.cli.lightning import TERMINAL_REFRESH_BATCHES, PrimacyCLI
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
-COMMANDS = ("fit", "validate", "test", "predict", "aggregate", "analyze", "atlas", "cmr_fit", "cmr_grid", "humans",
-            "kernels", "models", "reproduce")
+COMMANDS = ("fit", "validate", "test", "predict", "aggregate", "analyze", "atlas", "claims", "cmr_fit", "cmr_grid",
+            "humans", "kernels", "models", "reproduce")
 
 
 @pytest.fixture(autouse=True)

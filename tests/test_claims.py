@@ -157,3 +157,27 @@ def test_a_claims_file_that_is_not_yaml_or_no_claims_is_refused(tmp_path):
         claims.check(path, tmp_path)
     with pytest.raises(UsageError, match="has no results/\\*\\*/claims.yaml"):
         claims.find(tmp_path)
+
+
+def test_a_claim_reads_the_rows_of_a_table_that_holds_its_own_mean_se_and_count(tmp_path):
+    """People's curves come aggregated (curves.csv: mean, SE and members by position): a row names them."""
+    folder = tmp_path / "results" / "study" / "people"
+    folder.mkdir(parents=True)
+    (folder / "curves.csv").write_text("group,curve,x,mean,se,members\n" + "".join(
+        f"people,spc,{x},{mean},0.01,40\n" for x, mean in ((1, 0.56), (2, 0.45), (3, 0.42), (4, 0.96))))
+    table = "file: curves.csv, key: mean, of: people"
+    doc = "first 0.56, middle 0.42–0.45, last 0.96 and far above the middle"
+    path = _claims_file(tmp_path, f"says: '{doc}', {table}, where: {{curve: spc, x: 1}}, is: value, value: '0.56'",
+                        doc=doc)
+    assert not claims.failures(claims.check(path, tmp_path))
+    path.write_text(path.read_text().replace("x: 1}, is: value, value: '0.56'",
+                                             "x: [2, 3]}, stat: range, is: value, value: '0.42–0.45'"))
+    assert not claims.failures(claims.check(path, tmp_path))
+    last_above_middle = (f"says: '{doc}', {table}, where: {{x: 4}}, se: se, count: members, is: above, "
+                         "than: [{of: people, where: {x: 2}}]")
+    path.write_text(path.read_text().split("claims:")[0] + f"claims:\n  - {{{last_above_middle}}}\n")
+    [outcome] = claims.check(path, tmp_path)
+    assert outcome.failure is None and "+0.96 ± 0.01 (n = 40)" in outcome.line()
+    path.write_text(path.read_text().replace("x: 4}", "x: 9}"))
+    with pytest.raises(UsageError, match=r"no row of curves.csv in 'people' has \{'x': \('9',\)\}"):
+        claims.check(path, tmp_path)

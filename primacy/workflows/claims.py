@@ -17,13 +17,16 @@ claims:
 to its difference with each group in ``than``, a list of run globs, or of ``{of, key, file}``). ``value`` checks the
 numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" (or "A–B") the smallest and
 the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``, and
-``unit`` (``min``, ``h``) divides seconds. ``n`` states how many runs there must be. A file that cannot be read as
+``unit`` (``min``, ``h``) divides seconds. ``n`` states how many runs there must be. A ``.csv`` ``file`` gives
+one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already
+(people's curves) names its SE and count columns (``se: se, count: members``). A file that cannot be read as
 such is a one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure,
 reported with its value, SE and n.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
 import glob
 import json
@@ -46,23 +49,49 @@ COMPARISONS = {"above": "positive", "below": "negative", "same": "neither"}
 KINDS = (*WORDS, *COMPARISONS, "value")
 STATS = ("mean", "sum", "min", "max", "range")
 UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
-_FIELDS = {"says", "doc", "of", "key", "file", "is", "than", "value", "stat", "unit", "n"}
+_QUANTITY = {"of", "key", "file", "where", "se", "count"}
+_FIELDS = {"says", "doc", "is", "than", "value", "stat", "unit", "n", *_QUANTITY}
 _NUMBER = re.compile(r"[+\-−]?\d[\d,]*(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
 class Quantity:
-    """One number of every run the globs ``of`` find (``**`` spans folders): ``key`` of its ``file``."""
+    """One number of every run the globs ``of`` find (``**`` spans folders): ``key`` of its ``file``. A ``.csv`` file
+    gives the ``key`` column of each row that ``where`` selects (column: value, or a list of values); a row that holds
+    a mean already names its standard error's and its count's columns (``se``, ``count``)."""
 
     of: tuple[str, ...]
     key: str
     file: str = SUMMARY
+    where: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    se: str | None = None
+    count: str | None = None
 
-    def values(self, folder: Path, unit: float) -> list[float]:
+    def rows(self, folder: Path) -> list[dict[str, Any]]:
+        """Each value's record: a run's JSON file, or each row of a run's table that ``where`` selects."""
         runs = sorted({run for pattern in self.of for run in _folders(str(folder / pattern))})
         if not runs:
             raise UsageError(f"of={_name(self.of)!r} matches no run folder under {folder}")
-        return [_number(run / self.file, self.key) / unit for run in runs]
+        if not self.file.endswith(".csv"):
+            return [_json_file(run / self.file) for run in runs]
+        found = [row for run in runs for row in _csv_file(run / self.file)
+                 if all(row.get(column) in allowed for column, allowed in self.where)]
+        if not found:
+            raise UsageError(f"no row of {self.file} in {_name(self.of)!r} has {dict(self.where)}")
+        return found
+
+    def values(self, folder: Path, unit: float) -> list[float]:
+        return [_number(row, self.key, self.file) / unit for row in self.rows(folder)]
+
+    def estimate(self, folder: Path, unit: float) -> Estimate:
+        """Mean ± SE over the values, or the one row's own mean, SE and count when it names them."""
+        if self.se is None:
+            return Estimate.of(self.values(folder, unit))
+        rows = self.rows(folder)
+        if len(rows) != 1:
+            raise UsageError(f"se={self.se!r} reads one row's own SE, but {len(rows)} rows match")
+        n = int(_number(rows[0], self.count, self.file)) if self.count else 0
+        return Estimate(_number(rows[0], self.key, self.file) / unit, _number(rows[0], self.se, self.file) / unit, n)
 
 
 @dataclass(frozen=True)
@@ -130,16 +159,18 @@ def check_all(paths: list[Path], root: str | Path) -> Iterator[Outcome]:
 
 def _judge(claim: dict, folder: Path) -> tuple[str, str | None]:
     """What the runs measure for one claim (as text) and why the claim fails, None when it holds."""
-    stat, unit = claim.get("stat", "mean"), UNITS[claim.get("unit", "s")]
-    values = _quantity(claim).values(folder, unit)
-    if "n" in claim and len(values) != claim["n"]:
-        return f"{len(values)} runs", f"n={claim['n']} runs expected, {len(values)} found under {_name(claim)!r}"
+    stat, unit, quantity = claim.get("stat", "mean"), UNITS[claim.get("unit", "s")], _quantity(claim)
     if stat != "mean":
+        values = quantity.values(folder, unit)
+        if "n" in claim and len(values) != claim["n"]:
+            return f"{len(values)} values", f"n={claim['n']} expected, {len(values)} found under {_name(claim)!r}"
         low, high = min(values), max(values)
         measured = {"sum": sum(values), "min": low, "max": high}.get(stat)
         text = f"{stat} {low:.4g}–{high:.4g}" if stat == "range" else f"{stat} {measured:.4g}"
         return text, _value_failure(claim, (low, high) if stat == "range" else (measured,))
-    estimate = Estimate.of(values)
+    estimate = quantity.estimate(folder, unit)
+    if "n" in claim and estimate.n != claim["n"]:
+        return f"n = {estimate.n}", f"n={claim['n']} expected, {estimate.n} found under {_name(claim)!r}"
     text = f"{claim['key']} {estimate}"
     kind = claim["is"]
     if kind in WORDS:
@@ -148,7 +179,7 @@ def _judge(claim: dict, folder: Path) -> tuple[str, str | None]:
             return text, _word_failure(kind, said, estimate)
     elif kind in COMPARISONS:
         for other in claim["than"]:
-            theirs = Estimate.of(_quantity(other, claim).values(folder, unit))
+            theirs = _quantity(other, claim).estimate(folder, unit)
             said = compare(estimate, theirs)
             if said != COMPARISONS[kind]:
                 wanted = {"above": "above", "below": "below", "same": "the same as"}[kind]
@@ -188,11 +219,17 @@ def _rounds_to(number: float, text: str) -> bool:
 
 
 def _quantity(spec: Any, parent: dict | None = None) -> Quantity:
-    """A claim's own runs, or one entry of its ``than``: globs (the claim's key and file) or {of, key, file}."""
-    if not isinstance(spec, dict):
-        return Quantity(_globs(spec), parent["key"], parent.get("file", SUMMARY))
-    base = parent or {}
-    return Quantity(_globs(spec["of"]), spec.get("key", base.get("key")), spec.get("file", base.get("file", SUMMARY)))
+    """A claim's own runs, or one entry of its ``than``: globs (the claim's key, file and rows) or a mapping of its
+    own (of, key, file, where, se, count; what it leaves out is the claim's)."""
+    own = spec if isinstance(spec, dict) else {"of": spec}
+    merged = {**{name: value for name, value in (parent or {}).items() if name in _QUANTITY}, **own}
+    where = merged.get("where") or {}
+    if not isinstance(where, dict):
+        raise UsageError(f"where={where!r} must map columns to a value or a list of values")
+    rows = tuple((str(column), tuple(str(v) for v in (value if isinstance(value, list) else [value])))
+                 for column, value in where.items())
+    return Quantity(_globs(merged["of"]), merged["key"], merged.get("file", SUMMARY), rows, merged.get("se"),
+                    merged.get("count"))
 
 
 def _globs(of: str | list[str]) -> tuple[str, ...]:
@@ -204,12 +241,10 @@ def _name(spec: Any) -> str:
     return of if isinstance(of, str) else ", ".join(of)
 
 
-def _number(file: Path, key: str) -> float:
-    """``key`` of a JSON file, dots indexing into dicts and lists; a last part ``a:b`` is the mean of that slice of
-    a list (``serial_position_curve.0:16``: the first 16 positions)."""
-    if not file.is_file():
-        raise UsageError(f"{file} does not exist")
-    value: Any = _json(file, file.stat().st_mtime_ns)
+def _number(record: dict[str, Any], key: str, file: str) -> float:
+    """``key`` of a record (a JSON file or a table's row), dots indexing into dicts and lists; a last part ``a:b`` is
+    the mean of that slice of a list (``serial_position_curve.0:16``: the first 16 positions)."""
+    value: Any = record
     for part in key.split("."):
         try:
             if isinstance(value, list) and ":" in part:
@@ -220,11 +255,28 @@ def _number(file: Path, key: str) -> float:
                 value = value[int(part)] if isinstance(value, list) else value[part]
         except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError):
             raise UsageError(f"key={key!r} is not in {file}") from None
-    if value is None:
+    if value is None or value == "":
         return float("nan")
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise UsageError(f"key={key!r} of {file} is {value!r}, not a number") from None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise UsageError(f"key={key!r} of {file} is {type(value).__name__}, not a number")
     return float(value)
+
+
+def _json_file(file: Path) -> Any:
+    if not file.is_file():
+        raise UsageError(f"{file} does not exist")
+    return _json(file, file.stat().st_mtime_ns)
+
+
+def _csv_file(file: Path) -> list[dict[str, str]]:
+    if not file.is_file():
+        raise UsageError(f"{file} does not exist")
+    return _csv(file, file.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -237,6 +289,13 @@ def _folders(pattern: str) -> tuple[Path, ...]:
 def _json(file: Path, mtime_ns: int) -> Any:
     """A JSON file, read once while it is unchanged (claims of one run read its summary many times)."""
     return json.loads(file.read_text())
+
+
+@functools.lru_cache(maxsize=256)
+def _csv(file: Path, mtime_ns: int) -> list[dict[str, str]]:
+    """A CSV table's rows, read once while it is unchanged."""
+    with open(file, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def _read(path: Path) -> dict:

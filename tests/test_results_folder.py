@@ -16,8 +16,10 @@ from primacy.rundir.layout import RunDir
 from primacy.workflows import launchers
 
 RESULTS = ROOT / "results"
-# every run directory of the folder, with its results: a seed's (<row>/<knob>=<value>/seed<k>) and its test at 2L
-KEPT = sorted(path.parents[1] for path in RESULTS.glob("*/*/*/seed*/**/results/summary.json"))
+# every run directory of the folder, with its results: an atlas seed's (<atlas>/<row>/<knob>=<value>/seed<k>) and its
+# test at 2L, and a reproduced figure's (<figure>/<config>/seed<k>)
+KEPT = sorted({path.parents[1] for pattern in ("*/*/*/seed*/**/results/summary.json", "*/*/seed*/results/summary.json")
+               for path in RESULTS.glob(pattern)})
 
 
 def test_the_folder_keeps_runs():
@@ -34,8 +36,9 @@ def test_a_kept_run_is_complete_and_its_summary_is_its_arrays(run):
     seed = run.parent if tested_at_2l else run
     config = yaml.safe_load(RunDir(seed).config.read_text())
     assert config["ckpt_path"] is None, f"{seed}: its config.yaml would resume from a checkpoint results/ does not keep"
-    knob, value = seed.parent.name.split("=")
-    assert str(_find(config, knob)) == value, f"{seed}: {knob} is not {value}"
+    if "=" in seed.parent.name:  # an atlas's run: its folder names its knob's value
+        knob, value = seed.parent.name.split("=")
+        assert str(_find(config, knob)) == value, f"{seed}: {knob} is not {value}"
     read = results.read(RunDir(run).results)
     summary = json.loads(RunDir(run).summary.read_text())
     assert summary["n_items"] == (2 if tested_at_2l else 1) * config["data"]["init_args"]["n_items"]

@@ -216,6 +216,8 @@ def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     # seeds that agree to rounding (the same value summed in another order) show no spread, not 19 decimals
     assert table_cell({"x": 0.05, "x_se": 4.9e-18}, "x", None) == "0.050 ± 0.000"
     assert table_cell({"x": 0.05, "x_se": 4.9e-5}, "x", None) == "0.050000 ± 0.000049"
+    # the rows keep 6 decimals (rounded(x, 6)): a 7th would be a written 0, not a measured digit
+    assert table_cell({"x": 0.999997, "x_se": 0.000003}, "x", None) == "0.999997 ± 0.000003"
 
 
 def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp_path, monkeypatch):

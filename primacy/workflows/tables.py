@@ -15,6 +15,7 @@ from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.errors import UsageError
 
 DT_QUANTILES = (0.05, 0.5, 0.95)
+ROW_DECIMALS = 6  # the decimals a page's rows keep of a mean and its SE (``rounded(x, 6)``)
 SMALL_DT = 0.03  # the paper: after training, Δt concentrates at or below about this
 
 
@@ -52,10 +53,11 @@ def table_cell(row: dict[str, Any], key: str, reference: dict[str, Any] | None) 
         return "—"
     if se is None:
         text = _number(mean)
-    else:  # both to the SE's precision: 3 decimals, or the SE's 2 significant digits when it is below 0.001; an SE
-        # at rounding level (equal values summed in another order: 5e-18 on 0.05) is no spread at all
+    else:  # both to the SE's precision: 3 decimals, or the SE's 2 significant digits when it is below 0.001, at most
+        # the ROW_DECIMALS the rows keep (a digit past them would be a written 0, not a measured one); an SE at
+        # rounding level (equal values summed in another order: 5e-18 on 0.05) is no spread at all
         exact = se <= 1e-12 * max(1.0, abs(mean))
-        decimals = 3 if se >= 0.001 or exact else 1 - math.floor(math.log10(se))
+        decimals = 3 if se >= 0.001 or exact else min(ROW_DECIMALS, 1 - math.floor(math.log10(se)))
         text = f"{mean:.{decimals}f} ± {se:.{decimals}f}".replace("-", "−")
     if reference is not None and reference is not row and reference.get(key) is not None and se is not None:
         other_se = reference.get(f"{key}_se")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from primacy.analysis.evidence import EFFECT_SE
 from primacy.errors import ArgumentParser
 from primacy.workflows import claims
 
@@ -22,6 +23,6 @@ def command(args: list[str]) -> None:
             print(outcome.line())
     failed = claims.failures(outcomes)
     print(f"{len(outcomes) - len(failed)} of {len(outcomes)} claims hold ({len(files)} files; the rule: an effect at "
-          ">= 2 SE of its n, neither below)")
+          f">= {EFFECT_SE:g} SE of its n, neither below)")
     if failed:
         raise SystemExit(1)

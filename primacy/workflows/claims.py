@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from primacy.analysis.evidence import WORDS, Estimate, compare, word
+from primacy.analysis.evidence import EFFECT_SE, WORDS, Estimate, compare, word
 from primacy.errors import UsageError
 from primacy.rundir.layout import RunDir
 
@@ -137,7 +137,7 @@ def check(path: str | Path, root: str | Path) -> list[Outcome]:
         if not table.is_file():
             raise UsageError(f"{path}: table {name!r} is not a file in {folder}")
         held = _flat(table.read_text().strip()) in doc_text(spec["doc"])
-        outcomes.append(Outcome(f"{spec['doc']}", f"the table {folder / name}", "generated",
+        outcomes.append(Outcome(spec["doc"], f"the table {folder / name}", "generated",
                                 None if held else f"{spec['doc']} does not hold it as written: draw it again and "
                                                   "copy it in"))
     for i, claim in enumerate(spec["claims"]):
@@ -193,8 +193,8 @@ def _word_failure(kind: str, said: str | None, estimate: Estimate) -> str:
         if estimate.n == 1:
             return f"one run has no SE: nothing may be said of it (claimed {kind})"
         return f"the runs do not define it (mean {estimate.mean}, SE {estimate.se}; claimed {kind})"
-    rule = "|mean| < 2 SE" if kind == "neither" else "|mean| >= 2 SE"
-    return f"{said}, not {kind} (needs {rule}: |{estimate.mean:.4g}| against 2 × {estimate.se:.4g})"
+    rule = f"|mean| {'<' if kind == 'neither' else '>='} {EFFECT_SE:g} SE"
+    return f"{said}, not {kind} (needs {rule}: |{estimate.mean:.4g}| against {EFFECT_SE:g} × {estimate.se:.4g})"
 
 
 def _value_failure(claim: dict, measured: tuple[float | None, ...]) -> str | None:

@@ -137,6 +137,7 @@ def test_sums_and_ranges_of_wall_time_read_each_runs_state(tmp_path):
     ("says: x, of: 'seed*', key: k, is: positive, colour: red", "unknown colour"),
     ("says: x, of: 'seed*', key: k, is: above", "is='above' needs than"),
     ("says: x, of: 'seed*', key: k, is: positive, stat: sum", "it takes is: value"),
+    ("says: x, of: 'seed*', key: k, is: value, value: 0.970", "value=0.97 must be quoted as the doc writes it"),
     ("says: x, of: 'nothing*', key: k, is: positive", "of='nothing*' matches no run folder"),
     (f"says: x, of: '{RETNET}/seed*', key: no_such_key, is: positive", "key='no_such_key' is not in"),
 ])

@@ -323,6 +323,9 @@ def _read(path: Path) -> dict:
                                      ("unit", claim.get("unit", "s"), tuple(UNITS))):
             if value not in allowed:
                 raise UsageError(f"{where}: {name}={value!r} is not one of {', '.join(allowed)}")
+        if "value" in claim and not isinstance(claim["value"], str):
+            raise UsageError(f"{where}: value={claim['value']!r} must be quoted as the doc writes it (unquoted, YAML "
+                             "reads 0.970 as 0.97 and the check would lose a digit)")
         if claim.get("stat", "mean") != "mean" and claim["is"] != "value":
             raise UsageError(f"{where}: stat={claim['stat']!r} gives no mean ± SE to judge: it takes is: value")
         if (claim["is"] in COMPARISONS) != isinstance(claim.get("than"), list):

@@ -32,7 +32,7 @@ from primacy.workflows.analyses import AblationSettings, analyze_checkpoints
 from primacy.workflows.pages import FIGURES, draw, markdown_table
 from primacy.workflows.reproduce import CONFIGS, Run, plan
 from primacy.workflows.sources import trained_checkpoints
-from primacy.workflows.tables import table_cell
+from primacy.workflows.tables import rounded, table_cell
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
 TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",
@@ -218,6 +218,9 @@ def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     assert table_cell({"x": 0.05, "x_se": 4.9e-5}, "x", None) == "0.050000 ± 0.000049"
     # the rows keep 6 decimals (rounded(x, 6)): a 7th would be a written 0, not a measured digit
     assert table_cell({"x": 0.999997, "x_se": 0.000003}, "x", None) == "0.999997 ± 0.000003"
+    # a row's numbers are rounded once, by the cell: not to 4 decimals first (−0.000467 ± 0.00096 was −0.0005 ± 0.001
+    # in the row, and the cell wrote −0.001 ± 0.001)
+    assert table_cell({"x": rounded(-0.000467), "x_se": rounded(0.00096)}, "x", None) == "−0.00047 ± 0.00096"
 
 
 def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp_path, monkeypatch):

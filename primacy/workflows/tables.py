@@ -74,7 +74,10 @@ def _number(x: float | None) -> str:
     return text.replace("-", "−")
 
 
-def rounded(x: float | None, digits: int = 4) -> float | None:
+def rounded(x: float | None, digits: int = ROW_DECIMALS) -> float | None:
+    """A row's number for its CSV and its table: ``ROW_DECIMALS`` decimals, more than a table cell shows, so that the
+    cell is rounded once (rounded to 4 first, −0.000467 ± 0.00096 became −0.0005 ± 0.001, and a cell's
+    −0.001 ± 0.001)."""
     return None if x is None or np.isnan(x) else round(float(x), digits)
 
 

@@ -27,7 +27,7 @@ from primacy.workflows.atlas_cost import Estimate, ToGo, estimate, parts, to_go
 from primacy.workflows.atlas_files import ATLASES, AtlasSpec, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob, run_seconds
 from primacy.workflows.pages import SCALES
-from primacy.workflows.reproduce import count_states, process_count
+from primacy.workflows.reproduce import describe_states, process_count
 from primacy.workflows.tables import keep_columns, lost_columns
 
 
@@ -99,8 +99,8 @@ def command(args: list[str]) -> None:
     unfinished = [state for state in states if not state.done]
     if unfinished:
         _print(planner, states, options.jobs)
-        counts = count_states([s for state in unfinished for s in state.runs.values()])
-        print(f"primacy atlas: {spec.name} is not complete ({', '.join(f'{n} {s}' for s, n in counts.items())}): "
+        counts = describe_states([s for state in unfinished for s in state.runs.values()])
+        print(f"primacy atlas: {spec.name} is not complete ({counts}): "
               "see the logs of failed runs, wait for running or queued ones, then run the same command again",
               file=sys.stderr)
         raise SystemExit(1)
@@ -124,17 +124,17 @@ def _draw_done(planner: Planner, states: list[RowState]) -> None:
     """--draw: the rows that are done drawn, a line for each of the others; refused when no row is done."""
     done = [state for state in states if state.done]
     if not done:
-        counts = count_states([s for state in states for s in state.runs.values()])
+        counts = describe_states([s for state in states for s in state.runs.values()])
         raise UsageError(f"--draw: no row of atlas {planner.spec.name} is done in {planner.out} "
-                         f"({', '.join(f'{n} {s}' for s, n in counts.items()) or 'no runs'}): leave out --draw to "
+                         f"({counts or 'no runs'}): leave out --draw to "
                          "train them, or check --out, --scale and --seeds")
     _failed_tests(done)
     for path in draw(planner, done):
         print(f"wrote {path}")
     for state in states:
         if not state.done:
-            counts = count_states([s for s in state.runs.values() if s.state != "done"])
-            print(f"  not drawn ({', '.join(f'{n} {s}' for s, n in counts.items())}): "
+            counts = describe_states([s for s in state.runs.values() if s.state != "done"])
+            print(f"  not drawn ({counts}): "
                   f"{state.line(state.row.scale_values(planner.scale), planner.band)}")
     if len(done) < len(states):
         print(f"drew {len(done)} of {len(states)} rows; leave out --draw to train the others")

@@ -13,7 +13,7 @@ from typing import Any
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows import launchers
 from primacy.workflows.launchers import RunJob, SlurmOptions
-from primacy.workflows.reproduce import Run, Status, count_states
+from primacy.workflows.reproduce import Run, Status, describe_states
 
 RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args.seed")  # set per run
 
@@ -141,7 +141,7 @@ def print_status(statuses: dict[Run, Status]) -> None:
     width = max(len(run.label) for run in statuses)
     for run, s in statuses.items():
         print(f"{run.label:<{width}}  {s.state:<8} {s.detail}".rstrip())
-    print(", ".join(f"{n} {state}" for state, n in count_states(list(statuses.values())).items()))
+    print(describe_states(list(statuses.values())))
 
 
 def stop_unless_done(statuses: dict[Any, Status], subject: str, kind: str) -> None:
@@ -150,7 +150,7 @@ def stop_unless_done(statuses: dict[Any, Status], subject: str, kind: str) -> No
     unfinished = {run: s for run, s in statuses.items() if s.state != "done"}
     if unfinished:
         print_status(unfinished)
-        counts = ", ".join(f"{n} {state}" for state, n in count_states(list(unfinished.values())).items())
+        counts = describe_states(list(unfinished.values()))
         print(f"{subject} not complete ({counts}): see the logs of failed {kind}, wait for running or queued ones, "
               "then run the same command again", file=sys.stderr)
         raise SystemExit(1)

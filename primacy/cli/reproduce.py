@@ -26,7 +26,7 @@ from primacy.workflows.pages import FIGURES, SCALES, FigureSpec
 from primacy.workflows.reproduce import (
     Run,
     Status,
-    count_states,
+    describe_states,
     draw,
     figure,
     plan,
@@ -77,7 +77,7 @@ def command(args: list[str]) -> None:
     todo = [run for run in runs if statuses[run].args]
     if todo:
         print(f"{spec.name}: {len(runs) - len(todo)} of {len(runs)} runs need nothing; running {len(todo)} "
-              f"({', '.join(f'{n} {s}' for s, n in count_states([statuses[r] for r in todo]).items())})", flush=True)
+              f"({describe_states([statuses[r] for r in todo])})", flush=True)
         processes = max(process_count(configs[run.panel].trainer.devices) for run in todo)
         if not launch(todo, statuses, lambda run: status(run, configs[run.panel]), options, out, processes,
                       Path(options.figure).stem, ["primacy reproduce", *args]):
@@ -93,7 +93,7 @@ def _draw_done(spec: FigureSpec, scale: str, out: Path, statuses: dict[Run, Stat
     is not; refused when none is done."""
     done = [run for run, s in statuses.items() if s.state == "done"]
     if not done:
-        counts = ", ".join(f"{n} {state}" for state, n in count_states(list(statuses.values())).items())
+        counts = describe_states(list(statuses.values()))
         raise UsageError(f"--draw: no run of {spec.name} is done in {out} ({counts}): leave out --draw to train them, "
                          "or check --out, --scale and --panels")
     drawn = replace(spec, panels=tuple(p for p in spec.panels if any(run.panel == p.config(scale) for run in done)))

@@ -160,3 +160,8 @@ def process_count(devices: Any) -> int:
 def count_states(statuses: list[Status]) -> dict[str, int]:
     counts = {state: sum(s.state == state for s in statuses) for state in STATES}
     return {state: n for state, n in counts.items() if n}
+
+
+def describe_states(statuses: list[Status]) -> str:
+    """How many runs are in each state, as a phrase: "3 done, 1 failed" (empty without runs)."""
+    return ", ".join(f"{n} {state}" for state, n in count_states(statuses).items())

@@ -16,6 +16,8 @@ from typing import Literal
 
 import numpy as np
 
+from primacy.analysis.behaviour.comparison import mean_and_se
+
 EFFECT_SE = 2.0
 Word = Literal["positive", "negative", "neither"]
 WORDS: tuple[Word, ...] = ("positive", "negative", "neither")
@@ -31,12 +33,15 @@ class Estimate:
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Estimate:
-        """Mean ± SE of per-run values."""
+        """Mean ± SE of per-run values (``mean_and_se``, as a group's curves are); a run without the value (NaN)
+        leaves it undefined rather than averaged over the others."""
         values = np.asarray(values, dtype=np.float64)
         if values.ndim != 1 or len(values) == 0:
             raise ValueError(f"an estimate needs a non-empty list of values, got shape {values.shape}")
-        se = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
-        return cls(float(values.mean()), se, len(values))
+        if np.isnan(values).any():
+            return cls(math.nan, math.nan, len(values))
+        mean, se = mean_and_se(values)
+        return cls(float(mean), float(se) if len(values) > 1 else None, len(values))
 
     def minus(self, other: Estimate) -> Estimate:
         """The difference of two independent estimates; its n is the smaller of the two."""

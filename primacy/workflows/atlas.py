@@ -281,17 +281,17 @@ def draw(planner: Planner, states: list[RowState]) -> list[Path]:
                "in_band": state.search.in_band, "seeds": len(state.seeds),
                "seeds_in_band": sum(planner.band[0] <= v <= planner.band[1] for v in metric["values"]),
                f"{spec.metric}_seeds": " ".join(f"{v:.3f}" for v in metric["values"]),
-               "n_items": planner.n_items(first), spec.metric: rounded(metric["mean"], 6),
-               f"{spec.metric}_se": rounded(metric["se"], 6)}
+               "n_items": planner.n_items(first), spec.metric: rounded(metric["mean"]),
+               f"{spec.metric}_se": rounded(metric["se"])}
         for key in INDEX_COLUMNS:
-            row[key], row[f"{key}_se"] = rounded(summary[key]["mean"], 6), rounded(summary[key]["se"], 6)
+            row[key], row[f"{key}_se"] = rounded(summary[key]["mean"]), rounded(summary[key]["se"])
         row["state_floats"] = _state_floats(config, row["n_items"])
         if planner.extrapolate:
             tested = (aggregate.aggregate([run.dir for run in state.extrapolated], directory / "mean-2L")
                       if state.extrapolated else {})
             for key in (spec.metric, "primacy_index", "early_minus_late"):
                 entry = tested.get(key, {})
-                row[f"{key}_2L"], row[f"{key}_2L_se"] = rounded(entry.get("mean"), 6), rounded(entry.get("se"), 6)
+                row[f"{key}_2L"], row[f"{key}_2L_se"] = rounded(entry.get("mean")), rounded(entry.get("se"))
         rows.append(row)
         curves.append(figures.atlas.AtlasCurves(
             f"{state.row.label} ({state.row.knob_name} {first.value})",

@@ -73,8 +73,8 @@ class Quantity:
         if not runs:
             raise UsageError(f"of={_name(self.of)!r} matches no run folder under {folder}")
         if not self.file.endswith(".csv"):
-            return [_json_file(run / self.file) for run in runs]
-        found = [row for run in runs for row in _csv_file(run / self.file)
+            return [_load(run / self.file) for run in runs]
+        found = [row for run in runs for row in _load(run / self.file)
                  if all(row.get(column) in allowed for column, allowed in self.where)]
         if not found:
             raise UsageError(f"no row of {self.file} in {_name(self.of)!r} has {dict(self.where)}")
@@ -267,16 +267,12 @@ def _number(record: dict[str, Any], key: str, file: str) -> float:
     return float(value)
 
 
-def _json_file(file: Path) -> Any:
+def _load(file: Path) -> Any:
+    """A run's JSON file, or a table's rows (.csv), read once while it is unchanged (claims of one run read it many
+    times)."""
     if not file.is_file():
         raise UsageError(f"{file} does not exist")
-    return _json(file, file.stat().st_mtime_ns)
-
-
-def _csv_file(file: Path) -> list[dict[str, str]]:
-    if not file.is_file():
-        raise UsageError(f"{file} does not exist")
-    return _csv(file, file.stat().st_mtime_ns)
+    return _parsed(file, file.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -286,16 +282,11 @@ def _folders(pattern: str) -> tuple[Path, ...]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _json(file: Path, mtime_ns: int) -> Any:
-    """A JSON file, read once while it is unchanged (claims of one run read its summary many times)."""
+def _parsed(file: Path, mtime_ns: int) -> Any:
+    if file.suffix == ".csv":
+        with open(file, newline="") as f:
+            return list(csv.DictReader(f))
     return json.loads(file.read_text())
-
-
-@functools.lru_cache(maxsize=256)
-def _csv(file: Path, mtime_ns: int) -> list[dict[str, str]]:
-    """A CSV table's rows, read once while it is unchanged."""
-    with open(file, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _read(path: Path) -> dict:

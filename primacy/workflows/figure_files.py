@@ -83,7 +83,7 @@ def draw_aggregates(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
                "result_kind": summary.get("result_kind")}
         for key, entry in summary.items():
             if isinstance(entry, dict) and isinstance(entry.get("mean"), (int, float, type(None))) and "se" in entry:
-                row[key], row[f"{key}_se"] = rounded(entry["mean"], 6), rounded(entry["se"], 6)
+                row[key], row[f"{key}_se"] = rounded(entry["mean"]), rounded(entry["se"])
         rows.append(row)
     reference = next((row for row in rows if row["panel"] == spec.reference), None)
     return [files.write_csv(out / f"{spec.name}.csv", rows),

@@ -191,8 +191,8 @@ class PanelResult:
         q = quarter(n)
         row = {"panel": self.panel.label, "config": self.name, "seeds": len(self.dirs), "n_items": n}
         for key in ("overall_accuracy", "early_minus_late", "primacy_index", "recency_index", "early_query_decay"):
-            row[key] = rounded(self.summary[key]["mean"], 6)
-            row[f"{key}_se"] = rounded(self.summary[key]["se"], 6)
+            row[key] = rounded(self.summary[key]["mean"])
+            row[f"{key}_se"] = rounded(self.summary[key]["se"])
         row["bottom_left"] = rounded(float(np.nanmean(self.matrix[n - q:, :q])))
         row["rest"] = rounded(float(np.nanmean(np.delete(self.matrix[:, :q], np.s_[n - q:], axis=0))))
         for when, index in (("initial", 0), ("final", -1)):
@@ -380,4 +380,4 @@ def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, An
             "best_induction": rounded(last["best_induction"]), **{key: rounded(last[key]) for key in measures(last)},
             "ablated_heads": ablation["k"], **{f"icl_{name}": rounded(summary[name]["mean"]) for name in summary},
             "icl_random_draws_se": rounded(draws.get("se")),
-            "p_top_vs_random": rounded(ablation["comparisons"]["top_minus_random"]["p_value"], 6)}
+            "p_top_vs_random": rounded(ablation["comparisons"]["top_minus_random"]["p_value"])}

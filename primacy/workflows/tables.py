@@ -15,7 +15,7 @@ from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.errors import UsageError
 
 DT_QUANTILES = (0.05, 0.5, 0.95)
-ROW_DECIMALS = 6  # the decimals a page's rows keep of a mean and its SE (``rounded(x, 6)``)
+ROW_DECIMALS = 6  # the decimals a page's rows keep of a mean and its SE (``rounded``)
 SMALL_DT = 0.03  # the paper: after training, Δt concentrates at or below about this
 
 

@@ -7,7 +7,7 @@ are looked up where each name is now (``SPLIT``). Either way an old path gives t
 ``primacy.model.SequenceModel is primacy.models.lists.SequenceModel``, so a checkpoint matched against a config,
 ``isinstance`` and ``load_from_checkpoint`` see one class whichever path named it. An old module warns once on its
 first import, an old name of a split module on its first use (FutureWarning, shown to users by default), with the
-path to write instead.
+path to write instead. An old ``python -m`` entry point runs its command after such a warning (``forward_command``).
 """
 
 from __future__ import annotations
@@ -113,6 +113,15 @@ def old_name(package: str, name: str) -> Any:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
     warnings.warn(f"{package}.{name} is now {new}: name it by its new path", FutureWarning, stacklevel=3)
     return _resolve(new)
+
+
+def forward_command(old: str, command: str, args: list[str]) -> None:
+    """``python -m old ARGS``, a module's entry point from before its work became ``primacy command``: a
+    FutureWarning naming the command to type instead, then that command run with the same arguments (its exit
+    status, its one-line errors)."""
+    warnings.warn(f"python -m {old} is now primacy {command}: run primacy {command} {' '.join(args)}".rstrip(),
+                  FutureWarning, stacklevel=2)
+    _resolve("primacy.cli.main")([command, *args])
 
 
 def current_path(class_path: str) -> str:

@@ -127,10 +127,10 @@ def test_grid_build_rejects_a_bad_value_before_simulating():
 @pytest.mark.parametrize(
     "content,message",
     [
-        (b"not a zip file", "is not a readable grid file"),
-        ("an .npy array", "is not a readable grid file"),
-        ("missing crps", "is not a readable grid file"),
-        ("wrong shapes", "is inconsistent"),
+        (b"not a zip file", "is not a readable CMR grid file"),
+        ("an .npy array", "is not a readable CMR grid file"),
+        ("missing crps", "is not a readable CMR grid file"),
+        ("wrong shapes", "is an inconsistent CMR grid"),
     ],
 )
 def test_a_broken_grid_file_is_rejected_in_one_line_naming_it(tmp_path, content, message):
@@ -146,7 +146,7 @@ def test_a_broken_grid_file_is_rejected_in_one_line_naming_it(tmp_path, content,
         path.write_bytes(content)
     with pytest.raises(UsageError, match=message) as error:
         CMRGrid.load(path)
-    assert str(path) in str(error.value) and "\n" not in str(error.value)
+    assert str(error.value).startswith(f"grid={path} ") and "\n" not in str(error.value)
 
 
 def test_the_simulated_paper_grid_is_the_papers_grid_as_simulated_here():
@@ -289,14 +289,19 @@ def test_the_cmr_grid_command_reports_bad_arguments(tmp_path, capsys):
     assert stop.value.code == 2 and "workers=0 is invalid" in capsys.readouterr().err
 
 
-def test_the_old_module_entry_point_names_the_command(monkeypatch):
-    """``python -m primacy.workflows.cmr_grid --compare a b``, run in this process (a new Python took 10 s)."""
-    monkeypatch.setattr(sys, "argv", ["cmr_grid.py", "--compare", "a", "b"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # runpy: the module was imported before it ran as __main__
-        with pytest.raises(SystemExit) as stop:
-            runpy.run_module("primacy.workflows.cmr_grid", run_name="__main__")
-    assert "primacy cmr_grid --compare a b" in str(stop.value.code)  # sys.exit(text): exit status 1, text on stderr
+def test_the_old_module_entry_point_runs_the_command_with_a_warning(monkeypatch, tmp_path, capsys):
+    """``python -m primacy.workflows.cmr_grid --compare a b`` runs ``primacy cmr_grid --compare a b`` after a
+    FutureWarning naming it, run in this process (a new Python took 10 s)."""
+    grid = CMRGrid.build([0.3], [0.5], [0.5], n_items=30, n_starts=4, n_chains=100)
+    a, b = _saved(grid, tmp_path), str(save(grid, tmp_path / "again.npz"))
+    monkeypatch.setattr(sys, "argv", ["cmr_grid.py", "--compare", a, b])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_module("primacy.workflows.cmr_grid", run_name="__main__")
+    said = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    assert said == [f"python -m primacy.workflows.cmr_grid is now primacy cmr_grid: run primacy cmr_grid --compare "
+                    f"{a} {b}"]
+    assert json.loads(capsys.readouterr().out) == compare_grids(grid, grid)
 
 
 def test_gaussian_fit_recovers_its_parameters():

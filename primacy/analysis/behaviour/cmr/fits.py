@@ -12,12 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.behaviour.cmr.grid import FIT_LAGS, CMRGrid
 from primacy.analysis.behaviour.cmr.simulate import VARIANTS
 from primacy.checks import one_of
 from primacy.errors import UsageError
 
-FIT_LAGS = np.arange(-5, 6)  # the CRP is compared on lags -5..+5
 # free recall's: -5..-1, 1..5, since lag 0 (repeating an item) is never possible in its lag-CRP
 FREE_RECALL_FIT_LAGS = FIT_LAGS[FIT_LAGS != 0]
 FLAT_RTOL = 1e-6  # range / max |value| below which a curve is flat: float32 rounding of attention scores

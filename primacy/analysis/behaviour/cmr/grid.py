@@ -44,6 +44,7 @@ PAPER_VALUES = {
 _SETTINGS = ("variant", "temperature", "seed", "n_items", "n_starts", "n_chains", "max_samples", "max_lag", "dtype",
              "closed_form")
 _BLOCK = 20  # parameter sets per task handed to a worker (and per progress report)
+FIT_LAGS = np.arange(-5, 6)  # the CRP is compared on lags -5..+5 (fits.py); a grid must hold each
 PUBLISHED_FILE = "cmr_crp_avg_20_11.npy"  # the authors' grid in the package's data folder, under its published name
 
 
@@ -161,13 +162,14 @@ class CMRGrid:
         return {"params": self.params, "crps": self.crps.astype(np.float32), "lags": self.lags, **settings}
 
     @classmethod
-    def load(cls, path: str | Path) -> CMRGrid:
-        """A grid file written by ``arrays`` (.npz), or the authors' published grid (.npy, ``load_published``)."""
+    def load(cls, path: str | Path, name: str = "grid") -> CMRGrid:
+        """A grid file written by ``arrays`` (.npz), or the authors' published grid (.npy, ``load_published``),
+        checked (``check_grid``); ``name`` is the option that gave ``path``, which a refusal names."""
         if Path(path).suffix == ".npy" and Path(path).is_file():
-            return cls.load_published(path)
+            return cls.load_published(path, name)
         if not Path(path).is_file():
-            raise UsageError(f"CMR grid {str(path)!r} does not exist: build one with python -m "
-                             "primacy.workflows.cmr_grid --out FILE")
+            raise UsageError(f"{name}={path} does not exist: give a CMR grid file, or build one with primacy "
+                             "cmr_grid --out FILE")
         try:
             f = np.load(path, allow_pickle=False)
             if not isinstance(f, np.lib.npyio.NpzFile):
@@ -177,34 +179,57 @@ class CMRGrid:
                 settings = {key: f[key].item() for key in _SETTINGS if key in f.files}
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
             reason = " ".join(str(error).split()) or type(error).__name__
-            raise UsageError(f"CMR grid {str(path)!r} is not a readable grid file ({reason}): rebuild it with "
-                             "python -m primacy.workflows.cmr_grid --out FILE") from None
+            raise UsageError(f"{name}={path} is not a readable CMR grid file ({reason}): rebuild it with primacy "
+                             "cmr_grid --out FILE") from None
         if params.ndim != 2 or params.shape[1] != 3 or lags.ndim != 1 or crps.shape != (len(params), len(lags)):
-            raise UsageError(f"CMR grid {str(path)!r} is inconsistent: params {params.shape}, crps {crps.shape}, "
+            raise UsageError(f"{name}={path} is an inconsistent CMR grid: params {params.shape}, crps {crps.shape}, "
                              f"lags {lags.shape}; expected (G, 3), (G, K), (K,)")
-        return cls(params, crps, lags, settings)
-
+        return check_grid(cls(params, crps, lags, settings), f"{name}={path}")
 
     @classmethod
-    def load_published(cls, path: str | Path) -> CMRGrid:
+    def load_published(cls, path: str | Path, name: str = "grid") -> CMRGrid:
         """The grid Ji-An et al. published with their code (corxyz/icl-cmr ``saved_crps/cmr_crp_avg_20_11.npy``, MIT):
         an array (20, 21, 11, 17) over ``PAPER_VALUES`` (β_enc, β_rec, γ_FT) and lags -8..8. Its settings are how it
         was made, as far as its cells show: the paper variant, 20 starts of 1,000 chains, 50 draws (its simulated
         cells match a 50-draw simulation within Monte-Carlo noise and not a 100-draw one, although the published
-        script says 100) and the closed-form cells."""
+        script says 100) and the closed-form cells. ``name``: the option that gave ``path``, as in ``load``."""
         shape = tuple(len(values) for values in PAPER_VALUES.values()) + (17,)
         try:
             crps = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError) as error:
             reason = " ".join(str(error).split()) or type(error).__name__
-            raise UsageError(f"CMR grid {str(path)!r} is not a readable .npy array ({reason})") from None
+            raise UsageError(f"{name}={path} is not a readable .npy array ({reason})") from None
         if crps.shape != shape or not np.issubdtype(crps.dtype, np.floating):
-            raise UsageError(f"CMR grid {str(path)!r} holds a {crps.dtype} array of shape {crps.shape}: the authors' "
+            raise UsageError(f"{name}={path} holds a {crps.dtype} array of shape {crps.shape}: the authors' "
                              f"published grid is float of shape {shape} (beta_enc, beta_rec, gamma_ft, lags -8..8)")
         combos = np.array(np.meshgrid(*PAPER_VALUES.values(), indexing="ij"), dtype=np.float64).reshape(3, -1).T
         settings = {"variant": "paper", "n_items": 100, "n_starts": 20, "n_chains": 1000, "max_samples": 50,
                     "max_lag": 8, "closed_form": True}
-        return cls(combos, crps.reshape(len(combos), -1).astype(np.float64), np.arange(-8, 9), settings)
+        grid = cls(combos, crps.reshape(len(combos), -1).astype(np.float64), np.arange(-8, 9), settings)
+        return check_grid(grid, f"{name}={path}")
+
+
+def check_grid(grid: CMRGrid, named: str) -> CMRGrid:
+    """``grid`` if a fit can use it: at least one parameter set, every parameter finite, every CRP value in [0, 1]
+    (NaN refused), and distinct whole lags that include every lag of FIT_LAGS; otherwise a UsageError starting with
+    ``named`` (the option and file it came from)."""
+    if len(grid.params) == 0:
+        raise UsageError(f"{named} holds no parameter sets: a CMR grid needs at least one CRP to fit")
+    if not np.isfinite(grid.params).all():
+        raise UsageError(f"{named} has NaN or infinite parameters (beta_enc, beta_rec, gamma_ft): each must be a "
+                         "number")
+    bad = ~((grid.crps >= 0) & (grid.crps <= 1))  # G K; NaN counts as bad
+    if bad.any():
+        raise UsageError(f"{named} has {int(bad.any(axis=1).sum())} of {len(grid.crps)} CRPs with values that are "
+                         "NaN or outside [0, 1]: a CRP holds probabilities")
+    lags = grid.lags.tolist()
+    if any(k != round(k) for k in lags) or len(set(lags)) != len(lags):
+        raise UsageError(f"{named} has lags {lags}: they must be distinct whole numbers")
+    missing = sorted(set(FIT_LAGS.tolist()) - set(lags))
+    if missing:
+        raise UsageError(f"{named} has lags {int(min(lags))}..{int(max(lags))}, without {missing}: the fits compare "
+                         f"CRPs on lags {FIT_LAGS.min()}..{FIT_LAGS.max()}, so a grid needs each of them")
+    return grid
 
 
 def compare_grids(first: CMRGrid, second: CMRGrid) -> dict[str, dict[str, float]]:

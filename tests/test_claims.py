@@ -182,3 +182,17 @@ def test_a_claim_reads_the_rows_of_a_table_that_holds_its_own_mean_se_and_count(
     path.write_text(path.read_text().replace("x: 4}", "x: 9}"))
     with pytest.raises(UsageError, match=r"no row of curves.csv in 'people' has \{'x': \('9',\)\}"):
         claims.check(path, tmp_path)
+
+
+def test_a_star_in_the_key_takes_every_entry_of_a_list(tmp_path):
+    """A published model's heads come as a list in one summary: ``top.*.beta`` is each head's, for a range or a mean."""
+    folder = tmp_path / "results" / "study" / "model"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text('{"top": [{"beta": 0.6}, {"beta": 0.7}, {"beta": 0.65}], "share": 0.5}')
+    doc = "the top heads' beta is 0.6-0.7"
+    path = _claims_file(tmp_path, f"says: \"{doc}\", of: model, file: summary.json, key: top.*.beta, stat: range, "
+                                  "is: value, value: '0.6-0.7', n: 3", doc=doc)
+    assert not claims.failures(claims.check(path, tmp_path))
+    path.write_text(path.read_text().replace("top.*.beta", "share.*"))
+    with pytest.raises(UsageError, match=r"key='share.\*': share of summary.json is not a list of entries"):
+        claims.check(path, tmp_path)

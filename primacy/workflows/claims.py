@@ -8,14 +8,15 @@ tables: [atlas.md]                 # generated files the doc holds as written (f
 claims:
   - says: "**RetNet keeps the last pairs** (early − late −0.107 ± 0.013"   # the doc's words, line breaks aside
     of: RetNet/d_key=8/seed*       # the runs: folders (a glob or a list of them) from this file's folder
-    key: early_minus_late          # of each run's results/summary.json (``file``: another; .3 indexes, .0:8 averages)
+    key: early_minus_late          # of each run's results/summary.json (``file``: another; .3 indexes, .0:8 averages,
+                                   # .*. takes every entry of a list)
     is: negative                   # positive, negative, neither; above, below, same (with ``than``); value
     value: "−0.107 ± 0.013"        # how ``says`` writes the estimate: it must round to it
 ```
 
 ``is`` applies the one rule of ``primacy.analysis.evidence`` to the runs' mean ± SE (``above``/``below``/``same``:
 to its difference with each group in ``than``, a list of run globs, or of ``{of, key, file}``). ``value`` checks the
-numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" (or "A–B") the smallest and
+numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" ("A–B", "A-B") the smallest and
 the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``, and
 ``unit`` (``min``, ``h``) divides seconds. ``n`` states how many runs there must be. A ``.csv`` ``file`` gives
 one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already
@@ -51,7 +52,7 @@ STATS = ("mean", "sum", "min", "max", "range")
 UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
 _QUANTITY = {"of", "key", "file", "where", "se", "count"}
 _FIELDS = {"says", "doc", "is", "than", "value", "stat", "unit", "n", *_QUANTITY}
-_NUMBER = re.compile(r"[+\-−]?\d[\d,]*(?:\.\d+)?")
+_NUMBER = re.compile(r"(?:(?<![\d.])[+\-−])?\d[\d,]*(?:\.\d+)?")  # "0.6-0.7": a range, not −0.7
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Quantity:
         return found
 
     def values(self, folder: Path, unit: float) -> list[float]:
-        return [_number(row, self.key, self.file) / unit for row in self.rows(folder)]
+        return [number / unit for row in self.rows(folder) for number in _numbers(row, self.key, self.file)]
 
     def estimate(self, folder: Path, unit: float) -> Estimate:
         """Mean ± SE over the values, or the one row's own mean, SE and count when it names them."""
@@ -90,8 +91,11 @@ class Quantity:
         rows = self.rows(folder)
         if len(rows) != 1:
             raise UsageError(f"se={self.se!r} reads one row's own SE, but {len(rows)} rows match")
-        n = int(_number(rows[0], self.count, self.file)) if self.count else 0
-        return Estimate(_number(rows[0], self.key, self.file) / unit, _number(rows[0], self.se, self.file) / unit, n)
+        if "*" in f"{self.key}.{self.se}".split("."):
+            raise UsageError(f"se={self.se!r} reads one row's own SE: key={self.key!r} must name one number, not *")
+        (mean,), (se,) = (_numbers(rows[0], name, self.file) for name in (self.key, self.se))
+        n = int(_numbers(rows[0], self.count, self.file)[0]) if self.count else 0
+        return Estimate(mean / unit, se / unit, n)
 
 
 @dataclass(frozen=True)
@@ -241,11 +245,26 @@ def _name(spec: Any) -> str:
     return of if isinstance(of, str) else ", ".join(of)
 
 
-def _number(record: dict[str, Any], key: str, file: str) -> float:
-    """``key`` of a record (a JSON file or a table's row), dots indexing into dicts and lists; a last part ``a:b`` is
-    the mean of that slice of a list (``serial_position_curve.0:16``: the first 16 positions)."""
+def _numbers(record: dict[str, Any], key: str, file: str) -> list[float]:
+    """``key`` of a record (a JSON file or a table's row), dots indexing into dicts and lists: one number, or one for
+    each entry of a list where a part is ``*`` (``top_induction_heads.*.beta_enc``: each head's)."""
+    parts = key.split(".")
+    if "*" not in parts:
+        return [_number(_entry(record, parts, key, file), key, file)]
+    at = parts.index("*")
+    entries = _entry(record, parts[:at], key, file)
+    if not isinstance(entries, list) or not entries:
+        raise UsageError(f"key={key!r}: {'.'.join(parts[:at]) or 'the record'} of {file} is not a list of entries")
+    rest = ".".join(parts[at + 1:])
+    return [number for entry in entries
+            for number in (_numbers(entry, rest, file) if rest else [_number(entry, key, file)])]
+
+
+def _entry(record: Any, parts: list[str], key: str, file: str) -> Any:
+    """What the dotted ``parts`` of ``key`` reach in a record; a last part ``a:b`` is the mean of that slice of a list
+    (``serial_position_curve.0:16``: the first 16 positions)."""
     value: Any = record
-    for part in key.split("."):
+    for part in parts:
         try:
             if isinstance(value, list) and ":" in part:
                 start, stop = (int(bound) if bound else None for bound in part.split(":"))
@@ -255,6 +274,11 @@ def _number(record: dict[str, Any], key: str, file: str) -> float:
                 value = value[int(part)] if isinstance(value, list) else value[part]
         except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError):
             raise UsageError(f"key={key!r} is not in {file}") from None
+    return value
+
+
+def _number(value: Any, key: str, file: str) -> float:
+    """One value that ``key`` reached, as a number (missing: NaN)."""
     if value is None or value == "":
         return float("nan")
     if isinstance(value, str):

@@ -112,6 +112,12 @@ def test_a_generated_table_the_doc_does_not_hold_as_written_fails(tmp_path):
     (tmp_path / "docs" / "page.md").write_text((tmp_path / "docs" / "page.md").read_text() + "| a | b |\n|---|---|\n"
                                                "| 1 | 2 |\n")
     assert not claims.failures(claims.check(path, tmp_path))
+    (tmp_path / "docs" / "other.md").write_text("| a | b |\n|---|---|\n| 1 | 3 |\n")
+    path.write_text(path.read_text().replace("tables: [table.md]", "tables: [{file: table.md, doc: docs/other.md}]"))
+    assert "docs/other.md does not hold it as written" in claims.check(path, tmp_path)[0].failure
+    path.write_text(path.read_text().replace("{file: table.md, doc: docs/other.md}", "{file: table.md}"))
+    with pytest.raises(UsageError, match="tables entry .* must be a file name or"):
+        claims.check(path, tmp_path)
 
 
 def test_sums_and_ranges_of_wall_time_read_each_runs_state(tmp_path):

@@ -4,7 +4,8 @@ A claims file (``results/<study>/claims.yaml``) lists sentences of a doc and wha
 
 ```yaml
 doc: docs/atlas.md                 # where its sentences are, from the repository's root (the folder holding results/)
-tables: [atlas.md]                 # generated files the doc holds as written (from this file's folder)
+tables: [atlas.md]                 # generated files the doc holds as written (from this file's folder; another
+                                   # doc's: {file: weights.md, doc: docs/influence.md})
 claims:
   - says: "**RetNet keeps the last pairs** (early − late −0.107 ± 0.013"   # the doc's words, line breaks aside
     of: RetNet/d_key=8/seed*       # the runs: folders (a glob or a list of them) from this file's folder
@@ -136,14 +137,14 @@ def check(path: str | Path, root: str | Path) -> list[Outcome]:
         return docs[name]
 
     outcomes = []
-    for name in spec.get("tables", []):
+    for entry in spec.get("tables", []):
+        name, doc = (entry["file"], entry["doc"]) if isinstance(entry, dict) else (entry, spec["doc"])
         table = folder / name
         if not table.is_file():
             raise UsageError(f"{path}: table {name!r} is not a file in {folder}")
-        held = _flat(table.read_text().strip()) in doc_text(spec["doc"])
-        outcomes.append(Outcome(spec["doc"], f"the table {folder / name}", "generated",
-                                None if held else f"{spec['doc']} does not hold it as written: draw it again and "
-                                                  "copy it in"))
+        held = _flat(table.read_text().strip()) in doc_text(doc)
+        outcomes.append(Outcome(doc, f"the table {folder / name}", "generated",
+                                None if held else f"{doc} does not hold it as written: draw it again and copy it in"))
     for i, claim in enumerate(spec["claims"]):
         where = f"{claim.get('doc', spec['doc'])} ({path.name} #{i + 1})"
         try:
@@ -324,6 +325,10 @@ def _read(path: Path) -> dict:
         raise UsageError(f"claims file {str(path)!r} cannot be read: {reason}{where}") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("doc"), str) or not isinstance(spec.get("claims"), list):
         raise UsageError(f"claims file {str(path)!r} needs doc: (a path) and claims: (a list)")
+    for entry in spec.get("tables", []):
+        if not isinstance(entry, str) and not (isinstance(entry, dict) and set(entry) == {"file", "doc"}):
+            raise UsageError(f"claims file {str(path)!r}: tables entry {entry!r} must be a file name or "
+                             "{file: NAME, doc: PATH}")
     for i, claim in enumerate(spec["claims"]):
         where = f"claims file {str(path)!r}, claim {i + 1}"
         if not isinstance(claim, dict):

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from primacy.analysis.behaviour.free_recall import FreeRecallCounts, summarize
+from primacy.analysis.behaviour.free_recall import LONG_FORMAT_COLUMNS, FreeRecallCounts, summarize
 from primacy.analysis.behaviour.serial_position import position_indices
 from primacy.errors import UsageError
 from primacy.rundir import results
@@ -49,7 +49,9 @@ def read_free_recall(out: Path) -> dict[str, Any]:
 
 
 def read_long_format(path: Path, remedy: str) -> tuple[list[str], list[list[str]], str]:
-    """free_recall.csv's header, its rows as text and the one subject they all have."""
+    """free_recall.csv's header, its rows as text and the one subject they all have. A header without one of the
+    columns primacy writes (``LONG_FORMAT_COLUMNS``) is refused, naming the file and the column: every reader of a
+    run's results (``read_free_recall``) comes through here."""
     if not path.is_file():
         raise UsageError(f"{path} does not exist: {remedy}")
     try:
@@ -60,8 +62,10 @@ def read_long_format(path: Path, remedy: str) -> tuple[list[str], list[list[str]
     if not table:
         raise UsageError(f"{path} is damaged (the file is empty): {remedy}")
     header, rows = table[0], table[1:]
-    if "subject" not in header:
-        raise UsageError(f"{path} is damaged (its header {header} has no subject column): {remedy}")
+    missing = [name for name in LONG_FORMAT_COLUMNS if name not in header]
+    if missing:
+        raise UsageError(f"{path} is damaged (it has no {' or '.join(missing)} column, of the columns "
+                         f"{', '.join(LONG_FORMAT_COLUMNS)} primacy writes): {remedy}")
     short = next((i for i, row in enumerate(rows, start=2) if len(row) != len(header)), None)
     if short is not None:
         raise UsageError(f"{path} is damaged (line {short} has {len(table[short - 1])} fields, the header "

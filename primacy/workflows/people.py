@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import numpy as np
 import torch
 
-from primacy.analysis.behaviour.free_recall import PADDING
+from primacy.analysis.behaviour.free_recall import PADDING, PSIFR_COLUMNS
 from primacy.checks import one_of
 from primacy.errors import UsageError
 
@@ -76,8 +76,7 @@ def load(name: str) -> list[Person]:
     return people(fr.sample_data(info.psifr_name), info.list_length)
 
 
-COLUMNS = ("subject", "list", "trial_type", "position", "item")  # psifr's long format; other columns are ignored
-FORMAT = "psifr's long format: a header with columns " + ", ".join(COLUMNS) + (
+FORMAT = "psifr's long format: a header with columns " + ", ".join(PSIFR_COLUMNS) + (
     ", then one row per study event and per output")
 
 
@@ -85,7 +84,7 @@ def people(raw: Any, list_length: int) -> list[Person]:
     """A psifr raw table (a pandas DataFrame with columns subject, list, trial_type 'study' | 'recall', position,
     item; one row per study event and per output) as one Person per subject, in the order subjects first appear
     (``read_people`` of the same table written as a file)."""
-    columns = [raw[name].tolist() for name in COLUMNS]
+    columns = [raw[name].tolist() for name in PSIFR_COLUMNS]
     rows = ((f"row {index + 1}", *values) for index, values in enumerate(zip(*columns)))
     return _people(rows, "the dataset", list_length)
 
@@ -106,11 +105,11 @@ def read_people(path: str | Path) -> list[Person]:
             header = next(table, None)
             if not header:
                 raise UsageError(f"data={path} is empty: give a free-recall file in {FORMAT}")
-            missing = [name for name in COLUMNS if name not in header]
+            missing = [name for name in PSIFR_COLUMNS if name not in header]
             if missing:
                 raise UsageError(f"data={path} has no column {', '.join(missing)} (its header: {', '.join(header)}): "
                                  f"give a file in {FORMAT}")
-            index = [header.index(name) for name in COLUMNS]
+            index = [header.index(name) for name in PSIFR_COLUMNS]
             rows = []
             for line, row in enumerate(table, start=2):
                 if len(row) != len(header):

@@ -37,6 +37,8 @@ import torch
 from primacy.errors import UsageError
 
 PADDING = -1  # in `recalls`: the model had stopped
+PSIFR_COLUMNS = ("subject", "list", "trial_type", "position", "item")  # psifr's long format; other columns are ignored
+LONG_FORMAT_COLUMNS = (*PSIFR_COLUMNS, "study_position")  # what ``long_format_rows`` writes
 INTRUSION_POSITION = -1  # in `positions`: an output that is not in the list's study
 PADDING_POSITION = -2  # in `positions`: no output
 
@@ -213,7 +215,7 @@ def summarize(counts: FreeRecallCounts) -> FreeRecallCurves:
 def long_format_rows(study: torch.Tensor, recalls: torch.Tensor, subject: int | str,
                      list_offset: int = 0) -> list[dict]:
     """The lists as rows of the long format psifr's ``fr.merge_free_recall`` reads as they are: columns
-    ``subject, list, trial_type ('study' | 'recall'), position, item, study_position``.
+    ``LONG_FORMAT_COLUMNS``, subject, list, trial_type ('study' | 'recall'), position, item, study_position.
 
     One row per study event and per output (padding omitted). ``position`` is 1-BASED, as in psifr and the
     free-recall literature (the package's tensors are 0-based): the study position of a study event, the output

@@ -268,7 +268,7 @@ def test_ablating_a_silent_head_changes_nothing():
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"ranked_heads": []}, "ranked_heads is empty"),
-    ({"ranked_heads": [(0, 1), (0, 1)]}, "names a head more than once"),
+    ({"ranked_heads": [(0, 1), (0, 1)]}, r"ranked_heads is invalid: it names \[\(0, 1\)\] more than once"),
     ({"ranked_heads": [(0, 1), (2, 0)]}, r"names \[\(2, 0\)\], not heads of this model: layer must lie in \[0, 1\]"),
     ({"ranked_heads": [0, 1]}, r"must be a list of \(layer, head\) pairs of integers"),
     ({"ranked_heads": [(0, 1.5)]}, "pairs of integers"),

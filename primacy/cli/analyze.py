@@ -174,9 +174,9 @@ def icl_command(args: list[str]) -> None:
                         help="the queries each lag of the attention lag-CRP averages: paper (per lag k, first "
                              "occurrences in (|k|, n - |k|], keys in the first repeat; needs n >= 11) or common (one "
                              "set for every lag)")
-    parser.add_argument("--top_heads_from", choices=HEAD_CHOICES, default="final",
-                        help="over training, average the top heads of the final checkpoint at every step (the "
-                             "authors' code) or re-rank at each checkpoint")
+    parser.add_argument("--top_heads_from", choices=HEAD_CHOICES, default=None,
+                        help="several checkpoints: average the top heads of the final checkpoint at every step "
+                             "(default final, the authors' code) or re-rank at each checkpoint")
     parser.add_argument("--formats", nargs="*", default=["png", "pdf"], help=FORMATS_HELP)
     _text_arguments(parser)
     options = parser.parse_args(args)
@@ -190,13 +190,17 @@ def icl_command(args: list[str]) -> None:
     text = _text_settings(options)
     sources = _sources(options, "analyze icl")  # every file checked before any work
     several = len(sources) > 1
+    if options.top_heads_from is not None and not several:
+        raise UsageError(f"top_heads_from={options.top_heads_from} is unused with one checkpoint: it chooses which "
+                         "heads to follow over training, so it needs several (--ckpt_path A B ..., --hf_model A B ... "
+                         "or --revision A B ...)")
     out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)
     for source in sources if several else ():
         _check_outputs(str(out / f"step{source.step}"), ICL_FILES, options.overwrite, options.formats)
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
                            tuple(options.formats), None if options.layers is None else tuple(options.layers),
-                           options.batch_size, options.top_heads_from, options.query_window, text)
+                           options.batch_size, options.top_heads_from or "final", options.query_window, text)
     if several:
         rows = analyze_checkpoints(sources, out, settings)
         first = emergence_step(rows)
@@ -242,7 +246,7 @@ def ablation_command(args: list[str]) -> None:
     settings = AblationSettings(options.rank_by, options.fraction, options.random, options.sequences,
                                 options.n_items, options.repeats or 2, options.seed, tuple(options.formats),
                                 options.batch_size, text)
-    result = ablate_checkpoint(source, ranked, out, settings)
+    result = ablate_checkpoint(source, ranked, out, settings, named=f"heads={options.heads}")
     s, c, d = result["summary"], result["comparisons"], result["random_draws"]
     print(f"ICL score (loss at token {result['late']} - token {result['early']}): intact {s['intact']['mean']:+.3f}, "
           f"top-{result['k']} ablated {s['top']['mean']:+.3f} (p = {c['top_minus_intact']['p_value']:.3g}), "

@@ -222,11 +222,17 @@ def ranked_heads(path: str | Path, key: str) -> list[tuple[int, int]]:
     if not rows or not {"layer", "head", key} <= set(rows[0]):
         raise UsageError(f"heads={path} is not an `analyze icl` heads.csv: it needs layer, head and {key} columns")
 
-    def order(row: dict) -> tuple[bool, float]:
-        value = float(row[key]) if row[key] else float("nan")
+    try:
+        scored = [(int(r["layer"]), int(r["head"]), float(r[key]) if r[key] else float("nan")) for r in rows]
+    except (ValueError, TypeError) as error:  # TypeError: a short row's missing cell
+        raise UsageError(f"heads={path} is not an `analyze icl` heads.csv: {error} (layer and head are whole numbers, "
+                         f"{key} a number or empty)") from None
+
+    def order(row: tuple[int, int, float]) -> tuple[bool, float]:
+        value = row[2]
         return np.isnan(value), (value if key == "cmr_distance" else -value)
 
-    return [(int(r["layer"]), int(r["head"])) for r in sorted(rows, key=order)]
+    return [(layer, head) for layer, head, _ in sorted(scored, key=order)]
 
 
 @dataclass(frozen=True)
@@ -246,9 +252,11 @@ class AblationSettings:
     # score on natural text
 
 
-def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Path, settings: AblationSettings) -> dict:
+def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Path, settings: AblationSettings,
+                      named: str = "ranked_heads") -> dict:
     """``analyze ablation`` of one checkpoint with heads ``ranked`` best first: ablation.json and its figure in
-    ``out``; returns the result."""
+    ``out``; returns the result. ``named``: where ``ranked`` came from (``heads=FILE``), which a refusal names (heads
+    this model does not have, say)."""
     model, default_items = source.load()
     documents = settings.text.documents(model)
     if settings.text.icl_score == "paper":  # the paper's: natural text windows
@@ -262,7 +270,7 @@ def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Pa
                                  torch.Generator().manual_seed(settings.seed), allowed)
         early = late = None
     result = ablation_study(model, tokens, ranked, settings.fraction, settings.random, settings.seed, early, late,
-                            batch_size=settings.batch_size)
+                            batch_size=settings.batch_size, named=named)
     result = {**source.describe(model), **vocabulary, "rank_by": settings.rank_by, "n_items": n,
               "repeats": None if n is None else settings.repeats, **settings.text.recorded(), **result}
     out.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -147,6 +148,7 @@ def ablation_study(
     late: int | None = None,
     resamples: int = 10_000,
     batch_size: int = 64,
+    named: str = "ranked_heads",
 ) -> dict:
     """ICL scores of the intact model, with the top ``fraction`` of ``ranked_heads`` ablated, and with as many
     random heads ablated; JSON-serialisable.
@@ -164,6 +166,7 @@ def ablation_study(
         early, late: ICL-score positions; None takes them from ``icl_positions(tokens)``.
         resamples: bootstrap and permutation resamples of each paired comparison.
         batch_size: sequences per forward pass.
+        named: what refusals of ``ranked_heads`` call it (a command names its option and file: ``heads=FILE``).
 
     Returns a dict with ``early``, ``late``, ``k``, ``top_heads`` and ``random_heads`` (lists of [layer, head]),
     ``scores`` (per-sequence ICL scores for ``intact``, ``top``, ``random`` and ``random_single``; ``random``
@@ -179,16 +182,18 @@ def ablation_study(
     try:
         ranked = [(operator.index(layer), operator.index(head)) for layer, head in ranked_heads]
     except (TypeError, ValueError):
-        raise UsageError(f"ranked_heads={ranked_heads!r} is invalid: it must be a list of (layer, head) pairs of "
-                         f"integers") from None
+        raise UsageError(f"{named} is invalid: it must be a list of (layer, head) pairs of integers, not "
+                         f"{ranked_heads!r}") from None
     if not ranked:
-        raise UsageError("ranked_heads is empty: it must name at least one (layer, head)")
+        raise UsageError(f"{named} is empty: it must name at least one (layer, head)")
     unknown = [head for head in ranked if head not in every]
     if unknown:
-        raise UsageError(f"ranked_heads names {unknown}, not heads of this model: layer must lie in "
+        shown = f"{unknown}" if len(unknown) <= 4 else f"{unknown[:4]} and {len(unknown) - 4} more"
+        raise UsageError(f"{named} names {shown}, not heads of this model: layer must lie in "
                          f"[0, {model.n_layers - 1}] and head in [0, {model.n_heads - 1}]")
-    if len(set(ranked)) < len(ranked):
-        raise UsageError(f"ranked_heads={ranked} is invalid: it names a head more than once")
+    twice = sorted(head for head, times in Counter(ranked).items() if times > 1)
+    if twice:
+        raise UsageError(f"{named} is invalid: it names {twice} more than once")
     if not 0 < fraction <= 1:
         raise UsageError(f"fraction={fraction} is invalid: it must lie in (0, 1]")
     positive(n_random=n_random)

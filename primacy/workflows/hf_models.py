@@ -32,8 +32,10 @@ def transformers_module():
     return transformers
 
 
-def check_source(name: str) -> None:
-    """A one-line error for a local path that cannot be a model directory (a hub id is left to the hub)."""
+def check_source(name: str, revisions: list[str] | None = None) -> None:
+    """A one-line error for a local path that cannot be a model directory (a hub id is left to the hub), whose
+    safetensors files do not open, or that is given ``revisions``: a directory holds one checkpoint, and transformers
+    would load it whatever the revision."""
     path = Path(name).expanduser()
     if path.is_file():
         raise UsageError(f"hf_model={name} is a file: give a model directory (saved with save_pretrained) or a hub id")
@@ -51,6 +53,11 @@ def check_source(name: str) -> None:
             raise UsageError(f"hf_model={name} is {REMOTE_CODE[model_type]}, whose architecture is remote code that "
                              f"primacy does not run (trust_remote_code): use a model transformers implements, such "
                              f"as Qwen2 or later for Qwen")
+        _check_weights(name, path)
+        if revisions:
+            raise UsageError(f"revision={' '.join(revisions)} is for a hub id, not the local directory hf_model={name},"
+                             f" which holds one checkpoint whatever the revision: leave out --revision, or give one "
+                             f"directory per checkpoint (--hf_model DIR DIR ...)")
 
 
 def load_pretrained(name: str, revision: str | None = None, dtype: str = "float32",
@@ -63,15 +70,18 @@ def load_pretrained(name: str, revision: str | None = None, dtype: str = "float3
     one_of("device", device, DEVICES)
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda is invalid: this machine has no CUDA device, use --device cpu")
-    check_source(name)
+    check_source(name, [revision] if revision else None)
     transformers.utils.logging.disable_progress_bar()  # one model, one line of output: no per-shard progress bars
     where = f"hf_model={name}" + (f" (revision={revision})" if revision else "")
+    from safetensors import SafetensorError  # a dependency of transformers
+
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(
             name, revision=revision, dtype=DTYPES[dtype], attn_implementation="eager")
+    except SafetensorError as err:  # a hub download's (a directory's were checked): safetensors names no file
+        raise _unreadable(where, "its weights", err) from None
     except (OSError, ValueError, KeyError, TypeError) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UsageError(f"{where} could not be loaded: {reason}") from None
+        raise UsageError(f"{where} could not be loaded: {_first_line(err)}") from None
     model.to(device).eval()
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name, revision=revision)
@@ -83,6 +93,28 @@ def load_pretrained(name: str, revision: str | None = None, dtype: str = "float3
     if group != 1:
         raise UsageError(f"group={group} is invalid for {where}: its heads are its attention heads (group 1)")
     return PretrainedHeads(model, vocab, where, tokenizer)
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def _check_weights(name: str, directory: Path) -> None:
+    """Every safetensors file of a model directory opens (its header is read, not its tensors): a damaged or cut
+    short one is refused before any model of a series loads."""
+    from safetensors import SafetensorError, safe_open  # a dependency of transformers
+
+    for file in sorted(directory.glob("*.safetensors")):
+        try:
+            with safe_open(file, "pt"):
+                pass
+        except (SafetensorError, OSError) as err:
+            raise _unreadable(f"hf_model={name}", str(file), err) from None
+
+
+def _unreadable(where: str, file: str, error: BaseException) -> UsageError:
+    return UsageError(f"{where} could not be loaded: {file} is not a readable safetensors file, damaged or cut short "
+                      f"({_first_line(error)}): save or download the model again")
 
 
 def checkpoint_name_step(name: str, required: bool = True) -> int | None:

@@ -81,12 +81,12 @@ def pretrained_checkpoints(names: list[str], revisions: list[str] | None, dtype:
                            device: str, group: int = 1) -> list[PretrainedCheckpoint]:
     """One model, or a series of checkpoints of one model (several revisions of a name, or several directories),
     in step order; a series takes each step from the revision's or directory's name (``step1000``)."""
-    revisions = revisions or [None]
-    if len(names) > 1 and len(revisions) > 1:
+    if len(names) > 1 and revisions is not None and len(revisions) > 1:
         raise UsageError(f"hf_model gives {len(names)} models and revision {len(revisions)} revisions: give several "
                          f"revisions of one model, or several directories without --revision")
     for name in names:
-        check_source(name)
+        check_source(name, revisions)
+    revisions = revisions or [None]
     pairs = [(name, revision) for name in names for revision in revisions]
     if len(pairs) == 1:
         (name, revision), = pairs

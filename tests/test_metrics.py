@@ -269,6 +269,7 @@ def test_controlled_contiguity_is_flat_for_a_model_with_primacy_and_no_contiguit
     lags, raw, controlled = out["contiguity_lags"], out["contiguity_curve"], out["controlled_contiguity_curve"]
     backward, forward = raw[(lags >= -16) & (lags <= -8)].mean(), raw[(lags >= 8) & (lags <= 16)].mean()
     assert backward - forward > 0.1, "the raw curve shows a spurious backward advantage: it carries primacy"
+    assert (round(float(backward), 2), round(float(forward), 2)) == (0.62, 0.47)  # README.md's numbers
     assert abs(float(controlled.nanmean())) < 0.01
     backward, forward = controlled[(lags >= -16) & (lags <= -8)].mean(), controlled[(lags >= 8) & (lags <= 16)].mean()
     assert abs(float(backward - forward)) < 0.02

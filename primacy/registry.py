@@ -86,6 +86,11 @@ def names(kind: str = "backbone") -> list[str]:
     return sorted(_entry_points(kind))
 
 
+def closest(name: str, kind: str = "backbone", n: int = 3, cutoff: float = 0.4) -> list[str]:
+    """The registered names of ``kind`` closest to ``name`` (to the class name of a dotted path), best first."""
+    return difflib.get_close_matches(name.rpartition(".")[2], names(kind), n=n, cutoff=cutoff)
+
+
 def get(name: str, kind: str = "backbone") -> type:
     """The class of ``kind`` registered as ``name``; an unknown name is rejected with close matches."""
     base = _base(kind)
@@ -94,7 +99,7 @@ def get(name: str, kind: str = "backbone") -> type:
     if name not in eps and plugin is not None:
         raise UsageError(f"{kind} {name!r} is provided by the plugin {plugin}, which is not installed")
     if name not in eps:
-        close = difflib.get_close_matches(name, eps, n=3, cutoff=0.4)
+        close = closest(name, kind)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise UsageError(f"{kind} {name!r} is not registered: {hint}registered {kind}s: {', '.join(sorted(eps))}")
     try:

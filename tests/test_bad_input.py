@@ -9,10 +9,11 @@ import sys
 
 import pytest
 import torch
-from conftest import QUIET, ROOT, TINY_RUNS
+from conftest import QUIET, ROOT, TINY_RUNS, fake_slurm
 
 from primacy import registry
 from primacy.cli import main
+from primacy.cli.lightning import parse_run
 from primacy.registry import BUILTINS_ONLY
 
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
@@ -74,6 +75,8 @@ FIT = [
      "every_n_minutes=-5.0 is invalid: it must be positive (or null)"),
     ("unknown-key", ["--trainer.max_stepz", "3"],
      "unknown option --trainer.max_stepz: did you mean --trainer.max_steps?"),
+    ("nested-null-not-allowed", ["--model.init_args.backbone.init_args.d_model", "null"],
+     "--model.init_args.backbone.init_args.d_model null: expected int (null is not one of its values)"),
     ("unknown-model-key", ["--model.init_args.lrr", "0.1"],
      "unknown option --model.init_args.lrr: did you mean --model.init_args.lr?"),
     ("ckpt-missing", ["--ckpt_path", "{tmp}/missing.ckpt"],
@@ -98,7 +101,26 @@ CONFIG_FILES = [
     ("config-malformed", ["--config", "{tmp}/malformed.yaml"], ("--config {tmp}/malformed.yaml is not valid YAML: ",)),
     ("config-empty", ["--config", "{tmp}/empty.yaml"],
      "--config {tmp}/empty.yaml is empty: a config is a YAML mapping, e.g. 'trainer: {{max_steps: 100}}'"),
+    ("config-model-misspelt", ["--config", "{tmp}/model-misspelt.yaml"],
+     ("model.class_path primacy.models.free_recall.FreeRecalModel in --config {tmp}/model-misspelt.yaml is not found "
+      "(module 'primacy.models.free_recall' has no attribute 'FreeRecalModel'): did you mean FreeRecallModel? "
+      "registered models: ", "SequenceModel")),
+    ("config-task-misspelt", ["--config", "{tmp}/task-misspelt.yaml"],
+     ("data.class_path primacy.tasks.free_recal.FreeRecallTask in --config {tmp}/task-misspelt.yaml is not found "
+      "(No module named 'primacy.tasks.free_recal'): did you mean FreeRecallTask? registered tasks: ",
+      "VerificationTask")),
+    ("config-backbone-misspelt", ["--config", "{tmp}/backbone-misspelt.yaml"],
+     ("model.init_args.backbone.class_path primacy.backbones.s4d.S4DBackbon in --config {tmp}/backbone-misspelt.yaml "
+      "is not found (module 'primacy.backbones.s4d' has no attribute 'S4DBackbon'): did you mean S4DBackbone? "
+      "registered backbones: ", "LSTMBackbone")),
+    ("config-null-not-allowed", ["--config", "{tmp}/null-width.yaml"],
+     "model.init_args.backbone.init_args.d_model: null in --config {tmp}/null-width.yaml: expected int (null is not "
+     "one of its values)"),
 ]
+MISSPELT = {"model-misspelt": ("free_recall.FreeRecallModel", "free_recall.FreeRecalModel"),
+            "task-misspelt": ("primacy.tasks.free_recall.FreeRecallTask", "primacy.tasks.free_recal.FreeRecallTask"),
+            "backbone-misspelt": ("class_path: S4DBackbone", "class_path: primacy.backbones.s4d.S4DBackbon"),
+            "null-width": ("d_model: 128", "d_model: null")}  # file: (text of quickstart-free-recall.yaml, changed)
 TEST = [
     ("test-other-model", ["--config", "{run}/config.yaml", "--ckpt_path", "{lstm}/checkpoints/last.ckpt"],
      "ckpt_path={lstm}/checkpoints/last.ckpt does not match the config: model.init_args.backbone.class_path: the "
@@ -197,6 +219,10 @@ def places(tmp_path_factory):
     (tmp / "truncated.ckpt").write_bytes(ckpt[: len(ckpt) // 2])
     (tmp / "malformed.yaml").write_text("trainer:\n  max_steps: [1, 2\n")
     (tmp / "empty.yaml").write_text("")
+    free_recall = (ROOT / "configs" / "quickstart-free-recall.yaml").read_text()
+    for name, (right, wrong) in MISSPELT.items():
+        assert right in free_recall, name
+        (tmp / f"{name}.yaml").write_text(free_recall.replace(right, wrong))
     return {"tmp": tmp, "run": run, "lstm": lstm, "induction": induction, "file": tmp / "file", "damaged": damaged}
 
 
@@ -251,6 +277,44 @@ def test_fit_free_recall(args, expected, places, capsys, tmp_path):
     assert not (tmp_path / "new" / "checkpoints").exists(), "nothing was trained"
 
 
+HUGE = "100000000000"
+TOO_LONG = (" GiB for a batch of ", "-token sequences (their token ids alone), more than the ",
+            " GiB of memory of this machine: lower them")
+# (id, config, arguments, parts of the message): sequences too long for memory, refused when the task is built, before
+# any training or testing; a test's delays as well as training's.
+SEQUENCE_LENGTHS = [
+    ("reconstruction-delay", "quickstart-reconstruction", ["--data.init_args.delay", f"[0, {HUGE}]"],
+     (f"n_items=12, delay=(0, {HUGE}), batch_size=64 need ", "100000000024-token", *TOO_LONG)),
+    ("reconstruction-test-delays", "quickstart-reconstruction", ["--data.init_args.test_delays", f"[{HUGE}]"],
+     (f"n_items=12, delay=(0, 16), test_delays=[{HUGE}], batch_size=64 need ", "100000000024-token", *TOO_LONG)),
+    ("mqar-length", "quickstart-mqar", ["--data.init_args.length", HUGE],
+     (f"length={HUGE}, batch_size=64 need ", *TOO_LONG)),
+    ("selective-copying-length", "quickstart-selective-copying", ["--data.init_args.length", HUGE],
+     (f"length={HUGE}, batch_size=64 need ", *TOO_LONG)),
+    ("induction-length", "induction-quickstart", ["--data.init_args.length", HUGE],
+     (f"length={HUGE}, prompt_items=", *TOO_LONG)),
+]
+
+
+@pytest.mark.parametrize("config,args,expected", [c[1:] for c in SEQUENCE_LENGTHS],
+                         ids=[c[0] for c in SEQUENCE_LENGTHS])
+def test_sequences_too_long_for_memory(config, args, expected, places, capsys, tmp_path):
+    root = ["--trainer.default_root_dir", str(tmp_path / "new")]
+    fails_in_one_line(["fit", "--config", str(ROOT / "configs" / f"{config}.yaml"), *QUIET, *root, *args], expected,
+                      places, capsys)
+    assert not (tmp_path / "new").exists(), "nothing was written"
+
+
+def test_a_nested_null_on_the_command_line_is_null(tmp_path):
+    """jsonargparse read a null two classes deep as the text 'None' (and refused it); it is null, as in a config."""
+    config = parse_run(["fit", "--config", str(ROOT / "configs" / "quickstart-free-recall-lstm.yaml"),
+                        "--model.init_args.backbone.init_args.max_timescale", "null",
+                        "--model.init_args.backbone.init_args.n_layers", "2",
+                        "--trainer.default_root_dir", str(tmp_path / "new")])
+    backbone = config.model.init_args.backbone.init_args
+    assert backbone.max_timescale is None and backbone.n_layers == 2 and backbone.d_model == 128
+
+
 @pytest.mark.parametrize("args,expected", [c[1:] for c in CONFIG_FILES], ids=[c[0] for c in CONFIG_FILES])
 @pytest.mark.parametrize("subcommand", ["fit", "test"])
 def test_config_files(subcommand, args, expected, places, capsys):
@@ -266,6 +330,31 @@ def test_test(args, expected, places, capsys):
 def test_other_commands(args, expected, places, capsys):
     fails_in_one_line(args, expected, places, capsys)
     assert not (places["tmp"] / "icl").exists() and not (places["tmp"] / "agg").exists(), "no output was started"
+
+
+# Overrides that no run of a figure or an atlas can take: refused as `primacy fit` refuses them at its start, before
+# any run is launched here or submitted to SLURM.
+LAUNCHES = [
+    ("reproduce-n-items-zero", ["reproduce", "humans", "--seeds", "1", "--panels", "free-recall-lstm-L16",
+                                "--data.init_args.n_items", "0"], "n_items=0 is invalid: it must be at least 1"),
+    ("reproduce-vocab-too-small", ["reproduce", "induction", "--seeds", "1", "--data.init_args.vocab_size", "2"],
+     "vocab_size=2 is invalid: it must be at least 3 (BOS and two tokens)"),
+    ("atlas-p-distractor-above-one", ["atlas", "verification", "--rows", "LSTM", "--seeds", "1",
+                                      "--data.init_args.p_distractor", "1.5"],
+     "p_distractor=1.5 is invalid: it must lie in [0, 1]"),
+]
+
+
+@pytest.mark.parametrize("args,expected", [c[1:] for c in LAUNCHES], ids=[c[0] for c in LAUNCHES])
+@pytest.mark.parametrize("launcher", ["local", "slurm"])
+def test_launchers_refuse_an_override_no_run_takes(launcher, args, expected, places, capsys, tmp_path, monkeypatch):
+    _, script = fake_slurm(tmp_path, monkeypatch, 4242)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.md").write_text("an earlier figure's notes")
+    fails_in_one_line([*args, "--out", str(out), "--launcher", launcher], expected, places, capsys)
+    assert snapshot(out) == {out / "notes.md": b"an earlier figure's notes"}, "nothing was launched or written"
+    assert not script.exists(), "nothing was submitted"
 
 
 def test_forked_processes_on_several_threads_are_refused(places, capsys):

@@ -20,7 +20,7 @@ from primacy.cli.launching import (
     run_local,
     submit,
 )
-from primacy.cli.lightning import parse_run
+from primacy.cli.lightning import check_run
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw, slowest_first, table_columns
 from primacy.workflows.atlas_cost import Estimate, ToGo, estimate, parts, to_go
@@ -66,7 +66,7 @@ def command(args: list[str]) -> None:
     out = Path(options.out or f"runs/atlas-{spec.name}-{options.scale}")
     if not options.status:
         _keep_tables(spec, out, options.extrapolate)
-    planner = Planner(spec, options.scale, options.seeds, out, overrides, parse_run,
+    planner = Planner(spec, options.scale, options.seeds, out, overrides, check_run,
                       tuple(options.band) if options.band else None, options.extrapolate)
     states = planner.rows()
     if options.status:

@@ -23,12 +23,12 @@ from primacy.callbacks import ResultsWriter, RunCheckpoint, RunConfig
 from primacy.checks import writable_directory
 from primacy.cli import console, progress
 from primacy.cli.help import HELP_ALL, backbone_help, subcommand_help, wants_help
-from primacy.cli.parse_errors import ParseError, check_config_files, explain
+from primacy.cli.parse_errors import ParseError, check_config_files, check_nulls, explain
 from primacy.errors import UsageError, find_usage_error
 from primacy.rundir.checkpoints import check_checkpoint, checkpoint_step
 from primacy.rundir.layout import RunDir
 from primacy.rundir.resume import resume_point, wandb_run_id
-from primacy.rundir.runs import check_parsed_pairing, link_task_to_model
+from primacy.rundir.runs import build_run, check_parsed_pairing, link_task_to_model
 
 TRAINER_DEFAULTS = {
     "logger": {
@@ -122,6 +122,8 @@ class PrimacyCLI(LightningCLI):
         self._parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
+        argv = sys.argv[1:] if args is None else args
+        check_nulls(config, self._parser(subcommand), argv if isinstance(argv, list) else [])
         check_parsed_pairing(config.get("model"), config.get("data"))
 
     def _parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
@@ -136,7 +138,7 @@ class PrimacyCLI(LightningCLI):
                 raise SystemExit(0)
             if HELP_ALL in argv:
                 args = ["--help" if arg == HELP_ALL else arg for arg in argv]
-            super().parse_arguments(parser, args)
+            super().parse_arguments(parser, nested_nulls(args) if isinstance(args, list) else args)
         except ParseError as err:
             backbone_help(argv)
             raise explain(err, argv, self._parser(subcommand)) from None
@@ -205,6 +207,38 @@ class PrimacyCLI(LightningCLI):
         headline = ", ".join(f"{key} {float(metrics[f'test/{key}']):.3f}"
                              for key in getattr(self.model, "HEADLINE", ()) if f"test/{key}" in metrics)
         rank_zero_info(f"Results in {RunDir.of(trainer).results}" + (f": {headline}" if headline else ""))
+
+
+def nested_nulls(argv: list[str]) -> list[str]:
+    """``argv`` with every null given to a setting of a class inside the model's or task's
+    (``--model.init_args.backbone.init_args.max_timescale null``) written as a mapping at that class's key
+    (``--model.init_args.backbone '{"init_args": {"max_timescale": null}}'``): jsonargparse passes a null that deep
+    on as the text 'None', which no setting takes, while it reads the mapping's null as null."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        key, has_value, value = arg.partition("=")
+        if not has_value and i + 1 < len(argv):
+            value = argv[i + 1]
+        parts = key.removeprefix("--").split(".") if arg.startswith("--") and not arg.startswith("--config") else []
+        inner = parts[2:] if parts[1:2] == ["init_args"] else parts[1:]
+        if parts[:1] in (["model"], ["data"]) and len(inner) > 1 and value.strip() and _is_null(value):
+            nested: Any = None
+            for part in reversed(inner[1:]):
+                nested = {part: nested}
+            out += [f"--{parts[0]}.init_args.{inner[0]}", json.dumps(nested)]
+            i += 1 if has_value else 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def _is_null(text: str) -> bool:
+    try:
+        return yaml.safe_load(text) is None
+    except yaml.YAMLError:
+        return False
 
 
 def _step_reached(trainer: L.Trainer) -> int:
@@ -284,3 +318,12 @@ def parse_run(args: list[str]) -> Any:
     finally:
         seed_log.setLevel(level)
     raise AssertionError("PrimacyCLI returned without parsing")  # pragma: no cover
+
+
+def check_run(args: list[str]) -> Any:
+    """``parse_run``, then the run's model and task built once and dropped: what their constructors refuse (n_items=0,
+    a vocabulary too small, sequences too long for memory) is refused as ``primacy fit`` would refuse it at its
+    start, but before a launcher starts or queues any run. Nothing is trained or written."""
+    config = parse_run(args)
+    build_run(config.model, config.data)
+    return config

@@ -19,6 +19,7 @@ from primacy.cli.help import (
     configured_classes,
     import_class,
     link_sources,
+    parameters,
 )
 from primacy.errors import UsageError
 
@@ -53,6 +54,26 @@ def check_config_files(argv: list[str]) -> None:
                              "'trainer: {max_steps: 100}'")
         if not isinstance(settings, dict):
             raise UsageError(f"{option} {value} is not a mapping of settings: it holds a {type(settings).__name__}")
+
+
+def check_nulls(config: Any, parser: Any, argv: list[str]) -> None:
+    """Refuses, in one line naming the setting, a null given to a constructor parameter of a class the parsed
+    ``config`` chooses whose type does not take one (jsonargparse passes a class's nulls on unchecked, so the
+    constructor would fail on it); a parameter whose default is null, and one a link sets, are left alone."""
+    linked = link_sources(parser)
+    for prefix, cls in configured_classes(config).items():
+        settings = config.get(prefix)
+        for param in parameters(cls):
+            key = f"{prefix}.{param.name}"
+            if settings is None or settings.get(param.name, "") is not None or param.default is None or key in linked:
+                continue
+            if param.meta.endswith("|null") or param.meta in ("VALUE", "Any"):
+                continue
+            typed = any(_same_key(arg, key) for arg in argv if arg.startswith("--"))
+            files = _config_files(argv)
+            where = f"--{key} null" if typed else f"{key}: null in --config {', '.join(files) or 'the config'}"
+            expected = param.meta.lower() if param.meta.isupper() else param.meta
+            raise UsageError(f"{where}: expected {expected} (null is not one of its values)")
 
 
 def check_plugins_installed(argv: list[str]) -> None:
@@ -183,6 +204,8 @@ def _nested(message: str, argv: list[str], parser: Any) -> UsageError | None:
         if match := _KEY.match(text):
             stack.append((indent, "key", match.group(1)))
         elif match := _CLASS.match(text):
+            if import_class(match.group(1)) is None and (best is None or best[0] < 3):  # a misspelt class path
+                best = (3, _unknown_class(_path(stack)[0], match.group(1), argv))
             stack.append((indent, "class", match.group(1)))
         elif match := _OPTION.match(text):
             path, chain = _path(stack)
@@ -195,7 +218,7 @@ def _nested(message: str, argv: list[str], parser: Any) -> UsageError | None:
                 best = (2, UsageError(f"--{_path(stack)[0]} {match.group(2)}: expected {_type_name(match.group(1))}"))
         elif match := _NO_CLASS.match(text):
             if best is None or best[0] < 1:
-                best = (1, _unknown_class(_path(stack)[0], match.group(1)))
+                best = (1, _unknown_class(_path(stack)[0], match.group(1), argv))
         elif (match := _ALTERNATIVE.match(text)) and not stack[1:]:
             alternatives.append(_type_name(match.group(1)))
         elif (match := _GIVEN.match(text)) and len(stack) == 1:
@@ -231,20 +254,54 @@ def _type_name(text: str) -> str:
     return text.replace("typing.", "")
 
 
-def _unknown_class(key: str, name: str) -> UsageError:
-    kind = {"model": "model", "data": "task"}.get(key)
-    if kind is None and key.rpartition(".")[2] == "backbone":
+def _unknown_class(key: str, name: str, argv: list[str] = ()) -> UsageError:
+    """One line for a class that does not resolve at ``key``: a short name gets the registered names of its kind and
+    the closest one; a dotted path that does not import says why, with the closest registered names too. Named as
+    typed (``--model X``), or as the key and file of a config that holds it (``_where``)."""
+    where = _where(key, name, argv)
+    kind = {"model": "model", "data": "task"}.get(key) or ("backbone" if key.endswith("backbone") else None)
+    if kind == "backbone" and "." not in name:
         try:  # a short name: a bundled plugin that is not installed, or a misspelt backbone, says so
             registry.get(name)
         except UsageError as err:
-            return UsageError(f"--{key} {name}: {err}")
-    if kind is None:
-        return UsageError(f"--{key} {name}: no class of that name is imported: give its full path (module.Class)")
-    names = registry.names(kind)
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+            return UsageError(f"{where}: {err}")
+    close = registry.closest(name, kind, n=1, cutoff=0.5) if kind else []
     hint = f"did you mean {close[0]}? " if close else ""
-    return UsageError(f"--{key} {name} is not a known {'model' if key == 'model' else 'task'}: {hint}"
-                      f"choose from {', '.join(names)} (or give a full class path)")
+    known = f"{hint}registered {kind}s: {', '.join(registry.names(kind))}" if kind else ""
+    if "." in name:
+        return UsageError(f"{where} is not found ({_import_problem(name)})" + (f": {known}" if known else ""))
+    if kind is None:
+        return UsageError(f"{where}: no class of that name is imported: give its full path (module.Class)")
+    return UsageError(f"{where} is not a known {kind}: {hint}choose from {', '.join(registry.names(kind))} "
+                      "(or give a full class path)")
+
+
+def _import_problem(class_path: str) -> str:
+    """Why ``class_path`` does not import, in a few words (Python's own: no module, no attribute)."""
+    try:
+        registry.import_class(class_path)
+    except UsageError as err:
+        return str(err).partition(": ")[2] or str(err)
+    return "it imports, but is not a class of this kind"
+
+
+def _where(key: str, name: str, argv: list[str]) -> str:
+    """How a message names the class ``name`` at ``key``: ``--key name`` when the command line gives it (or when
+    no config file does), else ``key.class_path name in --config FILE``."""
+    typed = any(name in arg for arg in argv if not arg.startswith("--config") and arg not in _config_files(argv))
+    files = [file for file in _config_files(argv) if not typed and name in _text(file)]
+    return f"{key}.class_path {name} in --config {files[0]}" if files else f"--{key} {name}"
+
+
+def _config_files(argv: list[str]) -> list[str]:
+    return [value for _, value in _config_values(argv)]
+
+
+def _text(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return path  # a config given as YAML text on the command line
 
 
 def _unknown_key(key: str, candidates: list[str], argv: list[str]) -> UsageError:

@@ -20,7 +20,7 @@ from primacy.cli.launching import (
     print_status,
     stop_unless_done,
 )
-from primacy.cli.lightning import parse_run
+from primacy.cli.lightning import check_run
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows.pages import FIGURES, SCALES, FigureSpec
 from primacy.workflows.reproduce import (
@@ -65,7 +65,7 @@ def command(args: list[str]) -> None:
     if not options.status:  # before anything is trained or written
         for name, columns in table_columns(spec).items():
             keep_columns(out / name, columns)
-    runs, configs = plan(spec, options.scale, options.seeds, out, overrides, parse_run)
+    runs, configs = plan(spec, options.scale, options.seeds, out, overrides, check_run)
     statuses = {run: status(run, configs[run.panel]) for run in runs}
     if options.status:
         print_status(statuses)

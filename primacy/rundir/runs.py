@@ -179,11 +179,7 @@ def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModu
     """The model (weights from ``ckpt_path``, in eval mode) and the task described by a run's ``config.yaml``."""
     config = Path(config)
     settings = run_settings(config)
-    registry.load_all()
-    parser = LightningArgumentParser()
-    parser.add_lightning_class_args(L.LightningModule, "model", subclass_mode=True)
-    parser.add_lightning_class_args(L.LightningDataModule, "data", subclass_mode=True)
-    link_task_to_model(parser)
+    parser = _run_parser()
     parsed = parser.parse_object({"model": settings["model"], "data": settings["data"]})
     check_parsed_pairing(parsed.model, parsed.data)
     checkpoint = check_checkpoint(ckpt_path, parsed.model, "analyze")  # before anything is built
@@ -196,3 +192,22 @@ def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModu
         raise UsageError(f"ckpt_path={ckpt_path} does not match config={config}: missing {missing[:3]}, "
                          f"unexpected {unexpected[:3]}")
     return built.model.eval(), built.data
+
+
+def build_run(model: Any, data: Any) -> tuple[L.LightningModule, L.LightningDataModule]:
+    """The model and task of a parsed config's ``model`` and ``data`` sections (Namespaces), built as a run builds
+    them, so that every check of their constructors runs; nothing is trained, loaded or written."""
+    parser = _run_parser()
+    parsed = parser.parse_object({"model": model.as_dict(), "data": data.as_dict()})
+    built = parser.instantiate_classes(parsed)
+    return built.model, built.data
+
+
+def _run_parser() -> LightningArgumentParser:
+    """A parser of a run's model and data sections, the task's sizes linked to the model's as in ``primacy fit``."""
+    registry.load_all()
+    parser = LightningArgumentParser()
+    parser.add_lightning_class_args(L.LightningModule, "model", subclass_mode=True)
+    parser.add_lightning_class_args(L.LightningDataModule, "data", subclass_mode=True)
+    link_task_to_model(parser)
+    return parser

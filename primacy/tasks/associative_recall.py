@@ -168,6 +168,7 @@ class AssociativeRecallTask(HeldOutTask):
             raise UsageError("condition='half' asks unseen keys, which a model trained with p_unseen=0 never meets: "
                              "set p_unseen > 0 or condition='seen'")
         non_negative(num_workers=num_workers)
+        self.check_sequences(batch_size, n_items=n_items)
         fits_in_memory("drawing key sets", 4 * n_keys * max(batch_size, num_held_out), n_keys=n_keys,
                        batch_size=batch_size, num_held_out=num_held_out)
         what = f"n_keys={n_keys} and n_items={n_items}"

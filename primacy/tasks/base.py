@@ -11,6 +11,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from primacy.checks import fits_in_memory
 from primacy.tasks.sampling import TEST_DESIGN, stream_generator
 
 Batch = dict[str, torch.Tensor]
@@ -110,6 +111,17 @@ class Task(L.LightningDataModule):
         """The longest input sequence (training or evaluation) of a task built with ``settings``, linked to the
         ``context_length`` of backbones that take one; None when a task does not say."""
         return None
+
+    def check_sequences(self, batch_size: int, **settings: Any) -> None:
+        """Refuses, before anything is drawn, ``settings`` (the init args that ``sequence_length`` reads) whose
+        longest sequence, in a batch of ``batch_size``, would not fit in this machine's memory as token ids alone
+        (int64): the least any training or evaluation batch holds, before the model's activations."""
+        length = self.sequence_length(settings)
+        if length is None:
+            return
+        named = {name: value for name, value in settings.items() if value is not None}
+        fits_in_memory(f"a batch of {length}-token sequences (their token ids alone)", 8 * batch_size * length,
+                       **named, batch_size=batch_size)
 
     @classmethod
     def at_list_length(cls, settings: dict[str, Any], n_items: int) -> dict[str, Any]:

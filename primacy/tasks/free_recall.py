@@ -106,6 +106,7 @@ class FreeRecallTask(HeldOutTask):
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: a list of distinct items "
                              f"needs vocab_size >= {n_items}")
         non_negative(num_workers=num_workers)
+        self.check_sequences(batch_size, n_items=n_items)
         fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out), vocab_size=vocab_size,
                        batch_size=batch_size, num_held_out=num_held_out)
         what = f"vocab_size={vocab_size} and n_items={n_items}"

@@ -109,6 +109,7 @@ class InductionTask(Task):
             raise UsageError(f"prompt_items={prompt_items} is invalid: it must lie in [1, vocab_size - 1]")
         positive(batch_size=batch_size, num_val_prompts=num_val_prompts, num_test_prompts=num_test_prompts)
         non_negative(num_workers=num_workers)
+        self.check_sequences(batch_size, length=length, prompt_items=prompt_items)
         rows = max(batch_size, num_val_prompts, num_test_prompts)  # the largest draw: one random key per token and row
         fits_in_memory("drawing random tokens", 8 * rows * max(length, vocab_size), batch_size=batch_size,
                        num_val_prompts=num_val_prompts, num_test_prompts=num_test_prompts, length=length,

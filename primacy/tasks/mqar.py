@@ -143,6 +143,7 @@ class MQARTask(HeldOutTask):
         if not 0.0 < power_a <= 1.0:
             raise UsageError(f"power_a={power_a} is invalid: it must lie in (0, 1]")
         non_negative(num_workers=num_workers)
+        self.check_sequences(batch_size, length=length)
         fits_in_memory("drawing key sets", 4 * n_keys * max(batch_size, num_held_out), n_keys=n_keys,
                        batch_size=batch_size, num_held_out=num_held_out)
         what = f"n_keys={n_keys} and n_items={n_items}"

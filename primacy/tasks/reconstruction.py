@@ -177,6 +177,7 @@ class ReconstructionTask(HeldOutTask):
         non_negative(num_workers=num_workers)
         self.delay_range = delay_range(delay)
         self.test_delays = resolve_test_delays(delay, test_delays)
+        self.check_sequences(batch_size, n_items=n_items, delay=delay, test_delays=test_delays)
         fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out), vocab_size=vocab_size,
                        batch_size=batch_size, num_held_out=num_held_out)
         what = f"vocab_size={vocab_size} and n_items={n_items}" + (" with repeats" if repeats else "")

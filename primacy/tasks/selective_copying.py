@@ -111,6 +111,7 @@ class SelectiveCopyingTask(HeldOutTask):
             raise UsageError(f"length={length} is too short for n_items={n_items}: the data tokens and the markers "
                              f"take L places each, so it must be at least 2L = {2 * n_items}")
         non_negative(num_workers=num_workers)
+        self.check_sequences(batch_size, length=length)
         fits_in_memory("the test trials", 8 * length * max(num_test_sets, num_val_sets), length=length,
                        num_test_sets=num_test_sets)
         what = f"vocab_size={vocab_size} and n_items={n_items} with repeats"

@@ -196,6 +196,7 @@ class VerificationTask(HeldOutTask):
         positive(batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
         if not 0.0 <= p_distractor <= 1.0:
             raise UsageError(f"p_distractor={p_distractor} is invalid: it must lie in [0, 1]")
+        self.check_sequences(batch_size, n_items=n_items)
         # the largest tensors: one random key per vocabulary item for every row drawn at once
         fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out),
                        vocab_size=vocab_size, batch_size=batch_size, num_held_out=num_held_out)

@@ -208,6 +208,8 @@ def test_the_planner_trains_the_pilot_then_the_seeds_then_tests_at_2L_and_draws(
     table = (out / "atlas.md").read_text().splitlines()
     assert table[2].startswith("| S4D | n_items = 4 | 4 | 2/2 | ")
 
+    _copied_runs_stay_tested(tmp_path, spec, out)
+
     # kept as results only, as docs/atlas.md's runs are published: still done, nothing to run, the same table
     chosen = out / "S4D" / "n_items=4"
     for seed in (0, 1):
@@ -225,6 +227,28 @@ def test_the_planner_trains_the_pilot_then_the_seeds_then_tests_at_2L_and_draws(
     [state] = planner.rows()
     test = state.runs[next(run for run in state.runs if run.label == "S4D/n_items=4/seed1/extrapolate")]
     assert state.done and test.state == "failed" and test.detail.startswith("no model to test") and not test.args
+
+
+def _copied_runs_stay_tested(tmp_path, spec, out) -> None:
+    """A run is tested by its summary's record of the model it scored, not by file times: a copy whose summaries are
+    older than its checkpoints (as `cp -r` may leave them) is done, nothing to test again; a summary of another
+    model's test (here a model of step 1) is not, and its test is due again."""
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    for summary in copy.rglob("summary.json"):
+        os.utime(summary, (0, 0))
+    planner = Planner(spec, "cpu", 2, copy, NO_FIGURES, parse_run, extrapolate=True)
+    [state] = planner.rows()
+    assert state.done and not state.todo, [(run.label, s.state, s.detail) for run, s in state.runs.items()]
+    seeds = copy / "S4D" / "n_items=4"
+    for summary in (seeds / "seed0" / "extrapolate" / "results" / "summary.json", seeds / "seed1" / "results" /
+                    "summary.json"):
+        summary.write_text(json.dumps({**json.loads(summary.read_text()), "trained_steps": 1}))
+    [state] = planner.rows()
+    assert {run.label: (s.state, s.detail) for run, s in state.runs.items() if s.state != "done"} == {
+        "S4D/n_items=4/seed0/extrapolate": ("missing", "test at L = 8"),
+        "S4D/n_items=4/seed1": ("stopped", "trained (4 steps), not tested")}
+    assert [run.label for run in state.todo] == ["S4D/n_items=4/seed1", "S4D/n_items=4/seed0/extrapolate"]
 
 
 def _draw_only_and_refuse_to_lose_columns(tmp_path, path, out, table, monkeypatch, capsys):

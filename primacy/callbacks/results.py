@@ -13,7 +13,7 @@ from primacy import figures
 from primacy.rundir import kinds, results
 from primacy.rundir.kinds import KIND_KEY
 from primacy.rundir.layout import RunDir
-from primacy.rundir.settings import run_settings
+from primacy.rundir.settings import TRAINED_STEPS, run_settings, tested_steps
 
 
 class ResultsWriter(Callback):
@@ -46,7 +46,7 @@ class ResultsWriter(Callback):
         if not trainer.is_global_zero:
             return
         kind, run = kinds.for_model(pl_module), RunDir.of(trainer)
-        settings = {**run_settings(trainer, pl_module), KIND_KEY: kind.name}
+        settings = {**run_settings(trainer, pl_module), KIND_KEY: kind.name, TRAINED_STEPS: tested_steps(trainer)}
         logged = {k.removeprefix("test/"): float(v) for k, v in trainer.callback_metrics.items()
                   if k.startswith("test/")}
         _announce_replacing(run.results)

@@ -43,8 +43,10 @@ import numpy as np
 
 from primacy import figures, files
 from primacy.errors import UsageError
+from primacy.rundir.checkpoints import checkpoint_step
 from primacy.rundir.layout import RunDir
 from primacy.rundir.runs import task_class_and_settings
+from primacy.rundir.settings import tested_at
 from primacy.workflows import aggregate, launchers
 from primacy.workflows.atlas_files import AtlasSpec, Row
 from primacy.workflows.atlas_search import Search, search, seeds_accuracy
@@ -246,8 +248,8 @@ def _test_status(test: AtlasRun, config: Any) -> Status:
     state = launchers.read_state(test.dir)
     if launchers.is_alive(state):
         return Status("running", f"pid {state.get('pid')}")
-    summary, ckpt, kept = RunDir(test.dir).summary, RunDir(trained).last_checkpoint, RunDir(trained).kept_as_results
-    if summary.is_file() and (kept or summary.stat().st_mtime >= ckpt.stat().st_mtime):
+    tested, ckpt, kept = RunDir(test.dir), RunDir(trained).last_checkpoint, RunDir(trained).kept_as_results
+    if tested.is_tested() and (kept or ckpt.is_file() and tested_at(tested, checkpoint_step(ckpt))):
         return Status("done", "tested at 2L")
     if kept:
         return Status("failed", f"no model to test: {trained} was kept as its results only (its checkpoints removed); "

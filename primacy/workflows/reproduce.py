@@ -12,6 +12,7 @@ from primacy.errors import UsageError
 from primacy.rundir.checkpoints import check_checkpoint
 from primacy.rundir.layout import RunDir
 from primacy.rundir.resume import other_budget
+from primacy.rundir.settings import tested_at
 from primacy.workflows import figure_files, launchers, pages
 from primacy.workflows.launchers import state_file
 from primacy.workflows.pages import FIGURES, FigureSpec
@@ -107,7 +108,8 @@ def plan(spec: FigureSpec, scale: str, seeds: int, out: Path, overrides: list[st
 
 
 def status(run: Run, config: Any) -> Status:
-    """Where ``run`` stands, from its files: its launcher's state file, checkpoint and results."""
+    """Where ``run`` stands, from its files: its launcher's state file, checkpoint and results (tested: a summary of
+    its test of the last checkpoint, ``tested_at``)."""
     state = launchers.read_state(run.dir)
     log = f"log {state['log']}" if state.get("log") else ""
     if launchers.is_alive(state):
@@ -142,8 +144,7 @@ def status(run: Run, config: Any) -> Status:
             return Status("failed", f"at step {step} of {max_steps}, exit code {exit_code}, {log}", run.fit_args())
         return Status("stopped", f"at step {step} of {max_steps}: resumes" + (f" ({ended})" if ended else ""),
                       run.fit_args())
-    summary = RunDir(run.dir).summary
-    if summary.is_file() and summary.stat().st_mtime >= ckpt.stat().st_mtime:
+    if tested_at(RunDir(run.dir), step):
         return Status("done", f"step {step}")
     return Status("stopped", f"trained ({step} steps), not tested", run.test_args())
 

@@ -15,6 +15,7 @@ from primacy.cli.help import (
     HELP_FLAGS,
     LIGHTNING_COMMANDS,
     TOOL_COMMANDS,
+    Param,
     class_keys,
     configured_classes,
     import_class,
@@ -63,17 +64,25 @@ def check_nulls(config: Any, parser: Any, argv: list[str]) -> None:
     linked = link_sources(parser)
     for prefix, cls in configured_classes(config).items():
         settings = config.get(prefix)
-        for param in parameters(cls):
+        for param in parameters(cls) if settings is not None else ():
             key = f"{prefix}.{param.name}"
-            if settings is None or settings.get(param.name, "") is not None or param.default is None or key in linked:
-                continue
-            if param.meta.endswith("|null") or param.meta in ("VALUE", "Any"):
-                continue
-            typed = any(_same_key(arg, key) for arg in argv if arg.startswith("--"))
-            files = _config_files(argv)
-            where = f"--{key} null" if typed else f"{key}: null in --config {', '.join(files) or 'the config'}"
-            expected = param.meta.lower() if param.meta.isupper() else param.meta
-            raise UsageError(f"{where}: expected {expected} (null is not one of its values)")
+            if settings.get(param.name, "") is None and not _takes_null(param) and key not in linked:
+                expected = param.meta.lower() if param.meta.isupper() else param.meta
+                raise UsageError(f"{_null_given(key, argv)}: expected {expected} (null is not one of its values)")
+
+
+def _takes_null(param: Param) -> bool:
+    """Whether a null is a value of ``param``: its default, or its type's (a type that did not resolve counts, so
+    jsonargparse's check holds)."""
+    meta = param.meta
+    return param.default is None or meta in ("VALUE", "Any") or any(w in meta for w in ("null", "None", "Optional"))
+
+
+def _null_given(key: str, argv: list[str]) -> str:
+    """Where the null at ``key`` was given: ``--key null`` on the command line, else the --config files."""
+    if any(_same_key(arg, key) for arg in argv if arg.startswith("--")):
+        return f"--{key} null"
+    return f"{key}: null in --config {', '.join(_config_files(argv)) or 'the config'}"
 
 
 def check_plugins_installed(argv: list[str]) -> None:

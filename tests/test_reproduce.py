@@ -200,6 +200,32 @@ def test_draw_only_draws_the_runs_that_are_done_and_never_over_a_table_it_would_
     assert not (tmp_path / "empty").exists()
 
 
+def test_panels_never_draw_the_figure_without_the_runs_of_the_panels_they_leave_out(tmp_path, monkeypatch, capsys):
+    """A folder that holds the runs of panels --panels leaves out keeps its figure: --draw refuses in one line, and the
+    command that trains the chosen panels ends without drawing, saying how to draw every panel."""
+    monkeypatch.setattr(launchers, "run_local", lambda *args, **kwargs: pytest.fail("launched runs that were done"))
+    pages_only(monkeypatch)
+    monkeypatch.setattr(figures, "save", lambda fig, *_, **__: plt.close(fig) or [])
+    out = tmp_path / "out"
+    fake_run(out / "fig3b-hippo-legs-L32" / "seed0", 32, 0, 0.75, np.array([[0.001, 0.01], [0.002, 0.02]]))
+    fake_run(out / "fig3h-lstm-L32" / "seed0", 32, 0, 0.7, None)
+    command = ["reproduce", "fig3", "--seeds", "1", "--out", str(out)]
+    main([*command, "--panels", "B", "H", "--draw"])
+    drawn = {path: path.read_bytes() for path in (out / "fig3.md", out / "fig3.csv")}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--panels", "B", "--draw"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err == (
+        f"primacy: error: --panels B: {out} also holds the runs of panel(s) H, and drawing without them would draw "
+        "fig3 over theirs: leave out --panels to draw every panel that is done"), err
+    main([*command, "--panels", "B"])
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"fig3: the runs of --panels are done; {out} also holds the runs of panel(s) H, so the figure is not drawn "
+        f"without them: primacy reproduce fig3 --scale cpu --out {out} --draw draws every panel that is done")
+    assert {path: path.read_bytes() for path in drawn} == drawn
+
+
 def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     def row(panel, mean, se):
         empty = {f"dt_{when}_{part}": None for when in ("initial", "final")

@@ -29,6 +29,7 @@ from primacy.workflows.reproduce import (
     describe_states,
     draw,
     figure,
+    panels_left_out,
     plan,
     process_count,
     status,
@@ -46,7 +47,8 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1 of every panel (the paper used 10)")
     parser.add_argument("--out", help="directory of the runs and figures (default runs/FIGURE-SCALE)")
     parser.add_argument("--panels", nargs="+", metavar="PANEL",
-                        help="only these panels (their labels, e.g. A C, or config names)")
+                        help="only these panels (their labels, e.g. A C, or config names); the figure is drawn "
+                        "only if --out holds no run of the other panels (then --draw without --panels draws them all)")
     parser.add_argument("--draw", action="store_true", help="only draw: the figure and table of the runs that are done "
                         "(a panel with none left out), a line for each run that is not; nothing is trained or tested")
     add_launcher_options(parser)
@@ -60,8 +62,14 @@ def command(args: list[str]) -> None:
     positive(seeds=options.seeds, jobs=options.jobs)
     check_draw(options)
     check_launcher(options)
-    spec = figure(options.figure).select(options.panels)
+    whole = figure(options.figure)
+    spec = whole.select(options.panels)
     out = Path(options.out or f"runs/{spec.name}-{options.scale}")
+    others = panels_left_out(whole, spec, options.scale, out)
+    if options.draw and others:
+        raise UsageError(f"--panels {' '.join(options.panels)}: {out} also holds the runs of panel(s) "
+                         f"{', '.join(others)}, and drawing without them would draw {spec.name} over theirs: leave "
+                         "out --panels to draw every panel that is done")
     if not options.status:  # before anything is trained or written
         for name, columns in table_columns(spec).items():
             keep_columns(out / name, columns)
@@ -84,6 +92,11 @@ def command(args: list[str]) -> None:
             return
         statuses = {run: status(run, configs[run.panel]) for run in runs}
     stop_unless_done(statuses, f"primacy reproduce: {spec.name} is", "runs")
+    if others:  # never draw over the figure of more panels than these
+        print(f"{spec.name}: the runs of --panels are done; {out} also holds the runs of panel(s) {', '.join(others)}, "
+              f"so the figure is not drawn without them: primacy reproduce {options.figure} --scale {options.scale} "
+              f"--out {out} --draw draws every panel that is done")
+        return
     for path in draw(spec, options.scale, out, runs):
         print(f"wrote {path}")
 

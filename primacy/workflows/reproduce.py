@@ -68,6 +68,14 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
     return pages.draw(spec, scale, out, runs)
 
 
+def panels_left_out(full: FigureSpec, chosen: FigureSpec, scale: str, out: Path) -> list[str]:
+    """The panels of ``full`` that ``chosen`` (the figure as ``--panels`` selects it) leaves out but whose runs are in
+    ``out``: the figure drawn from ``chosen`` alone would be drawn over theirs, without their rows."""
+    names = {panel.config(scale) for panel in chosen.panels}
+    return [panel.label for panel in full.panels
+            if panel.config(scale) not in names and any((out / panel.config(scale)).glob("seed*"))]
+
+
 def table_columns(spec: FigureSpec) -> dict[str, list[str]]:
     """The columns of the figure's markdown table where ``draw`` knows them before reading the runs: a paper figure's
     (the weights page's, a figure file's and the humans page's tables have a column per layer or per number of the

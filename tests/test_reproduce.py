@@ -226,6 +226,21 @@ def test_panels_never_draw_the_figure_without_the_runs_of_the_panels_they_leave_
     assert {path: path.read_bytes() for path in drawn} == drawn
 
 
+def test_the_tasks_figure_is_every_task_quickstart_at_the_cpu_scale_only(tmp_path, capsys):
+    """`primacy reproduce tasks` runs the quickstarts of reconstruction, recall and free recall for each baseline (the
+    seeds behind docs/tasks.md's tables); they have no paper-scale configs, and --scale paper says so in one line."""
+    command = ["reproduce", "tasks", "--seeds", "1", "--out", str(tmp_path / "out"), "--status"]
+    main(command)
+    runs = [line.split()[0] for line in capsys.readouterr().out.splitlines()[:-1]]
+    assert runs == [f"quickstart-{task}{suffix}/seed0" for task in ("reconstruction", "recall", "free-recall")
+                    for suffix in ("", "-lstm", "-transformer")]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--scale", "paper"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err == ("primacy: error: scale=paper: figure tasks has no paper-scale config "
+                                                 "for panel reconstruction/S4D; its panels run at --scale cpu"), err
+
+
 def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     def row(panel, mean, se):
         empty = {f"dt_{when}_{part}": None for when in ("initial", "final")

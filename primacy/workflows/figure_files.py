@@ -24,10 +24,8 @@ import yaml
 from primacy import files
 from primacy.errors import UsageError
 from primacy.workflows import aggregate
-from primacy.workflows.pages import SCALES, FigureSpec, Panel
+from primacy.workflows.pages import AGGREGATES, SCALES, FigureSpec, Panel
 from primacy.workflows.tables import rounded, table_cell
-
-AGGREGATES = "aggregates"
 
 
 def read_figure(path: str | Path) -> FigureSpec:

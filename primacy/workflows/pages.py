@@ -38,13 +38,14 @@ from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
 from primacy.workflows.tables import DT_QUANTILES, SMALL_DT, emergence_table, markdown_table, rounded, weights_table
 
 SCALES = ("cpu", "paper")
+AGGREGATES = "aggregates"  # the layout of a figure of any kinds of result: each panel's aggregate and one table
 
 
 @dataclass(frozen=True)
 class Panel:
     label: str  # the paper's letter or column
     title: str
-    configs: tuple[str, str]  # config names at the cpu and the paper scale
+    configs: tuple[str, str]  # config names at the cpu and the paper scale ("": none at that scale)
     groups: tuple[int, int] = (1, 1)  # units read as one head at each scale, for a backbone without attention
 
     def config(self, scale: str) -> str:
@@ -57,7 +58,7 @@ class FigureSpec:
     title: str
     panels: tuple[Panel, ...]
     layout: str  # "heatmaps" (Fig. 3), "dt" (Fig. 4 and 5), "probes", "emergence" (induction), "humans" or
-    # "aggregates" (a figure file's: each panel's aggregate, whatever its kind of result, and a table)
+    # AGGREGATES (a figure file's, the tasks': each panel's aggregate, whatever its kind of result, and a table)
     reference: str | None = None  # the panel the others are compared with in the figure's markdown table
     config_root: Path | None = None  # where its configs are (a figure file's folder); None: configs/<scale>/
 
@@ -120,6 +121,11 @@ FIGURES = {
         for label, title, config in (("S4D-alone", "the hybrid's S4D layer alone", "ssm"),
                                      ("S4D+window-2", "S4D, then attention over 2 positions", "w2"),
                                      ("S4D+window-8", "S4D, then attention over 8 positions", "w8"))), "humans"),
+    "tasks": FigureSpec("tasks", "The task quickstarts by backbone: delayed reconstruction, associative recall and "
+                              "free recall", tuple(
+        _panel(f"{task}/{backbone}", "", f"quickstart-{task}{suffix}", "")  # CPU-scale configs only
+        for task in ("reconstruction", "recall", "free-recall")
+        for backbone, suffix in (("S4D", ""), ("LSTM", "-lstm"), ("Transformer", "-transformer"))), AGGREGATES),
     "transformer": FigureSpec("transformer", "Appendix: the Transformer at the ceiling", (
         _panel("T", "Transformer", "transformer-L32", "transformer-L128"),
     ), "probes"),

@@ -15,7 +15,7 @@ from primacy.rundir.resume import other_budget
 from primacy.rundir.settings import tested_at
 from primacy.workflows import figure_files, launchers, pages
 from primacy.workflows.launchers import state_file
-from primacy.workflows.pages import FIGURES, FigureSpec
+from primacy.workflows.pages import FIGURES, SCALES, FigureSpec
 from primacy.workflows.tables import emergence_table, markdown_columns, markdown_table
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # the repository's configs/ (an editable install)
@@ -103,6 +103,10 @@ def plan(spec: FigureSpec, scale: str, seeds: int, out: Path, overrides: list[st
     runs, parsed = [], {}
     for panel in spec.panels:
         name = panel.config(scale)
+        if not name:
+            have = [other for other in SCALES if panel.config(other)]
+            raise UsageError(f"scale={scale}: figure {spec.name} has no {scale}-scale config for panel {panel.label}; "
+                             f"its panels run at --scale {' or '.join(have)}")
         config = configs / f"{name}.yaml"
         quickstart = configs.parent / f"{name}.yaml"  # a quickstart serves as a CPU panel of primacy's figures
         if not config.is_file() and spec.config_root is None and quickstart.is_file():

@@ -408,6 +408,21 @@ def test_a_bad_atlas_file_is_one_line(tmp_path, capsys, content, message):
     assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and message in err, err
 
 
+def test_rows_never_draw_the_atlas_without_the_rows_they_leave_out(tmp_path, capsys):
+    """A folder that holds the runs of rows --rows leaves out keeps its atlas: --rows ... --draw refuses in one line
+    (the same command without --draw trains the chosen rows and ends without drawing)."""
+    path = write_atlas(tmp_path, [S4D_ROW, {**S4D_ROW, "label": "S4D wide"}])
+    out = tmp_path / "out"
+    (out / "S4D-wide" / "n_items=4" / "seed0").mkdir(parents=True)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["atlas", str(path), "--out", str(out), "--rows", "S4D", "--draw"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err == (
+        f"primacy: error: --rows S4D: {out} also holds the runs of the row(s) S4D wide, and drawing without them would "
+        "draw the atlas over theirs: leave out --rows to draw every row that is done"), err
+    assert sorted(p.name for p in out.iterdir()) == ["S4D-wide"]
+
+
 def test_bad_options_are_one_line(tmp_path, capsys):
     path = write_atlas(tmp_path, [S4D_ROW])
     for args, message in ((["--band", "0.9", "0.1"], "band=[0.9, 0.1] is invalid"),

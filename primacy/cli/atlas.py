@@ -44,7 +44,8 @@ def _parser() -> ArgumentParser:
                         help="the accuracy band (default: the atlas file's, else 0.70 0.80)")
     parser.add_argument("--extrapolate", action="store_true",
                         help="also test every chosen model at twice its list length (2L)")
-    parser.add_argument("--rows", nargs="+", metavar="ROW", help="only these rows (their labels)")
+    parser.add_argument("--rows", nargs="+", metavar="ROW", help="only these rows (their labels); the atlas is drawn "
+                        "only if --out holds no run of the other rows (then --draw without --rows draws them all)")
     parser.add_argument("--out", help="directory of the runs, table and figure (default runs/atlas-ATLAS-SCALE)")
     parser.add_argument("--draw", action="store_true", help="only draw: the table and figure of the rows that are "
                         "done (with --extrapolate as the table was drawn), a line for each row that is not; nothing "
@@ -62,8 +63,14 @@ def command(args: list[str]) -> None:
     check_launcher(options)
     if options.band is not None and not valid_band(tuple(options.band)):
         raise UsageError(f"band={options.band} is invalid: give LOW HIGH with 0 <= LOW < HIGH <= 1")
-    spec = read_atlas(options.atlas).select(options.rows)
+    whole = read_atlas(options.atlas)
+    spec = whole.select(options.rows)
     out = Path(options.out or f"runs/atlas-{spec.name}-{options.scale}")
+    others = whole.rows_left_out(spec, out)
+    if options.draw and others:
+        raise UsageError(f"--rows {' '.join(options.rows)}: {out} also holds the runs of the row(s) "
+                         f"{', '.join(others)}, and drawing without them would draw the atlas over theirs: leave out "
+                         "--rows to draw every row that is done")
     if not options.status:
         _keep_tables(spec, out, options.extrapolate)
     planner = Planner(spec, options.scale, options.seeds, out, overrides, check_run,
@@ -105,6 +112,11 @@ def command(args: list[str]) -> None:
               file=sys.stderr)
         raise SystemExit(1)
     _failed_tests(states)
+    if others:  # never draw over the atlas of more rows than these
+        print(f"atlas {spec.name}: the runs of --rows are done; {out} also holds the runs of the row(s) "
+              f"{', '.join(others)}, so the atlas is not drawn without them: the same command with --draw and without "
+              "--rows draws every row that is done")
+        return
     for path in draw(planner, states):
         print(f"wrote {path}")
 

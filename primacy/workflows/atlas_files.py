@@ -57,6 +57,12 @@ class AtlasSpec:
             raise UsageError(f"rows={unknown} are not rows of {self.name}: choose from {', '.join(known)}")
         return replace(self, rows=tuple(r for r in self.rows if r.label in labels))
 
+    def rows_left_out(self, chosen: AtlasSpec, out: Path) -> list[str]:
+        """The rows of this atlas that ``chosen`` (it as ``--rows`` selects it) leaves out but whose runs are in
+        ``out``: the atlas drawn from ``chosen`` alone would be drawn over theirs, without them."""
+        labels = {row.label for row in chosen.rows}
+        return [row.label for row in self.rows if row.label not in labels and (out / row.slug).is_dir()]
+
     def config_path(self, row: Row, scale: str) -> Path:
         names = row.config or self.config
         if names is None:

@@ -32,7 +32,7 @@ from primacy.workflows.analyses import AblationSettings, analyze_checkpoints
 from primacy.workflows.pages import FIGURES, draw, markdown_table
 from primacy.workflows.reproduce import CONFIGS, Run, plan
 from primacy.workflows.sources import trained_checkpoints
-from primacy.workflows.tables import rounded, table_cell
+from primacy.workflows.tables import csv_rows, table_cell, unrounded
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
 TINY = ["--trainer.max_steps", "20", "--trainer.logger", "false", "--trainer.val_check_interval", "10",
@@ -257,11 +257,14 @@ def test_the_markdown_table_marks_differences_beyond_two_standard_errors():
     # seeds that agree to rounding (the same value summed in another order) show no spread, not 19 decimals
     assert table_cell({"x": 0.05, "x_se": 4.9e-18}, "x", None) == "0.050 ± 0.000"
     assert table_cell({"x": 0.05, "x_se": 4.9e-5}, "x", None) == "0.050000 ± 0.000049"
-    # the rows keep 6 decimals (rounded(x, 6)): a 7th would be a written 0, not a measured digit
+    # at most 6 decimals (ROW_DECIMALS, what the CSV keeps): a 7th would be a written 0, not a measured digit
     assert table_cell({"x": 0.999997, "x_se": 0.000003}, "x", None) == "0.999997 ± 0.000003"
-    # a row's numbers are rounded once, by the cell: not to 4 decimals first (−0.000467 ± 0.00096 was −0.0005 ± 0.001
-    # in the row, and the cell wrote −0.001 ± 0.001)
-    assert table_cell({"x": rounded(-0.000467), "x_se": rounded(0.00096)}, "x", None) == "−0.00047 ± 0.00096"
+    # a row's numbers are rounded once, by the cell; its CSV keeps 6 decimals (csv_rows), which the cell never reads:
+    # xLSTM's weight SE 0.00096474 was 0.000965 in the row and 0.00097 in the cell
+    xlstm = {"x": unrounded(-0.00046696546), "x_se": unrounded(0.00096473518)}
+    assert table_cell(xlstm, "x", None) == "−0.00047 ± 0.00096"
+    assert csv_rows([xlstm]) == [{"x": -0.000467, "x_se": 0.000965}]
+    assert table_cell(csv_rows([xlstm])[0], "x", None) == "−0.00047 ± 0.00097"  # what rounding twice wrote
 
 
 def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp_path, monkeypatch):

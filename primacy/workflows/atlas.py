@@ -52,7 +52,7 @@ from primacy.workflows.atlas_files import AtlasSpec, Row
 from primacy.workflows.atlas_search import Search, search, seeds_accuracy
 from primacy.workflows.pages import SCALES
 from primacy.workflows.reproduce import Run, Status, status
-from primacy.workflows.tables import markdown_columns, rounded, table_cell
+from primacy.workflows.tables import csv_rows, markdown_columns, table_cell, unrounded
 
 
 @dataclass(frozen=True)
@@ -283,17 +283,17 @@ def draw(planner: Planner, states: list[RowState]) -> list[Path]:
                "in_band": state.search.in_band, "seeds": len(state.seeds),
                "seeds_in_band": sum(planner.band[0] <= v <= planner.band[1] for v in metric["values"]),
                f"{spec.metric}_seeds": " ".join(f"{v:.3f}" for v in metric["values"]),
-               "n_items": planner.n_items(first), spec.metric: rounded(metric["mean"]),
-               f"{spec.metric}_se": rounded(metric["se"])}
+               "n_items": planner.n_items(first), spec.metric: unrounded(metric["mean"]),
+               f"{spec.metric}_se": unrounded(metric["se"])}
         for key in INDEX_COLUMNS:
-            row[key], row[f"{key}_se"] = rounded(summary[key]["mean"]), rounded(summary[key]["se"])
+            row[key], row[f"{key}_se"] = unrounded(summary[key]["mean"]), unrounded(summary[key]["se"])
         row["state_floats"] = _state_floats(config, row["n_items"])
         if planner.extrapolate:
             tested = (aggregate.aggregate([run.dir for run in state.extrapolated], directory / "mean-2L")
                       if state.extrapolated else {})
             for key in (spec.metric, "primacy_index", "early_minus_late"):
                 entry = tested.get(key, {})
-                row[f"{key}_2L"], row[f"{key}_2L_se"] = rounded(entry.get("mean")), rounded(entry.get("se"))
+                row[f"{key}_2L"], row[f"{key}_2L_se"] = unrounded(entry.get("mean")), unrounded(entry.get("se"))
         rows.append(row)
         curves.append(figures.atlas.AtlasCurves(
             f"{state.row.label} ({state.row.knob_name} {first.value})",
@@ -301,8 +301,8 @@ def draw(planner: Planner, states: list[RowState]) -> list[Path]:
               for key in ("serial_position_curve", "query_position_curve")),
             {key: (row[key], row[f"{key}_se"]) for key in INDEX_COLUMNS},
             str(config.model.init_args.backbone.class_path).rpartition(".")[2], tuple(metric["values"])))
-    written = [files.write_csv(out / "atlas.csv", rows), files.write_text(out / "atlas.md", atlas_table(rows, spec,
-                                                                                                       planner.band))]
+    written = [files.write_csv(out / "atlas.csv", csv_rows(rows)),
+               files.write_text(out / "atlas.md", atlas_table(rows, spec, planner.band))]
     page = figures.atlas.atlas_page(curves, spec.title, planner.band, spec.metric.replace("_", " "))
     return written + figures.save(page, out / "atlas")
 

@@ -25,7 +25,7 @@ from primacy import files
 from primacy.errors import UsageError
 from primacy.workflows import aggregate
 from primacy.workflows.pages import AGGREGATES, SCALES, FigureSpec, Panel
-from primacy.workflows.tables import rounded, table_cell
+from primacy.workflows.tables import csv_rows, table_cell, unrounded
 
 
 def read_figure(path: str | Path) -> FigureSpec:
@@ -81,10 +81,10 @@ def draw_aggregates(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
                "result_kind": summary.get("result_kind")}
         for key, entry in summary.items():
             if isinstance(entry, dict) and isinstance(entry.get("mean"), (int, float, type(None))) and "se" in entry:
-                row[key], row[f"{key}_se"] = rounded(entry["mean"]), rounded(entry["se"])
+                row[key], row[f"{key}_se"] = unrounded(entry["mean"]), unrounded(entry["se"])
         rows.append(row)
     reference = next((row for row in rows if row["panel"] == spec.reference), None)
-    return [files.write_csv(out / f"{spec.name}.csv", rows),
+    return [files.write_csv(out / f"{spec.name}.csv", csv_rows(rows)),
             files.write_text(out / f"{spec.name}.md", _table(rows, reference))]
 
 

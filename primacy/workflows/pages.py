@@ -35,7 +35,15 @@ from primacy.workflows.analyses import (
 from primacy.workflows.probes import ProbeRun, analyze_probes
 from primacy.workflows.selection import PanelDt, panel_dt
 from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
-from primacy.workflows.tables import DT_QUANTILES, SMALL_DT, emergence_table, markdown_table, rounded, weights_table
+from primacy.workflows.tables import (
+    DT_QUANTILES,
+    SMALL_DT,
+    csv_rows,
+    emergence_table,
+    markdown_table,
+    unrounded,
+    weights_table,
+)
 
 SCALES = ("cpu", "paper")
 AGGREGATES = "aggregates"  # the layout of a figure of any kinds of result: each panel's aggregate and one table
@@ -175,7 +183,7 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
         written += [path for panel in panels for path in _probes(panel, out / panel.name / "mean" / "probes")]
     rows = [panel.row() for panel in panels]
     reference = next((row for row in rows if row["panel"] == spec.reference), None)
-    return [*written, files.write_csv(out / f"{spec.name}.csv", rows),
+    return [*written, files.write_csv(out / f"{spec.name}.csv", csv_rows(rows)),
             files.write_text(out / f"{spec.name}.md", markdown_table(rows, reference))]
 
 
@@ -197,19 +205,19 @@ class PanelResult:
         q = quarter(n)
         row = {"panel": self.panel.label, "config": self.name, "seeds": len(self.dirs), "n_items": n}
         for key in ("overall_accuracy", "early_minus_late", "primacy_index", "recency_index", "early_query_decay"):
-            row[key] = rounded(self.summary[key]["mean"])
-            row[f"{key}_se"] = rounded(self.summary[key]["se"])
-        row["bottom_left"] = rounded(float(np.nanmean(self.matrix[n - q:, :q])))
-        row["rest"] = rounded(float(np.nanmean(np.delete(self.matrix[:, :q], np.s_[n - q:], axis=0))))
+            row[key] = unrounded(self.summary[key]["mean"])
+            row[f"{key}_se"] = unrounded(self.summary[key]["se"])
+        row["bottom_left"] = unrounded(float(np.nanmean(self.matrix[n - q:, :q])))
+        row["rest"] = unrounded(float(np.nanmean(np.delete(self.matrix[:, :q], np.s_[n - q:], axis=0))))
         for when, index in (("initial", 0), ("final", -1)):
             dt = np.concatenate([h["dt"][index] for h in self.histories]) if self.histories else None
             for quantile in DT_QUANTILES:
-                value = None if dt is None else rounded(np.quantile(dt, quantile), 5)
+                value = None if dt is None else unrounded(np.quantile(dt, quantile))
                 row[f"dt_{when}_q{round(quantile * 100):02d}"] = value
-            row[f"dt_{when}_below_{SMALL_DT}"] = None if dt is None else rounded(float(np.mean(dt <= SMALL_DT)))
+            row[f"dt_{when}_below_{SMALL_DT}"] = None if dt is None else unrounded(float(np.mean(dt <= SMALL_DT)))
             medians = [float(np.median(h["dt"][index])) for h in self.histories]  # one per seed
             mean, se = mean_and_se(np.array(medians)[:, None]) if medians else ([None], [None])
-            row[f"dt_{when}_median"], row[f"dt_{when}_median_se"] = rounded(mean[0], 5), rounded(se[0], 5)
+            row[f"dt_{when}_median"], row[f"dt_{when}_median_se"] = unrounded(mean[0]), unrounded(se[0])
         return row
 
 
@@ -285,8 +293,8 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
                                                              report=lambda line: None, draw="final")
             ablation = _ablation(run.dir, rows[-1]["step"], group)
             tested = json.loads(files_of.summary.read_text()).get("repeat_accuracy")  # the run's test, on its prompts
-            table.append({"panel": panel.label, "config": name, "run": run.dir.name, "repeat_accuracy": rounded(tested),
-                          **_final(rows, ablation)})
+            table.append({"panel": panel.label, "config": name, "run": run.dir.name,
+                          "repeat_accuracy": unrounded(tested), **_final(rows, ablation)})
         mean = across_seeds(list(seeds.values()))
         label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
         write_emergence(mean, out / name / "mean", figures.FORMATS, seeds, label)
@@ -298,7 +306,7 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
     if dts:  # the repeat starts after [BOS] and the n tokens of r
         written += _draw_dt_by_role(dts, (dts[0].new[0].shape[1] - 1) // 2 + 1, "repeat",
                                     f"Δ on the first and the repeated tokens · {scale} scale", out / f"{spec.name}_dt")
-    return [*written, files.write_csv(out / f"{spec.name}.csv", table),
+    return [*written, files.write_csv(out / f"{spec.name}.csv", csv_rows(table)),
             files.write_text(out / f"{spec.name}.md", emergence_table(table))]
 
 
@@ -319,18 +327,18 @@ def _draw_weights(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> l
         histories = [results.read_dt_history(RunDir(d).dt_history) for d in dirs if RunDir(d).dt_history.is_file()]
         weights_mean, weights_se = mean_and_se(early_minus_late(profiles))  # layers each
         row = {"panel": panel.label, "config": name, "seeds": len(dirs), "n_items": profiles.shape[-1],
-               "early_minus_late": rounded(summary["early_minus_late"]["mean"]),
-               "early_minus_late_se": rounded(summary["early_minus_late"]["se"])}
+               "early_minus_late": unrounded(summary["early_minus_late"]["mean"]),
+               "early_minus_late_se": unrounded(summary["early_minus_late"]["se"])}
         for layer, (mean, se) in enumerate(zip(weights_mean, weights_se)):
-            row[f"weight_early_minus_late_L{layer}"], row[f"weight_early_minus_late_L{layer}_se"] = rounded(mean), \
-                rounded(se)
+            row[f"weight_early_minus_late_L{layer}"], row[f"weight_early_minus_late_L{layer}_se"] = unrounded(mean), \
+                unrounded(se)
         medians = np.array([[float(np.median(h["dt"][-1]))] for h in histories])  # seeds 1
         dt_mean, dt_se = mean_and_se(medians) if len(medians) else ([None], [None])
-        row["dt_final_median"], row["dt_final_median_se"] = rounded(dt_mean[0], 5), rounded(dt_se[0], 5)
+        row["dt_final_median"], row["dt_final_median_se"] = unrounded(dt_mean[0]), unrounded(dt_se[0])
         label = f"{panel.label}  {panel.title} · n={len(dirs)}"
         selection = panel_dt(label, dirs)  # Δ on old and new probes, for a backbone with a Δt
         if selection is not None:
-            row.update({key: rounded(value) for key, value in selection.row().items()})
+            row.update({key: unrounded(value) for key, value in selection.row().items()})
             dts.append(selection)
         table.append(row)
         curve = summary["serial_position_curve"]
@@ -341,7 +349,7 @@ def _draw_weights(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> l
     if dts:
         written += _draw_dt_by_role(dts, table[0]["n_items"], "probes", f"Δ on old and new probes · {scale} scale",
                                     out / f"{spec.name}_dt")
-    return [*written, files.write_csv(out / f"{spec.name}.csv", table),
+    return [*written, files.write_csv(out / f"{spec.name}.csv", csv_rows(table)),
             files.write_text(out / f"{spec.name}.md", weights_table(table))]
 
 
@@ -383,7 +391,8 @@ def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, An
     last, summary = rows[-1], ablation["summary"]
     draws = ablation.get("random_draws", {})  # an ablation.json from before 2026-11-26 has none
     return {"final_step": last["step"], "emerged_at_step": emergence_step(rows), "best_head": last["best_head"],
-            "best_induction": rounded(last["best_induction"]), **{key: rounded(last[key]) for key in measures(last)},
-            "ablated_heads": ablation["k"], **{f"icl_{name}": rounded(summary[name]["mean"]) for name in summary},
-            "icl_random_draws_se": rounded(draws.get("se")),
-            "p_top_vs_random": rounded(ablation["comparisons"]["top_minus_random"]["p_value"])}
+            "best_induction": unrounded(last["best_induction"]),
+            **{key: unrounded(last[key]) for key in measures(last)},
+            "ablated_heads": ablation["k"], **{f"icl_{name}": unrounded(summary[name]["mean"]) for name in summary},
+            "icl_random_draws_se": unrounded(draws.get("se")),
+            "p_top_vs_random": unrounded(ablation["comparisons"]["top_minus_random"]["p_value"])}

@@ -15,7 +15,7 @@ from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.errors import UsageError
 
 DT_QUANTILES = (0.05, 0.5, 0.95)
-ROW_DECIMALS = 6  # the decimals a page's rows keep of a mean and its SE (``rounded``)
+ROW_DECIMALS = 6  # the decimals a page's CSV keeps of a mean and its SE (``csv_rows``); the most a cell shows
 SMALL_DT = 0.03  # the paper: after training, Δt concentrates at or below about this
 
 
@@ -54,7 +54,7 @@ def table_cell(row: dict[str, Any], key: str, reference: dict[str, Any] | None) 
     if se is None:
         text = _number(mean)
     else:  # both to the SE's precision: 3 decimals, or the SE's 2 significant digits when it is below 0.001, at most
-        # the ROW_DECIMALS the rows keep (a digit past them would be a written 0, not a measured one); an SE at
+        # the ROW_DECIMALS the CSV keeps (a digit past them would not be in the CSV); an SE at
         # rounding level (equal values summed in another order: 5e-18 on 0.05) is no spread at all
         exact = se <= 1e-12 * max(1.0, abs(mean))
         decimals = 3 if se >= 0.001 or exact else min(ROW_DECIMALS, 1 - math.floor(math.log10(se)))
@@ -74,11 +74,22 @@ def _number(x: float | None) -> str:
     return text.replace("-", "−")
 
 
+def unrounded(x: float | None) -> float | None:
+    """A row's number as measured, every digit kept (a table cell rounds it once; ``csv_rows`` rounds its CSV): a
+    float, None for a missing or NaN value."""
+    return None if x is None or np.isnan(x) else float(x)
+
+
 def rounded(x: float | None, digits: int = ROW_DECIMALS) -> float | None:
-    """A row's number for its CSV and its table: ``ROW_DECIMALS`` decimals, more than a table cell shows, so that the
-    cell is rounded once (rounded to 4 first, −0.000467 ± 0.00096 became −0.0005 ± 0.001, and a cell's
-    −0.001 ± 0.001)."""
+    """A number as a page's CSV keeps it: ``ROW_DECIMALS`` decimals, more than a table cell shows."""
     return None if x is None or np.isnan(x) else round(float(x), digits)
+
+
+def csv_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A page's rows as its CSV keeps them: every float to ``ROW_DECIMALS`` decimals. The rows themselves keep every
+    digit, so that a table cell is rounded once: rounded to 6 decimals first, an SE of 0.00096474 was 0.000965 and
+    its cell 0.00097."""
+    return [{key: rounded(value) if isinstance(value, float) else value for key, value in row.items()} for row in rows]
 
 
 def weights_table(rows: list[dict[str, Any]]) -> str:

@@ -11,15 +11,18 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from primacy.rundir import results
+from primacy.rundir import kinds, results
+from primacy.rundir.kinds.study_query import StudyQueryResults
 from primacy.rundir.layout import RunDir
 from primacy.workflows import launchers
 
 RESULTS = ROOT / "results"
-# every run directory of the folder, with its results: an atlas seed's (<atlas>/<row>/<knob>=<value>/seed<k>) and its
-# test at 2L, and a reproduced figure's (<figure>/<config>/seed<k>)
-KEPT = sorted({path.parents[1] for pattern in ("*/*/*/seed*/**/results/summary.json", "*/*/seed*/results/summary.json")
-               for path in RESULTS.glob(pattern)})
+PUBLISHED = subprocess.run(["git", "ls-files", "-z", "results"], cwd=ROOT, capture_output=True, check=True).stdout
+# every run directory git holds in the folder (a run training into results/ is not one until it is added), with its
+# results: an atlas seed's (<atlas>/<row>/<knob>=<value>/seed<k>) and its test at 2L, a reproduced figure's
+# (<figure>/<config>/seed<k>)
+KEPT = sorted({(ROOT / name).parents[1] for name in PUBLISHED.decode().split("\0")
+               if name.endswith("/results/summary.json") and any(part.startswith("seed") for part in name.split("/"))})
 
 
 def test_the_folder_keeps_runs():
@@ -39,6 +42,10 @@ def test_a_kept_run_is_complete_and_its_summary_is_its_arrays(run):
     if "=" in seed.parent.name:  # an atlas's run: its folder names its knob's value
         knob, value = seed.parent.name.split("=")
         assert str(_find(config, knob)) == value, f"{seed}: {knob} is not {value}"
+    kind = kinds.for_run(RunDir(run))
+    if not isinstance(kind, StudyQueryResults):  # another kind (an induction run's logged losses): its files read
+        assert kind.read(RunDir(run)), run
+        return
     read = results.read(RunDir(run).results)
     summary = json.loads(RunDir(run).summary.read_text())
     assert summary["n_items"] == (2 if tested_at_2l else 1) * config["data"]["init_args"]["n_items"]
@@ -63,8 +70,7 @@ BUDGET_MB = 150  # results/README.md, "What is here"
 def test_the_folder_stays_within_its_budget_and_its_readme_says_its_size():
     """The published files (git's, so a run training into results/ does not count until it is added) stay under the
     budget, and results/README.md says their size to the megabyte."""
-    listed = subprocess.run(["git", "ls-files", "-z", "results"], cwd=ROOT, capture_output=True, check=True).stdout
-    files = [ROOT / name for name in listed.decode().split("\0") if name]
+    files = [ROOT / name for name in PUBLISHED.decode().split("\0") if name]
     size = sum(path.stat().st_size for path in files if path.is_file()) / 2**20
     assert size < BUDGET_MB, f"results/ holds {size:.0f} MB of published files, over its {BUDGET_MB} MB budget"
     said = re.search(r"results/ holds (\d+) MB", (RESULTS / "README.md").read_text())

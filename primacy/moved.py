@@ -18,7 +18,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import warnings
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 MOVED = {  # old module -> the module that holds its public names now
@@ -65,6 +65,8 @@ _FIGURES = {  # primacy.plots, split by kind of figure
 
 _HF_LOADING = ("DTYPES", "DEVICES", "INSTALL", "REMOTE_CODE", "transformers_module", "check_source", "load_pretrained",
                "checkpoint_name_step")  # primacy.pretrained's names that load a model, in primacy.workflows.hf_models
+
+COMMANDS = {"primacy.analysis.cmr_grid": "cmr_grid"}  # old modules whose ``python -m`` was a command now primacy's
 
 SPLIT = {  # old module -> {public name that its MOVED module does not hold: the name's path now}
     "primacy.model": {"logs_this_step": "primacy.models.base.logs_this_step"},
@@ -180,6 +182,14 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         if not isinstance(module, _SplitModule):
             module.__spec__ = module.__spec__.loader_state
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        """What ``python -m OLD ARGS`` runs: an old entry point's command after its warning (``forward_command``);
+        None for another old path (Python then says that it has no code to run)."""
+        if fullname not in COMMANDS:
+            return None
+        return compile(f"import sys\nfrom primacy.moved import forward_command\n"
+                       f"forward_command({fullname!r}, {COMMANDS[fullname]!r}, sys.argv[1:])\n", fullname, "exec")
 
 
 def install() -> None:

@@ -289,18 +289,19 @@ def test_the_cmr_grid_command_reports_bad_arguments(tmp_path, capsys):
     assert stop.value.code == 2 and "workers=0 is invalid" in capsys.readouterr().err
 
 
-def test_the_old_module_entry_point_runs_the_command_with_a_warning(monkeypatch, tmp_path, capsys):
-    """``python -m primacy.workflows.cmr_grid --compare a b`` runs ``primacy cmr_grid --compare a b`` after a
-    FutureWarning naming it, run in this process (a new Python took 10 s)."""
+@pytest.mark.parametrize("old", ["primacy.workflows.cmr_grid", "primacy.analysis.cmr_grid"])
+def test_the_old_module_entry_point_runs_the_command_with_a_warning(old, monkeypatch, tmp_path, capsys):
+    """``python -m primacy.workflows.cmr_grid --compare a b`` (and the path before it, ``primacy.analysis.cmr_grid``)
+    runs ``primacy cmr_grid --compare a b`` after a FutureWarning naming it, run in this process (a new Python took
+    10 s)."""
     grid = CMRGrid.build([0.3], [0.5], [0.5], n_items=30, n_starts=4, n_chains=100)
     a, b = _saved(grid, tmp_path), str(save(grid, tmp_path / "again.npz"))
     monkeypatch.setattr(sys, "argv", ["cmr_grid.py", "--compare", a, b])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runpy.run_module("primacy.workflows.cmr_grid", run_name="__main__")
+        runpy.run_module(old, run_name="__main__")
     said = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
-    assert said == [f"python -m primacy.workflows.cmr_grid is now primacy cmr_grid: run primacy cmr_grid --compare "
-                    f"{a} {b}"]
+    assert said == [f"python -m {old} is now primacy cmr_grid: run primacy cmr_grid --compare {a} {b}"]
     assert json.loads(capsys.readouterr().out) == compare_grids(grid, grid)
 
 

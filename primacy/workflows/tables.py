@@ -80,9 +80,9 @@ def unrounded(x: float | None) -> float | None:
     return None if x is None or np.isnan(x) else float(x)
 
 
-def rounded(x: float | None, digits: int = ROW_DECIMALS) -> float | None:
+def rounded(x: float | None) -> float | None:
     """A number as a page's CSV keeps it: ``ROW_DECIMALS`` decimals, more than a table cell shows."""
-    return None if x is None or np.isnan(x) else round(float(x), digits)
+    return None if x is None or np.isnan(x) else round(float(x), ROW_DECIMALS)
 
 
 def csv_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

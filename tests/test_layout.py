@@ -113,10 +113,13 @@ def test_the_circle_check_finds_a_circle(monkeypatch):
         test_no_module_imports_itself_through_a_circle()
 
 
-# The run directory's names (primacy.rundir.layout.RunDir and the kinds of result in primacy.rundir.kinds).
+# The run directory's names (primacy.rundir.layout.RunDir and the kinds of result in primacy.rundir.kinds), and those
+# of the analyses' folders a run keeps (HeadsDir, AblationDir, ProbesDir beside RunDir).
 RUN_DIRECTORY_FILES = {"config.yaml", "last.ckpt", "summary.json", "accuracy.npz", "free_recall.npz", "free_recall.csv",
-                       "dt_history.npz"}
-RUN_DIRECTORY_FOLDERS = {"results", "checkpoints", "logs"}  # spelled only in a path: "results" is also an option
+                       "dt_history.npz", "token_dt.npz", "head_history.npz", "heads.csv", "lag_crps.npz",
+                       "emergence.csv", "ablation.json", "probes.csv", "probes.npz"}
+RUN_DIRECTORY_FOLDERS = {"results", "checkpoints", "logs", "icl", "ablation", "probes"}  # spelled only in a path:
+# "results" is also an option, "probes" a page's layout
 
 
 def run_directory_literals(module: str) -> list[str]:

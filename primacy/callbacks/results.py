@@ -67,7 +67,7 @@ class ResultsWriter(Callback):
         run = RunDir.of(trainer)
         fig = kind.validation_figure(collected, run_settings(trainer, pl_module), f"validation, step "
                                      f"{trainer.global_step}")
-        [path] = figures.save(fig, run.results / "val_heatmap", ["png"], self.dpi)
+        [path] = figures.save(fig, run.figure("val_heatmap"), ["png"], self.dpi)
         if isinstance(trainer.logger, WandbLogger):
             trainer.logger.log_image("val/heatmap", [str(path)], step=trainer.global_step)
 

@@ -5,7 +5,6 @@ fit."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -27,7 +26,7 @@ from primacy.callbacks.checkpointing import RunCheckpoint
 from primacy.checks import figure_formats, fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 from primacy.rundir import results
-from primacy.rundir.layout import DT_HISTORY, RunDir
+from primacy.rundir.layout import RunDir
 from primacy.tasks.prompts import BOS, repeated_prompt
 
 
@@ -49,8 +48,8 @@ class TrainingRecorder(Callback, ABC):
         """Append this step's values to the history, unless its last step is this one."""
 
     @abstractmethod
-    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
-        """Write the history's files under ``out`` (<run>/results)."""
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, run: RunDir) -> None:
+        """Write the history's files into the run's results/ (the names are RunDir's)."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.global_step == 0:  # a resumed run has its history from the checkpoint
@@ -65,7 +64,7 @@ class TrainingRecorder(Callback, ABC):
         if not interrupted:
             self._record(trainer, pl_module)
         if self.steps and trainer.is_global_zero:
-            self._write(trainer, pl_module, RunDir.of(trainer).results)
+            self._write(trainer, pl_module, RunDir.of(trainer))
 
 
 class DtTracker(TrainingRecorder):
@@ -113,16 +112,16 @@ class DtTracker(TrainingRecorder):
         elif isinstance(logger, TensorBoardLogger):
             logger.experiment.add_histogram("dt/log10", np.log10(values), step)
 
-    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, run: RunDir) -> None:
         steps, dt = np.asarray(self.steps), np.stack(self.values)  # S, S C
-        results.write_dt_history(out / DT_HISTORY, steps, dt, self.layers, self.channels)
+        results.write_dt_history(run.dt_history, steps, dt, self.layers, self.channels)
         if not self.formats:
             return
         name = type(pl_module.backbone).__name__
-        figures.save(figures.dt.dt_trajectory(steps, dt, f"{name}: Δt over training"), out / "dt_trajectory",
+        figures.save(figures.dt.dt_trajectory(steps, dt, f"{name}: Δt over training"), run.figure("dt_trajectory"),
                      self.formats, self.dpi)
         figures.save(figures.dt.dt_histogram(dt[0], dt[-1], f"{name}: Δt at step {steps[0]} and {steps[-1]}"),
-                     out / "dt_histogram", self.formats, self.dpi)
+                     run.figure("dt_histogram"), self.formats, self.dpi)
 
     def state_dict(self) -> dict[str, Any]:
         return {"steps": list(self.steps), "values": [v.tolist() for v in self.values],
@@ -187,14 +186,14 @@ class TokenDtTracker(TrainingRecorder):
         self.values.append(torch.cat([v.float().mean(0) for v in dts.values()], dim=-1).cpu().numpy())  # T C
         self.steps.append(step)
 
-    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, run: RunDir) -> None:
         steps, dt = np.asarray(self.steps, dtype=np.int64), np.stack(self.values)  # S, (S T C)
-        files.save_npz(out / "token_dt.npz", steps=steps, dt=dt, tokens=self.tokens.numpy(),
+        files.save_npz(run.token_dt, steps=steps, dt=dt, tokens=self.tokens.numpy(),
                        layers=np.asarray(self.layers), channels=np.asarray(self.channels, dtype=np.int64))
         if self.formats:
             title = (f"{type(pl_module.backbone).__name__}: Δt by position of {len(self.tokens)} validation "
                      "sequences over training")
-            figures.save(figures.dt.token_dt(steps, dt, self.layers, self.channels, title), out / "token_dt",
+            figures.save(figures.dt.token_dt(steps, dt, self.layers, self.channels, title), run.figure("token_dt"),
                          self.formats, self.dpi)
 
     def state_dict(self) -> dict[str, Any]:
@@ -319,17 +318,17 @@ class HeadScoreTracker(TrainingRecorder):
         if not self.steps:  # a resumed run's history already has its start
             self._record(trainer, pl_module)
 
-    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, out: Path) -> None:
+    def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, run: RunDir) -> None:
         steps, induction = np.asarray(self.steps, dtype=np.int64), np.stack(self.induction)  # S, (S layers heads)
         peak, distance = np.stack(self.lag_crp_peak), np.stack(self.cmr_distance)  # S layers heads each
         first = self.first_induction_step()
-        files.save_npz(out / "head_history.npz", steps=steps, induction=induction, lag_crp_peak=peak,
+        files.save_npz(run.head_history, steps=steps, induction=induction, lag_crp_peak=peak,
                        cmr_distance=distance, n_items=np.int64(self.n), n_prompts=np.int64(self.prompts),
                        prompt_seed=np.int64(self.seed), first_induction_step=np.int64(-1 if first is None else first))
         title = (f"{type(pl_module.backbone).__name__}: heads on [BOS] r r (n = {self.n}, {self.prompts} prompts) "
                  "over training")
-        figures.save(figures.heads.head_history(steps, induction, distance, peak, first, title), out / "head_history",
-                     self.formats, self.dpi)
+        figures.save(figures.heads.head_history(steps, induction, distance, peak, first, title),
+                     run.figure("head_history"), self.formats, self.dpi)
 
     def first_induction_step(self) -> int | None:
         """The first recorded step at which some head's induction score is at least 0.5; None if none."""

@@ -13,7 +13,7 @@ from primacy.analysis.heads.emergence import HEAD_CHOICES, emergence_step
 from primacy.analysis.heads.scores import QUERY_WINDOWS
 from primacy.checks import figure_formats, positive, writable_directory
 from primacy.errors import ArgumentParser, UsageError
-from primacy.rundir.layout import SUMMARY
+from primacy.rundir.layout import AblationDir, HeadsDir, ProbesDir
 from primacy.rundir.runs import require_influence, require_task
 from primacy.tasks.verification import VerificationTask
 from primacy.workflows.analyses import (
@@ -39,8 +39,6 @@ from primacy.workflows.published_heads import (
 from primacy.workflows.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
 from primacy.workflows.texts import ICL_SCORES, TextSettings, check_text_options
 
-ICL_FILES = ("heads.csv", SUMMARY, "lag_crps.npz")
-PROBE_FILES = ("probes.csv", "probes.npz", SUMMARY)
 FORMATS_HELP = "figure formats; --formats with none writes the tables alone"
 
 
@@ -194,9 +192,10 @@ def icl_command(args: list[str]) -> None:
         raise UsageError(f"top_heads_from={options.top_heads_from} is unused with one checkpoint: it chooses which "
                          "heads to follow over training, so it needs several (--ckpt_path A B ..., --hf_model A B ... "
                          "or --revision A B ...)")
-    out = _check_outputs(options.out, ("emergence.csv",) if several else ICL_FILES, options.overwrite, options.formats)
+    out = _check_outputs(options.out, HeadsDir.SERIES_FILES if several else HeadsDir.FILES, options.overwrite,
+                         options.formats)
     for source in sources if several else ():
-        _check_outputs(str(out / f"step{source.step}"), ICL_FILES, options.overwrite, options.formats)
+        _check_outputs(str(HeadsDir(out).step(source.step).path), HeadsDir.FILES, options.overwrite, options.formats)
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)
     settings = ICLSettings(options.n_items, options.prompts, options.seed, grid, options.alignment, options.top,
                            tuple(options.formats), None if options.layers is None else tuple(options.layers),
@@ -240,7 +239,7 @@ def ablation_command(args: list[str]) -> None:
     options = parser.parse_args(args)
     positive(sequences=options.sequences, random=options.random, batch_size=options.batch_size)
     text = _text_settings(options, ("n_items", "repeats", "prompt_vocabulary"))
-    out = _check_outputs(options.out, ("ablation.json",), options.overwrite, options.formats)
+    out = _check_outputs(options.out, AblationDir.FILES, options.overwrite, options.formats)
     ranked = ranked_heads(options.heads, options.rank_by)
     source, = _sources(options, "analyze ablation")
     settings = AblationSettings(options.rank_by, options.fraction, options.random, options.sequences,
@@ -265,7 +264,7 @@ def probes_command(args: list[str]) -> None:
     parser.add_argument("--formats", nargs="*", default=["png", "pdf"], help=FORMATS_HELP)
     options = parser.parse_args(args)
     positive(sets=options.sets, batch_size=options.batch_size)
-    out = _check_outputs(options.out, PROBE_FILES, options.overwrite, options.formats)
+    out = _check_outputs(options.out, ProbesDir.FILES, options.overwrite, options.formats)
     require_influence(options.config, "analyze probes")  # it reads attention, or an exact influence
     require_task(options.config, VerificationTask, "analyze probes")  # it needs study items and old/new queries
     run = ProbeRun(Path(options.config), Path(options.ckpt_path), Path(options.config).parent.name)
@@ -304,12 +303,12 @@ def published_command(args: list[str]) -> None:
         raise UsageError("beside needs --scores: it draws the published model's heads beside the others'")
     beside = [(str(d), read_analysis(d)) for d in options.beside or ()]
     several = options.scores is not None and len(options.scores) > 1
-    outputs = (("emergence.csv",) if several else ICL_FILES) if options.scores else ()
-    out = _check_outputs(options.out, outputs + (("ablation.json",) if options.ablation else ()), options.overwrite,
+    outputs = (HeadsDir.SERIES_FILES if several else HeadsDir.FILES) if options.scores else ()
+    out = _check_outputs(options.out, outputs + (AblationDir.FILES if options.ablation else ()), options.overwrite,
                          options.formats)
     series = read_series(options.scores) if several else None  # every file read and checked before any work
     for step, _ in series or ():
-        _check_outputs(str(out / f"step{step}"), ICL_FILES, options.overwrite, options.formats)
+        _check_outputs(str(HeadsDir(out).step(step).path), HeadsDir.FILES, options.overwrite, options.formats)
     single = read_scores(options.scores[0]) if options.scores and not several else None
     ablation = read_ablation(options.ablation) if options.ablation else None
     grid = CMRGrid.paper() if options.grid is None else CMRGrid.load(options.grid)

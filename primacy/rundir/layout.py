@@ -1,17 +1,20 @@
 """Where a run's files live: everything under one directory, the trainer's default_root_dir. ``RunDir`` names every
-file and folder of it; no other module spells their names (tests/test_layout.py checks)."""
+file and folder of it, and the folders the analyses of a model write (``analyze icl``, ``ablation``, ``probes``: a
+run keeps them as its icl/, ablation/ and probes/; ``--out`` puts one anywhere) name theirs: ``HeadsDir``,
+``AblationDir``, ``ProbesDir``. No other module spells these names (tests/test_layout.py checks)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # the launchers name runs by their directories in processes that never import Lightning (4-8 s)
     import lightning as L
 
 SUMMARY = "summary.json"  # the summary of a run's results, of an aggregate and of an analysis directory
-DT_HISTORY = "dt_history.npz"
+DT_HISTORY = "dt_history.npz"  # the trackers' files in results/ (primacy.callbacks.trackers)
+TOKEN_DT, HEAD_HISTORY = "token_dt.npz", "head_history.npz"
 ACCURACY_ARRAYS = "accuracy.npz"  # the kinds of result's own files: primacy.rundir.kinds
 FREE_RECALL_ARRAYS, FREE_RECALL_TABLE = "free_recall.npz", "free_recall.csv"
 
@@ -23,7 +26,10 @@ class RunDir:
     ``config.yaml``            the full resolved config (``config``)
     ``checkpoints/last.ckpt``  the latest checkpoint (``last_checkpoint``), numbered ones beside it (``checkpoints``)
     ``results/``               what the test wrote (``results``): ``summary.json`` (``summary``) and the files of the
-                               model's kind of result (``primacy.rundir.kinds``), ``dt_history.npz`` (``dt_history``)
+                               model's kind of result (``primacy.rundir.kinds``); what the trackers wrote at the end
+                               of training: ``dt_history.npz`` (``dt_history``), ``token_dt.npz`` (``token_dt``),
+                               ``head_history.npz`` (``head_history``), with their figures and the latest validation
+                               heatmap (``figure``)
     ``icl/``, ``ablation/``    the analyses ``primacy reproduce induction`` makes of the run's checkpoints
     ``probes/``                ``analyze probes`` of the last checkpoint, as ``primacy reproduce weights`` makes it
     """
@@ -77,21 +83,33 @@ class RunDir:
         return self.results / DT_HISTORY
 
     @property
+    def token_dt(self) -> Path:
+        return self.results / TOKEN_DT
+
+    @property
+    def head_history(self) -> Path:
+        return self.results / HEAD_HISTORY
+
+    def figure(self, stem: str) -> Path:
+        """A figure of the run's results (``dt_trajectory``, ``val_heatmap``, ...), without its format's suffix."""
+        return self.results / stem
+
+    @property
     def logs(self) -> Path:
         """What ``primacy reproduce`` launched: the run's output and its launcher's state."""
         return self.path / "logs"
 
     @property
-    def icl(self) -> Path:
-        return self.path / "icl"
+    def icl(self) -> HeadsDir:
+        return HeadsDir.inside(self.path)
 
     @property
-    def ablation(self) -> Path:
-        return self.path / "ablation"
+    def ablation(self) -> AblationDir:
+        return AblationDir.inside(self.path)
 
     @property
-    def probes(self) -> Path:
-        return self.path / "probes"
+    def probes(self) -> ProbesDir:
+        return ProbesDir.inside(self.path)
 
     def is_tested(self) -> bool:
         """Whether a test has written the run's results (its summary.json exists)."""
@@ -102,6 +120,110 @@ class RunDir:
         config.yaml names the directory it was trained in, which a moved or copied run is no longer in."""
         return ("test", "--config", str(self.config), "--ckpt_path", str(self.last_checkpoint),
                 "--trainer.default_root_dir", str(self.path))
+
+
+@dataclass(frozen=True)
+class HeadsDir:
+    """``analyze icl`` (or ``analyze published``) of one checkpoint: ``heads.csv`` (a row per head: scores and
+    fits), ``summary.json`` and ``lag_crps.npz`` (every head's lag-CRP and fitted curves). Of several checkpoints of
+    one model: one such folder per checkpoint (``step``) and ``emergence.csv`` (a row per checkpoint) beside them."""
+
+    path: Path
+    FILES: ClassVar[tuple[str, ...]] = ("heads.csv", SUMMARY, "lag_crps.npz")  # one checkpoint's
+    SERIES_FILES: ClassVar[tuple[str, ...]] = ("emergence.csv",)  # a series'
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @classmethod
+    def inside(cls, directory: str | Path) -> HeadsDir:
+        """A run's analyses of its checkpoints: its ``icl/`` folder."""
+        return cls(Path(directory) / "icl")
+
+    @property
+    def heads(self) -> Path:
+        return self.path / self.FILES[0]
+
+    @property
+    def summary(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def lag_crps(self) -> Path:
+        return self.path / self.FILES[2]
+
+    @property
+    def emergence(self) -> Path:
+        return self.path / self.SERIES_FILES[0]
+
+    @property
+    def emergence_figure(self) -> Path:
+        """The emergence figure's path without its format's suffix."""
+        return self.emergence.with_suffix("")
+
+    def step(self, step: int) -> HeadsDir:
+        """The analysis of the series' checkpoint at ``step``."""
+        return HeadsDir(self.path / f"step{step}")
+
+
+@dataclass(frozen=True)
+class AblationDir:
+    """``analyze ablation`` of one checkpoint: ``ablation.json`` (the ICL scores intact, with the top heads ablated
+    and with random ones) and its figure."""
+
+    path: Path
+    FILES: ClassVar[tuple[str, ...]] = ("ablation.json",)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @classmethod
+    def inside(cls, directory: str | Path) -> AblationDir:
+        """A run's ablation of its last checkpoint: its ``ablation/`` folder."""
+        return cls(Path(directory) / "ablation")
+
+    @property
+    def result(self) -> Path:
+        return self.path / self.FILES[0]
+
+    @property
+    def figure(self) -> Path:
+        """The ablation figure's path without its format's suffix."""
+        return self.result.with_suffix("")
+
+
+@dataclass(frozen=True)
+class ProbesDir:
+    """``analyze probes`` of one checkpoint (or their mean over seeds): ``probes.csv`` (a row per head, probe and
+    query position), ``probes.npz`` (the same as arrays, with the study-position profiles) and ``summary.json``."""
+
+    path: Path
+    FILES: ClassVar[tuple[str, ...]] = ("probes.csv", "probes.npz", SUMMARY)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @classmethod
+    def inside(cls, directory: str | Path) -> ProbesDir:
+        """The probes of a run's last checkpoint, or of a panel's mean over seeds: its ``probes/`` folder."""
+        return cls(Path(directory) / "probes")
+
+    @property
+    def table(self) -> Path:
+        return self.path / self.FILES[0]
+
+    @property
+    def arrays(self) -> Path:
+        return self.path / self.FILES[1]
+
+    @property
+    def summary(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def figure(self) -> Path:
+        """The probes figure's path without its format's suffix."""
+        return self.arrays.with_suffix("")
 
 
 def run_dir(trainer: L.Trainer) -> Path:

@@ -23,7 +23,7 @@ from primacy.analysis.heads.model import HeadModel, check_length
 from primacy.analysis.heads.probes import MEASURES, PROBES, ProbeStats, early_minus_late, head_summary
 from primacy.checks import one_of, positive
 from primacy.errors import UsageError
-from primacy.rundir.layout import SUMMARY
+from primacy.rundir.layout import AblationDir, HeadsDir, ProbesDir
 from primacy.tasks.prompts import repeated_prompt
 from primacy.workflows.sources import Checkpoint
 from primacy.workflows.texts import TextSettings
@@ -64,12 +64,12 @@ class ICLSettings:
 def write_icl(analysis: HeadAnalysis, settings: ICLSettings, out: Path, extra: dict | None = None) -> dict:
     """heads.csv, summary.json (with ``extra``), lag_crps.npz and the figures of one analysis."""
     out.mkdir(parents=True, exist_ok=True)
-    rows = [h.row() for h in analysis.heads]
-    files.write_csv(out / "heads.csv", rows)
+    rows, written = [h.row() for h in analysis.heads], HeadsDir(out)
+    files.write_csv(written.heads, rows)
     top, grid = min(settings.top, len(analysis.heads)), settings.grid
     content = {**(extra or {}), **summary(analysis, top), **settings.recorded()}
-    files.write_json(out / SUMMARY, content)
-    files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
+    files.write_json(written.summary, content)
+    files.save_npz(written.lag_crps, lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
                    gaussian_fits=analysis.gaussian_fits)
     formats = list(settings.formats)
     if formats:
@@ -145,8 +145,8 @@ def read_heads(path: Path) -> list[dict]:
 def read_analysis(directory: str | Path) -> HeadAnalysis:
     """An ``analyze icl`` (or ``analyze published``) output directory read back as a HeadAnalysis: heads.csv and
     lag_crps.npz (no attention pattern: it is not kept). A directory without them is a one-line UsageError."""
-    directory = Path(directory)
-    missing = [name for name in ("heads.csv", "lag_crps.npz") if not (directory / name).is_file()]
+    directory, written = Path(directory), HeadsDir(directory)
+    missing = [path.name for path in (written.heads, written.lag_crps) if not path.is_file()]
     if missing:
         raise UsageError(f"beside={directory} has no {missing[0]}: give a directory that analyze icl or analyze "
                          f"published wrote")
@@ -154,8 +154,8 @@ def read_analysis(directory: str | Path) -> HeadAnalysis:
     names = [f.name for f in dataclass_fields(HeadResult)]
     try:
         heads = [HeadResult(**{name: int(row[name]) if name in integers else as_float(row[name]) for name in names})
-                 for row in read_heads(directory / "heads.csv")]
-        with np.load(directory / "lag_crps.npz", allow_pickle=False) as arrays:
+                 for row in read_heads(written.heads)]
+        with np.load(written.lag_crps, allow_pickle=False) as arrays:
             lags, crps, cmr, gauss = (arrays[key] for key in ("lags", "lag_crps", "cmr_fits", "gaussian_fits"))
     except (KeyError, ValueError, TypeError, OSError) as error:
         raise UsageError(f"beside={directory} holds files analyze icl did not write ({error})") from None
@@ -179,14 +179,14 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
     analysed = []  # (step, heads.csv rows, ICL score) per checkpoint
     for source in sources:
         step_settings = settings if draw == "every" or source is sources[-1] else tables_only
-        target = out / f"step{source.step}"
-        summary_file = target / SUMMARY
+        target = HeadsDir(out).step(source.step)
+        summary_file = target.summary
         done = reuse and summary_file.is_file() and not source.written_after(summary_file)
         content = json.loads(summary_file.read_text()) if done else None
         same_group = content is not None and content.get("units_per_head", 1) == source.group
         if content is None or not settings.matches(content) or not same_group:
-            content = analyze_checkpoint(source, target, step_settings)
-        analysed.append((source.step, read_heads(target / "heads.csv"), as_float(content["icl_score"])))
+            content = analyze_checkpoint(source, target.path, step_settings)
+        analysed.append((source.step, read_heads(target.heads), as_float(content["icl_score"])))
     final = settings.top_heads_from == "final"
     chosen = top_heads(analysed[-1][1], settings.top) if final else None
     closest = closest_heads(analysed[-1][1], settings.top) if final else None
@@ -206,9 +206,9 @@ def write_emergence(rows: list[dict], out: Path, formats: tuple[str, ...] | list
     """emergence.csv (``rows``) and the emergence figure in each of ``formats`` (none: the table alone); ``seeds``
     maps names to per-seed rows drawn beneath."""
     out.mkdir(parents=True, exist_ok=True)
-    files.write_csv(out / "emergence.csv", files.plain(rows))
+    files.write_csv(HeadsDir(out).emergence, files.plain(rows))
     if formats:
-        figures.save(figures.heads.emergence(rows, seeds or {}, title), out / "emergence", formats)
+        figures.save(figures.heads.emergence(rows, seeds or {}, title), HeadsDir(out).emergence_figure, formats)
 
 
 def ranked_heads(path: str | Path, key: str) -> list[tuple[int, int]]:
@@ -274,10 +274,10 @@ def ablate_checkpoint(source: Checkpoint, ranked: list[tuple[int, int]], out: Pa
     result = {**source.describe(model), **vocabulary, "rank_by": settings.rank_by, "n_items": n,
               "repeats": None if n is None else settings.repeats, **settings.text.recorded(), **result}
     out.mkdir(parents=True, exist_ok=True)
-    files.write_json(out / "ablation.json", result)
+    files.write_json(AblationDir(out).result, result)
     if settings.formats:
         figure = figures.heads.ablation_scores(result["summary"], result["k"], settings.rank_by)
-        figures.save(figure, out / "ablation", settings.formats)
+        figures.save(figure, AblationDir(out).figure, settings.formats)
     return result
 
 
@@ -288,12 +288,13 @@ def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str
     out.mkdir(parents=True, exist_ok=True)
     means, trials = stats.means(), stats.trials
     layers, heads, _, n_items = trials.shape
-    files.write_csv(out / "probes.csv", [
+    written = ProbesDir(out)
+    files.write_csv(written.table, [
         {"layer": layer, "head": head, "probe": PROBES[k], "query_position": j,
          **{m: float(means[m][layer, head, k, j]) for m in MEASURES}, "n": int(n)}
         for (layer, head, k, j), n in np.ndenumerate(trials)])
     profile = stats.study_profile()  # layers heads 2 L, by study position
-    files.save_npz(out / "probes.npz", probes=np.array(PROBES), **means,
+    files.save_npz(written.arrays, probes=np.array(PROBES), **means,
                    **{f"n_{m}": stats.counts[m] for m in MEASURES}, study_weight=profile,
                    n_study_weight=stats.study_counts)
     by_layer = early_minus_late(np.nanmean(profile, axis=1))  # layers 2: the heads' mean profile
@@ -303,7 +304,7 @@ def write_probes(stats: ProbeStats, settings: dict, out: Path, formats: list[str
                                                                      for k, probe in enumerate(PROBES)}}
                                                  for layer in range(layers)],
                "heads": head_summary(means)}
-    files.write_json(out / SUMMARY, content)
+    files.write_json(written.summary, content)
     if formats:
-        figures.save(figures.heads.probe_attention(means, profile), out / "probes", formats)
+        figures.save(figures.heads.probe_attention(means, profile), written.figure, formats)
     return content

@@ -22,7 +22,7 @@ from primacy.analysis.heads.probes import early_minus_late
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.kinds import StudyQueryResults
-from primacy.rundir.layout import SUMMARY, RunDir
+from primacy.rundir.layout import HeadsDir, ProbesDir, RunDir
 from primacy.workflows import aggregate, humans, people
 from primacy.workflows.analyses import (
     AblationSettings,
@@ -180,7 +180,7 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
     for stem, build in _PAGES[spec.layout]:
         written += figures.save(build(panels, title), out / (stem or spec.name))
     if spec.layout == "probes":
-        written += [path for panel in panels for path in _probes(panel, out / panel.name / "mean" / "probes")]
+        written += [path for panel in panels for path in _probes(panel, ProbesDir.inside(out / panel.name / "mean"))]
     rows = [panel.row() for panel in panels]
     reference = next((row for row in rows if row["panel"] == spec.reference), None)
     return [*written, files.write_csv(out / f"{spec.name}.csv", csv_rows(rows)),
@@ -243,10 +243,11 @@ def _dt_seeds(panels: list[PanelResult], title: str) -> plt.Figure:
     return figures.dt.dt_histograms(histories, names, cols=max(len(p.histories) for p in panels))
 
 
-def _probes(panel: PanelResult, out: Path) -> list[Path]:
+def _probes(panel: PanelResult, out: ProbesDir) -> list[Path]:
     """`primacy analyze probes` over every seed of a Transformer panel (``analyze_probes``)."""
-    analyze_probes([ProbeRun(RunDir(run).config, RunDir(run).last_checkpoint, run.name) for run in panel.dirs], out)
-    return [out / name for name in ("probes.csv", "probes.npz", SUMMARY, "probes.png", "probes.pdf")]
+    analyze_probes([ProbeRun(RunDir(run).config, RunDir(run).last_checkpoint, run.name) for run in panel.dirs],
+                   out.path)
+    return [out.table, out.arrays, out.summary, *(out.figure.with_suffix(f".{ext}") for ext in ("png", "pdf"))]
 
 
 _PAGES: dict[str, list[tuple[str | None, Callable]]] = {
@@ -289,7 +290,7 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
             files_of = RunDir(run.dir)
             ckpts = trained_checkpoints(files_of.config, files_of.numbered_checkpoints(), group)
             print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
-            seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, files_of.icl, settings, reuse=True,
+            seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, files_of.icl.path, settings, reuse=True,
                                                              report=lambda line: None, draw="final")
             ablation = _ablation(run.dir, rows[-1]["step"], group)
             tested = json.loads(files_of.summary.read_text()).get("repeat_accuracy")  # the run's test, on its prompts
@@ -298,7 +299,8 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         mean = across_seeds(list(seeds.values()))
         label = f"{panel.label}  {panel.title} · {len(seeds)} seed{'s' * (len(seeds) > 1)}"
         write_emergence(mean, out / name / "mean", figures.FORMATS, seeds, label)
-        written += [out / name / "mean" / f"emergence.{ext}" for ext in ("csv", *figures.FORMATS)]
+        mean_dir = HeadsDir(out / name / "mean")
+        written += [mean_dir.emergence, *(mean_dir.emergence_figure.with_suffix(f".{ext}") for ext in figures.FORMATS)]
         models.append((mean, seeds, label))
         selection = panel_dt(label, [run.dir for run in runs if run.panel == name])  # Δ on the [BOS] r r prompts
         dts += [selection] if selection is not None else []
@@ -363,25 +365,24 @@ def _study_weights(run: Path) -> np.ndarray:
     `analyze probes` of the run's last checkpoint (made now unless a newer one is in <run>/probes)."""
     files_of = RunDir(run)
     out, checkpoint = files_of.probes, files_of.last_checkpoint
-    done = out / SUMMARY
-    if not (done.is_file() and done.stat().st_mtime >= checkpoint.stat().st_mtime):
-        analyze_probes([ProbeRun(files_of.config, checkpoint, run.name)], out, batch_size=WEIGHT_BATCH,
+    if not (out.summary.is_file() and out.summary.stat().st_mtime >= checkpoint.stat().st_mtime):
+        analyze_probes([ProbeRun(files_of.config, checkpoint, run.name)], out.path, batch_size=WEIGHT_BATCH,
                        formats=("png",), at_most=WEIGHT_SETS)
-    with np.load(out / "probes.npz") as arrays:
+    with np.load(out.arrays) as arrays:
         return np.nanmean(arrays["study_weight"][:, :, 1], axis=1)  # layers L
 
 
 def _ablation(run: Path, step: int, group: int = 1) -> dict[str, Any]:
     """`analyze ablation` of a run's final checkpoint, its most CMR-like heads by the final analysis (Ji-An et al.
     Fig. 8; ``group`` units to a head), into <run>/ablation; an ablation newer than that analysis is read back."""
-    heads, out = RunDir(run).icl / f"step{step}" / "heads.csv", RunDir(run).ablation
-    done = out / "ablation.json"
+    heads, out = RunDir(run).icl.step(step).heads, RunDir(run).ablation
+    done = out.result
     if done.is_file() and done.stat().st_mtime >= heads.stat().st_mtime:
         content = json.loads(done.read_text())
         if content.get("units_per_head", 1) == group:
             return content
     source = TrainedCheckpoint(RunDir(run).config, RunDir(run).last_checkpoint, step, group)
-    return ablate_checkpoint(source, ranked_heads(heads, "cmr_distance"), out, AblationSettings(formats=("png",)))
+    return ablate_checkpoint(source, ranked_heads(heads, "cmr_distance"), out.path, AblationSettings(formats=("png",)))
 
 
 def _final(rows: list[dict[str, Any]], ablation: dict[str, Any]) -> dict[str, Any]:

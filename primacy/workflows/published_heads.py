@@ -22,7 +22,7 @@ from primacy.analysis.heads.analysis import HeadAnalysis, HeadResult, fit_head, 
 from primacy.analysis.heads.emergence import closest_heads, emergence_row, top_heads
 from primacy.analysis.heads.natural_text import PAPER_EARLY, PAPER_LATE
 from primacy.errors import UsageError
-from primacy.rundir.layout import SUMMARY
+from primacy.rundir.layout import AblationDir, HeadsDir
 from primacy.workflows.analyses import draw_heads, write_emergence
 from primacy.workflows.published import read_published
 
@@ -144,14 +144,15 @@ def write_scores(scores: PublishedScores, out: Path, grid: CMRGrid, alignment: s
     and the analysis. Unknown settings (n_items, BOS, prompts) are null."""
     analysis = analyse(scores, grid, alignment)
     out.mkdir(parents=True, exist_ok=True)
-    files.write_csv(out / "heads.csv", head_rows(analysis, scores))
+    written = HeadsDir(out)
+    files.write_csv(written.heads, head_rows(analysis, scores))
     top = min(top, len(analysis.heads))
     content = {"source": "published", "published_file": str(scores.path), "published_notes": list(scores.notes),
                **summary(analysis, top), "bos": None, "n_prompts": None, "prompt_seed": None,
                "cmr_variant": grid.variant, "cmr_alignment": alignment, "top": top, "icl_score": float("nan"),
                "cmr_like_heads": sum(h.cmr_like for h in analysis.heads)}
-    files.write_json(out / SUMMARY, content)
-    files.save_npz(out / "lag_crps.npz", lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
+    files.write_json(written.summary, content)
+    files.save_npz(written.lag_crps, lags=analysis.lags, lag_crps=analysis.lag_crps, cmr_fits=analysis.cmr_fits,
                    gaussian_fits=analysis.gaussian_fits, lag_crp_sems=scores.lag_crp_sems[..., _FIT_AT],
                    published_lags=PUBLISHED_LAGS, published_lag_crps=scores.lag_crps,
                    published_lag_crp_sems=scores.lag_crp_sems)
@@ -195,7 +196,7 @@ def write_series(series: list[tuple[int, PublishedScores]], out: Path, grid: CMR
     (icl_score NaN: the files hold none) and the last checkpoint's analysis."""
     tables, analysis = [], None
     for step, scores in series:
-        _, analysis = write_scores(scores, out / f"step{step}", grid, alignment, top,
+        _, analysis = write_scores(scores, HeadsDir(out).step(step).path, grid, alignment, top,
                                    formats if step == series[-1][0] else ())
         tables.append((step, [h.row() for h in analysis.heads]))
     chosen, closest = top_heads(tables[-1][1], top), closest_heads(tables[-1][1], top)
@@ -266,8 +267,8 @@ def write_ablation(arrays: dict[str, np.ndarray], path: str | Path, out: Path, f
     ``path``; returns the content."""
     result = ablation_result(arrays, Path(path))
     out.mkdir(parents=True, exist_ok=True)
-    files.write_json(out / "ablation.json", result)
+    files.write_json(AblationDir(out).result, result)
     if formats:  # k is not in the file: the authors ablated the top 10 % of the heads
-        figures.save(figures.heads.ablation_scores(result["summary"], "10 %", "CMR distance"), out / "ablation",
+        figures.save(figures.heads.ablation_scores(result["summary"], "10 %", "CMR distance"), AblationDir(out).figure,
                      formats)
     return result

@@ -3,6 +3,7 @@ only, nothing outside the command line imports a command module, no two modules 
 path, and no module grows past ~400 lines. Read from the source with ast, so lazy imports inside functions count."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,60 @@ def test_the_file_name_check_finds_a_literal(monkeypatch, tmp_path):
     source.write_text('from pathlib import Path\nPath("run") / "results" / "summary.json"\n')
     monkeypatch.setitem(MODULES, "primacy.fake", source)
     assert run_directory_literals("primacy.fake") == ["primacy.fake:2 'summary.json'", "primacy.fake:2 'results'"]
+
+
+# The map: each package's __init__ docstring lists its modules ("Modules:", then one indented line per module or
+# subpackage: its name, two spaces, what it holds), and docs/architecture.md names every package.
+MODULE_LINE = re.compile(r"^    (\w+)  +\S")
+
+
+def listed_modules(init: Path) -> list[str]:
+    """The names a package's ``Modules:`` block lists, in its order ([] when it has none)."""
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    lines = doc.splitlines()
+    if "Modules:" not in lines:
+        return []
+    names = []
+    for line in lines[lines.index("Modules:") + 1:]:
+        found = MODULE_LINE.match(line)
+        if found is None:
+            break
+        names.append(found.group(1))
+    return names
+
+
+def package_contents(package: Path) -> set[str]:
+    """A package's modules and subpackages by name (``__main__`` is the package run as a script, not a module)."""
+    return ({path.stem for path in package.glob("*.py")} - {"__init__", "__main__"}
+            | {path.name for path in package.iterdir() if (path / "__init__.py").is_file()})
+
+
+PACKAGES = sorted(init.parent for init in PACKAGE.rglob("__init__.py"))
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: module_name(p / "__init__.py"))
+def test_every_package_lists_its_modules_in_its_docstring(package):
+    listed, there = listed_modules(package / "__init__.py"), package_contents(package)
+    assert len(listed) == len(set(listed)), f"{package}/__init__.py lists a module twice: {listed}"
+    assert set(listed) == there, (
+        f"{package}/__init__.py's Modules: list differs from the folder: add "
+        f"{sorted(there - set(listed))}, remove {sorted(set(listed) - there)} (one line each: name, two spaces, what "
+        f"it holds)")
+
+
+def test_the_module_list_check_finds_a_missing_module(tmp_path):
+    """The check above can fail: a module the docstring leaves out is in the folder and not in the list."""
+    (tmp_path / "__init__.py").write_text('"""A package.\n\nModules:\n    a  the first\n"""\n')
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "b.py").write_text("")
+    assert listed_modules(tmp_path / "__init__.py") == ["a"]
+    assert package_contents(tmp_path) == {"a", "b"}
+
+
+def test_the_architecture_page_names_every_package():
+    """docs/architecture.md's layers table names every package of primacy/ (as `primacy/<name>/`), and no other."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`primacy/(\w+)/`", page))
+    packages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
+    assert named == packages, (f"docs/architecture.md: name {sorted(packages - named)} as `primacy/<name>/`; "
+                               f"{sorted(named - packages)} are not packages")

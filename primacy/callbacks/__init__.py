@@ -1,6 +1,14 @@
 """Callbacks that make a run's directory: checkpoints, the resolved config, result files and figures, and the
 trackers of values over training. Configs name them by their module (``primacy.callbacks.trackers.DtTracker``); the
-package names (``primacy.callbacks.DtTracker``) of configs written before the modules existed still resolve."""
+package names (``primacy.callbacks.DtTracker``) of configs written before the modules existed still resolve.
+
+Modules:
+    checkpointing  RunCheckpoint: last.ckpt on a schedule, on a signal and at the end
+    compiling      CompileBackbone: the backbone through torch.compile, opt-in
+    config         RunConfig: config.yaml, and the config logged to every logger
+    results        ResultsWriter: results/ at the end of a test
+    trackers       DtTracker, TokenDtTracker, HeadScoreTracker: values over training
+"""
 
 from primacy import moved
 from primacy.callbacks.checkpointing import RunCheckpoint

@@ -1,5 +1,17 @@
 """Every figure builder: pure functions from results to matplotlib figures, one module per kind of figure, and
-``save``, the one way a figure reaches files."""
+``save``, the one way a figure reaches files.
+
+Modules:
+    accuracy     the study x query heatmap and its page, curves by delay, contiguity
+    atlas        the memory atlas: curves and indices of every row
+    dt           Delta t over training and by position (Fig. 4)
+    free_recall  recall probability, first recall, the lag-CRP with CMR fits
+    heads        induction heads, lag-CRPs, CMR fits, probes, ablation, emergence
+    humans       models beside people
+    kernels      continuous against discretised HiPPO impulse responses (Fig. 1)
+    logged       a model's logged test values over seeds
+    style        what every figure shares: colours, ticks, titles
+"""
 
 from __future__ import annotations
 

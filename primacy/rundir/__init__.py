@@ -1,0 +1,12 @@
+"""The run directory: where a run's files live and how they are written and read back.
+
+Modules:
+    checkpoints  checkpoints read safely and checked against a config
+    free_recall  a free-recall run's results read back
+    kinds        the kinds of result: written, read, aggregated and drawn, plugins' too
+    layout       RunDir and the analyses' folders: every file name of a run
+    results      the result files of the study x query matrix
+    resume       start, resume or refuse a run directory
+    runs         a finished run's model and task rebuilt; the model-task contract
+    settings     the settings stored with results, and the trained steps
+"""

@@ -1,5 +1,5 @@
-"""The run's result files: summary.json, accuracy.npz, verification.csv (schema in DESIGN.md) and contiguity.csv; for
-free recall summary.json, free_recall.npz and free_recall.csv."""
+"""The run's result files: summary.json, accuracy.npz, verification.csv and contiguity.csv; for free recall
+summary.json, free_recall.npz and free_recall.csv (their schema: README.md, "What a run writes")."""
 
 from __future__ import annotations
 

@@ -6,6 +6,13 @@ check_influence() the exact influence of a backbone instance (check_backbone cal
 tiny_fit(), tiny_args(), tiny_settings(), TINY_RUNS: a run of a few steps on the CPU, quietly, without figures.
 WithoutStep, fixed_batch_losses(): references for a backbone's stepped decoding and learning.
 SignalAt: a callback that interrupts a run at a step, as a user (Ctrl-C) or SLURM (SIGTERM) would, to test resuming.
+
+Modules:
+    backbones  check_backbone, check_influence, stepped-decoding references
+    models     check_model
+    runs       tiny runs of primacy fit, their settings, SignalAt
+    signature  what LightningCLI needs of a class's constructor
+    tasks      check_task
 """
 
 from primacy.testing.backbones import WithoutStep, check_backbone, check_influence, fixed_batch_losses

@@ -1,5 +1,5 @@
-"""Serial-position summaries of a study x query accuracy matrix (definitions in DESIGN.md) and the
-recognition-contiguity curves, raw and controlled (defined in primacy.metrics.StudyQueryAccuracy)."""
+"""Serial-position summaries of a study x query accuracy matrix (their definitions: README.md, "What a run writes")
+and the recognition-contiguity curves, raw and controlled (defined in primacy.metrics.StudyQueryAccuracy)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,17 @@ probe attention in verification (``probes``), head ablation and the ICL score (`
 
 ``primacy.analysis.heads`` was the module of the scores before it became this package: its old names resolve to
 ``scores`` with a FutureWarning (``primacy.moved.PACKAGES``).
+
+Modules:
+    ablation      head ablation and the ICL score (Fig. 8)
+    analysis      every head's scores, attention lag-CRP and CMR fits
+    emergence     heads and their CMR fits over training, a row per checkpoint (Fig. 7)
+    model         what the head analyses need of a model, for models trained here
+    natural_text  natural text's windows and most frequent tokens
+    pretrained    Hugging Face causal language models (and Mamba) seen as heads
+    probes        where a Transformer's queries look on verification (Morita 2025)
+    scores        induction, duplicate-token, previous-token and copying scores on [BOS] r r
+    selection     the selection step's Delta token by token
 """
 
 from primacy import moved

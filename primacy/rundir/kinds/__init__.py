@@ -1,7 +1,14 @@
 """Kinds of result (``ResultKind``): each metric names the kind it accumulates, a run's summary.json names the kind
 its test wrote, and the registry (entry-point group ``primacy.results``) maps the name to the class, plugins' kinds
 included. ``for_model`` and ``for_run`` find a kind; ``primacy.callbacks.ResultsWriter``, ``primacy aggregate``,
-``primacy humans`` and ``primacy reproduce`` go through it."""
+``primacy humans`` and ``primacy reproduce`` go through it.
+
+Modules:
+    base         ResultKind: one kind of result and its registry lookups
+    free_recall  FreeRecallResults: counts and recall sequences
+    logged       LoggedResults: the values a model logged as test/<name>
+    study_query  StudyQueryResults: the study x query accuracy matrix
+"""
 
 from __future__ import annotations
 

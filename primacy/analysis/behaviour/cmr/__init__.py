@@ -2,7 +2,18 @@
 simulated curves over the parameters (``grid``) and the fits of a curve to that grid or to a Gaussian (``fits``).
 Modules import in that order only. Apart from them, cymr's CMR of whole recall sequences: their likelihood
 (``likelihood``), simulated sequences from its choice probabilities (``generate``) and maximum-likelihood fits and
-parameter recovery (``fitting``, which needs scipy); these import in that order and none of the modules above."""
+parameter recovery (``fitting``, which needs scipy); these import in that order and none of the modules above.
+
+Modules:
+    closed_form  the grid cells the authors compute in closed form
+    fits         a lag curve fitted to the grid's CRPs or to a Gaussian
+    fitting      maximum-likelihood fits of whole recall sequences and parameter recovery (scipy)
+    generate     recall sequences simulated from cymr's choice probabilities
+    grid         the grid of simulated lag-CRPs over (beta_enc, beta_rec, gamma_FT): built, loaded
+    likelihood   the likelihood of recall sequences under CMR, as cymr computes it
+    reference    the simulation written plainly, in float64, for the tests
+    simulate     CMR's simulated lag-CRP, one parameter set or many at once
+"""
 
 from primacy.analysis.behaviour.cmr.fits import fit_cmr, fit_gaussian
 from primacy.analysis.behaviour.cmr.fitting import (

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # the launchers name runs by their directories in processes that never import Lightning (4-8 s)
+    from typing import Self  # Python 3.11's; annotations only
+
     import lightning as L
 
 SUMMARY = "summary.json"  # the summary of a run's results, of an aggregate and of an analysis directory
@@ -123,34 +125,46 @@ class RunDir:
 
 
 @dataclass(frozen=True)
-class HeadsDir:
-    """``analyze icl`` (or ``analyze published``) of one checkpoint: ``heads.csv`` (a row per head: scores and
-    fits), ``summary.json`` and ``lag_crps.npz`` (every head's lag-CRP and fitted curves). Of several checkpoints of
-    one model: one such folder per checkpoint (``step``) and ``emergence.csv`` (a row per checkpoint) beside them."""
+class AnalysisDir:
+    """A folder one analysis writes (``FILES``); a run keeps it in its own folder as ``FOLDER``."""
 
     path: Path
-    FILES: ClassVar[tuple[str, ...]] = ("heads.csv", SUMMARY, "lag_crps.npz")  # one checkpoint's
-    SERIES_FILES: ClassVar[tuple[str, ...]] = ("emergence.csv",)  # a series'
+    FOLDER: ClassVar[str]
+    FILES: ClassVar[tuple[str, ...]]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
 
     @classmethod
-    def inside(cls, directory: str | Path) -> HeadsDir:
-        """A run's analyses of its checkpoints: its ``icl/`` folder."""
-        return cls(Path(directory) / "icl")
+    def inside(cls, directory: str | Path) -> Self:
+        """The analysis a run (or a panel's mean over seeds) keeps: its ``FOLDER``."""
+        return cls(Path(directory) / cls.FOLDER)
+
+    def file(self, index: int) -> Path:
+        return self.path / self.FILES[index]
+
+
+@dataclass(frozen=True)
+class HeadsDir(AnalysisDir):
+    """``analyze icl`` (or ``analyze published``) of one checkpoint: ``heads.csv`` (a row per head: scores and
+    fits), ``summary.json`` and ``lag_crps.npz`` (every head's lag-CRP and fitted curves). Of several checkpoints of
+    one model: one such folder per checkpoint (``step``) and ``emergence.csv`` (a row per checkpoint) beside them."""
+
+    FOLDER: ClassVar[str] = "icl"
+    FILES: ClassVar[tuple[str, ...]] = ("heads.csv", SUMMARY, "lag_crps.npz")  # one checkpoint's
+    SERIES_FILES: ClassVar[tuple[str, ...]] = ("emergence.csv",)  # a series'
 
     @property
     def heads(self) -> Path:
-        return self.path / self.FILES[0]
+        return self.file(0)
 
     @property
     def summary(self) -> Path:
-        return self.path / SUMMARY
+        return self.file(1)
 
     @property
     def lag_crps(self) -> Path:
-        return self.path / self.FILES[2]
+        return self.file(2)
 
     @property
     def emergence(self) -> Path:
@@ -167,63 +181,46 @@ class HeadsDir:
 
 
 @dataclass(frozen=True)
-class AblationDir:
+class AblationDir(AnalysisDir):
     """``analyze ablation`` of one checkpoint: ``ablation.json`` (the ICL scores intact, with the top heads ablated
-    and with random ones) and its figure."""
+    and with random ones) and its figure (``figure``: without its format's suffix)."""
 
-    path: Path
+    FOLDER: ClassVar[str] = "ablation"
     FILES: ClassVar[tuple[str, ...]] = ("ablation.json",)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
-
-    @classmethod
-    def inside(cls, directory: str | Path) -> AblationDir:
-        """A run's ablation of its last checkpoint: its ``ablation/`` folder."""
-        return cls(Path(directory) / "ablation")
 
     @property
     def result(self) -> Path:
-        return self.path / self.FILES[0]
+        return self.file(0)
 
     @property
     def figure(self) -> Path:
-        """The ablation figure's path without its format's suffix."""
-        return self.result.with_suffix("")
+        return self.file(0).with_suffix("")
 
 
 @dataclass(frozen=True)
-class ProbesDir:
+class ProbesDir(AnalysisDir):
     """``analyze probes`` of one checkpoint (or their mean over seeds): ``probes.csv`` (a row per head, probe and
-    query position), ``probes.npz`` (the same as arrays, with the study-position profiles) and ``summary.json``."""
+    query position), ``probes.npz`` (the same as arrays, with the study-position profiles), ``summary.json`` and the
+    figure (``figure``: without its format's suffix)."""
 
-    path: Path
+    FOLDER: ClassVar[str] = "probes"
     FILES: ClassVar[tuple[str, ...]] = ("probes.csv", "probes.npz", SUMMARY)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
-
-    @classmethod
-    def inside(cls, directory: str | Path) -> ProbesDir:
-        """The probes of a run's last checkpoint, or of a panel's mean over seeds: its ``probes/`` folder."""
-        return cls(Path(directory) / "probes")
 
     @property
     def table(self) -> Path:
-        return self.path / self.FILES[0]
+        return self.file(0)
 
     @property
     def arrays(self) -> Path:
-        return self.path / self.FILES[1]
+        return self.file(1)
 
     @property
     def summary(self) -> Path:
-        return self.path / SUMMARY
+        return self.file(2)
 
     @property
     def figure(self) -> Path:
-        """The probes figure's path without its format's suffix."""
-        return self.arrays.with_suffix("")
+        return self.file(1).with_suffix("")
 
 
 def run_dir(trainer: L.Trainer) -> Path:

@@ -129,7 +129,7 @@ def test_primacy_humans_writes_the_figure_the_curves_and_the_distances(fr, tmp_p
     out = tmp_path / "out"
     main(["humans", str(model), "--dataset", "peers", "--out", str(out)])
     assert "models beside people (peers)" in capsys.readouterr().out
-    assert {p.name for p in out.iterdir()} == {"humans.png", "humans.pdf", "curves.csv", "summary.json"}
+    assert {p.name for p in out.iterdir()} == {"humans.png", "humans.pdf", "curves.csv", "humans.md", "summary.json"}
     summary = json.loads((out / "summary.json").read_text())["peers"]
     assert summary["groups"]["people"]["members"] == 126 and summary["groups"]["s4d"]["members"] == 2
     assert summary["groups"]["s4d"]["runs"] == [str(model / "seed0"), str(model / "seed1")]
@@ -147,6 +147,13 @@ def test_primacy_humans_writes_the_figure_the_curves_and_the_distances(fr, tmp_p
     assert distance == pytest.approx(np.sqrt(np.mean((np.mean(seeds, axis=0) - psifr_spc) ** 2)), abs=1e-12)
     fit = summary["groups"]["people"]["cmr_fit"]  # the fitter models get (results.cmr_fit_entry), on the people's mean
     assert set(fit) == {"lags", "paper", "canonical"} and all(fit[v]["distance"] >= 0 for v in ("paper", "canonical"))
+    table = [line.split(" | ") for line in (out / "humans.md").read_text().splitlines()[2:]]  # the table for docs
+    people, s4d = table
+    assert people[0] == "| **L = 16**, people (peers)" and people[1] == "126" and s4d[1] == "2"
+    assert people[6] == f"{summary['groups']['people']['recency_index']:+.3f}".replace("-", "−")
+    assert people[2].startswith(f"{spc['people', 1]:.3f} ± ") and people[-1] == "— |"
+    assert s4d[-1] == f"{distance:.3f} / " + " / ".join(
+        f"{summary['distances']['s4d'][f'rmse_{key}']:.3f}" for key in ("pfr", "lag_crp")) + " |"
 
 
 def _lists(run):
@@ -203,7 +210,7 @@ def test_reproduce_humans_draws_one_row_per_dataset_from_the_panels_runs(fr, tmp
             runs.append(SimpleNamespace(panel=name, dir=run))
     written = draw(spec, "cpu", tmp_path, runs)
     out = tmp_path / "humans"
-    assert {p.name for p in written} == {"humans.png", "humans.pdf", "curves.csv", "summary.json"}
+    assert {p.name for p in written} == {"humans.png", "humans.pdf", "curves.csv", "humans.md", "summary.json"}
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary) == ["Morton2013", "peers"]
     for dataset, n in (("Morton2013", 40), ("peers", 126)):

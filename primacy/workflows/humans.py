@@ -5,7 +5,8 @@ Each person's curves come from their own lists, each seed's from its test lists,
 (``primacy.analysis.behaviour.free_recall``); a group's curves are the mean and standard error over its members
 (``primacy.analysis.behaviour.comparison``). Written to OUT: humans.png/.pdf (recall probability, first recall and
 lag-CRP, people in black), curves.csv (every curve of every group: mean, se, n by position or lag) and summary.json
-(each group's indices and CMR fit of its mean lag-CRP, each model's distances to the people). With --fit, CMR is also
+(each group's indices and CMR fit of its mean lag-CRP, each model's distances to the people) and humans.md (the table
+docs/humans.md holds: ``markdown``). With --fit, CMR is also
 fitted by likelihood to every person and every seed alike (``cmr_fits``): fits.csv, parameters.png/.pdf and
 summary.json's likelihood_fit, whose ``grid`` sets each group's BIC beside that of its lag-CRP grid cell.
 """
@@ -105,7 +106,8 @@ def compare(models: dict[str, list[Path]], dataset: str | human_data.Dataset,
 
 
 def write(comparisons: list[Comparison], out: Path, title: str = "", fitted: FitResults | None = None) -> list[Path]:
-    """humans.png/.pdf (one row per comparison), curves.csv and summary.json (one entry per dataset) in ``out``;
+    """humans.png/.pdf (one row per comparison), curves.csv, humans.md and summary.json (one entry per dataset) in
+    ``out``;
     with ``fitted`` (the likelihood fits of the one comparison's groups) also fits.csv, parameters.png/.pdf and
     summary.json's ``likelihood_fit``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -114,6 +116,7 @@ def write(comparisons: list[Comparison], out: Path, title: str = "", fitted: Fit
         [(c.dataset.name, c.people, c.models) for c in comparisons], title), out / "humans")
     written.append(files.write_csv(out / "curves.csv", rows))
     summary = {c.dataset.name: c.summary() for c in comparisons}
+    written.append(files.write_text(out / "humans.md", markdown(comparisons)))
     if fitted is not None:
         (comparison,) = comparisons
         fit_summary = cmr_fits.fit_summary(fitted.fits, fitted.free)
@@ -182,6 +185,55 @@ def fit_results(groups: list[cmr_fits.FitGroup], grid_groups: list[cmr_fits.FitG
             for label in fits}
     settings = groups[-1].settings  # a model's, if any: with its cap on lists
     return FitResults(fits, list(settings.spec.names), settings.as_dict(), grid)
+
+
+TABLE_HEADER = ("group", "n", "recall probability, first / middle / last", "first recall of item 1 / item L",
+                "lag-CRP −1 / +1", "primacy", "recency", "forward asymmetry", "CMR fit",
+                "RMSE recall / first recall / lag-CRP")
+RMSE_CURVES = ("spc", "pfr", "lag_crp")  # comparison.distances' rmse_<curve>, in the table's order
+
+
+def markdown(comparisons: list[Comparison]) -> str:
+    """The table of the comparisons for docs: a row per group of each dataset, the people first. Curves are the
+    mean ± SE over the group's members (people, or a model's seeds) at the first and the last position (recall
+    probability and first recall) and at lags −1 and +1; "middle" is the range of the mean recall probability over
+    the middle half of the positions. The indices are those of the group's mean curves (no SE), the CMR fit is the
+    paper grid's fit of its mean lag-CRP (distance; β_enc, β_rec, γ_FT), RMSE each model's distance to the people."""
+    lines = ["| " + " | ".join(TABLE_HEADER) + " |", "|" + "---|" * len(TABLE_HEADER)]
+    for comparison in comparisons:
+        summary = comparison.summary()
+        for label, group in {PEOPLE: comparison.people, **comparison.models}.items():
+            entry, far = summary["groups"][label], summary["distances"].get(label)
+            quarter = group.n_items // 4
+            middle = group.mean["spc"][quarter:group.n_items - quarter]
+            span = "-".join(dict.fromkeys(f"{x:.2f}" for x in (middle.min(), middle.max())))
+            lags = np.array([-1, 1])
+            lag = zip(group.at_lags("mean", lags), group.at_lags("se", lags))
+            fit = entry["cmr_fit"].get("paper")
+            cells = [f"**L = {group.n_items}**, people ({comparison.dataset.name})" if label == PEOPLE else label,
+                     str(group.members),
+                     f"{_pm(group, 'spc', 0)} / {span} / {_pm(group, 'spc', -1)}",
+                     f"{_pm(group, 'pfr', 0)} / {_pm(group, 'pfr', -1)}",
+                     " / ".join(_plus_minus(m, s) for m, s in lag),
+                     *(_signed(entry[key]) for key in ("primacy_index", "recency_index", "forward_asymmetry")),
+                     "—" if fit is None else (f"{fit['distance']:.3f}; {fit['beta_enc']:.2f}, {fit['beta_rec']:.2f}, "
+                                             f"{fit['gamma_ft']:.2f}"),
+                     "—" if far is None else " / ".join(f"{far[f'rmse_{key}']:.3f}" for key in RMSE_CURVES)]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _pm(group: GroupCurves, curve: str, index: int) -> str:
+    return _plus_minus(group.mean[curve][index], group.se[curve][index])
+
+
+def _plus_minus(mean: float, se: float) -> str:
+    """mean ± SE to 3 decimals; a mean and SE of exactly 0 (a position no member ever chose) as 0.000."""
+    return "0.000" if mean == 0 and se == 0 else f"{mean:.3f} ± {se:.3f}"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.3f}".replace("-", "−")
 
 
 def _curve_rows(comparison: Comparison) -> list[dict[str, Any]]:

@@ -28,10 +28,12 @@ def extra_module(module: str):
 
 def fake_slurm(tmp_path: Path, monkeypatch, job: int) -> tuple[Path, Path]:
     """A SLURM login node's tools first on PATH: an ``sbatch`` that keeps the script submitit writes and answers job
-    ``job``, an ``srun`` that fails. Returns the directory of the tools (add ``sacct`` there) and the kept script."""
+    ``job`` (and takes any options ``--test-only``), an ``srun`` that fails. Returns the directory of the tools (add
+    ``sacct`` there) and the kept script."""
     tools, script = tmp_path / "bin", tmp_path / "sbatch.sh"
     tools.mkdir()
-    (tools / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {script}\necho "Submitted batch job {job}"\n')
+    (tools / "sbatch").write_text(f'#!/bin/sh\n[ "$1" = --test-only ] && exit 0\ncp "$1" {script}\n'
+                                  f'echo "Submitted batch job {job}"\n')
     (tools / "srun").write_text("#!/bin/sh\nexit 1\n")
     for tool in tools.iterdir():
         tool.chmod(0o755)

@@ -16,6 +16,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_info
 
+from primacy.callbacks.wandb_service import close_wandb, detach_wandb
 from primacy.errors import UsageError
 from primacy.rundir.layout import RunDir
 
@@ -26,7 +27,8 @@ class RunCheckpoint(ModelCheckpoint):
     - every ``every_n_train_steps`` optimiser steps and every ``every_n_minutes`` of training, whichever comes first;
     - on SIGTERM (what SLURM sends before it preempts a job) and on the first Ctrl-C: the step in progress (or the
       validation in progress and the step after it) finishes, the checkpoint is written and training stops (a second
-      Ctrl-C stops at once);
+      Ctrl-C stops at once); after SIGTERM nothing more is logged to wandb, whose service SLURM signals too, and its
+      run is closed when training ends (``primacy.callbacks.wandb_service``);
     - when training ends, so last.ckpt always holds the final step.
 
     Every save happens where Lightning's own step checkpoints do (after the step), and the random generators' states
@@ -54,6 +56,8 @@ class RunCheckpoint(ModelCheckpoint):
         self.stop_signal: int | None = None  # the first Ctrl-C or SIGTERM, which stops training after its step
         self._last_save_time = time.monotonic()
         self._previous_handlers: dict[int, Any] = {}
+        self._trainer: L.Trainer | None = None  # the trainer whose run a signal stops
+        self._wandb_detached = False
 
     @property
     def state_key(self) -> str:
@@ -70,6 +74,7 @@ class RunCheckpoint(ModelCheckpoint):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._last_save_time = time.monotonic()
+        self._trainer = trainer
         if threading.current_thread() is threading.main_thread():
             # Lightning's own SIGTERM handler makes a validation in progress raise at once, without a checkpoint.
             self._previous_handlers = {sig: signal.signal(sig, self._request_stop)
@@ -83,6 +88,8 @@ class RunCheckpoint(ModelCheckpoint):
             rank_zero_info("\nCtrl-C: stopping after this step with a checkpoint (press again to stop at once)")
         else:
             rank_zero_info(f"\n{signal.Signals(signum).name}: stopping after this step with a checkpoint")
+            if self._trainer is not None and detach_wandb(self._trainer):
+                self._wandb_detached = True
 
     def _restore_signals(self) -> None:
         for sig, handler in self._previous_handlers.items():
@@ -110,6 +117,8 @@ class RunCheckpoint(ModelCheckpoint):
         self._restore_signals()
         if self._last_global_step_saved != trainer.global_step:
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        if self._wandb_detached:  # the checkpoint first: closing may find wandb's service gone
+            close_wandb(128 + (self.stop_signal or signal.SIGTERM))
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self._restore_signals()

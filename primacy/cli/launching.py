@@ -43,6 +43,7 @@ def check_launcher(options: Any, defaults: SlurmOptions = SlurmOptions()) -> Non
             raise UsageError(f"jobs={options.jobs} is for --launcher local: on SLURM, --slurm.array_parallelism sets "
                              "how many runs go at once")
         launchers.slurm_parameters(slurm_options(options), "primacy", 1)  # its checks, before any work
+        launchers.check_with_slurm(slurm_options(options), 1)
     if options.launcher == "local":
         if options.wait:
             raise UsageError("--wait is for --launcher slurm: the local launcher always waits")

@@ -16,6 +16,7 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 from lightning.pytorch.utilities import rank_zero_info
 
 from primacy import registry
@@ -153,6 +154,9 @@ class PrimacyCLI(LightningCLI):
             # Lightning's default bar redraws at every batch, which took 1.4 ms, 7 % of a quickstart step on a CPU.
             kwargs["callbacks"] = [*callbacks, TQDMProgressBar(refresh_rate=TERMINAL_REFRESH_BATCHES)]
         console.quiet_wandb(trainer.get("logger"))
+        plugins = _without_slurm_requeue(trainer.get("plugins"))
+        if plugins is not None:
+            kwargs["plugins"] = plugins
         built = super().instantiate_trainer(**kwargs)
         _refuse_forking_threads(built.strategy, trainer.get("strategy"))
         return built
@@ -249,6 +253,19 @@ def _step_reached(trainer: L.Trainer) -> int:
     if trainer.global_step >= trainer.max_steps or not last.is_file():
         return trainer.global_step
     return max(trainer.global_step, checkpoint_step(last))
+
+
+def _without_slurm_requeue(plugins: Any) -> list[Any] | None:
+    """Inside a SLURM job, the trainer's plugins with ``SLURMEnvironment(auto_requeue=False)`` (None elsewhere, or when
+    the config names a cluster environment itself). One owner per signal: submitit's USR2 handler in the launcher
+    requeues the job and primacy's RunCheckpoint owns SIGTERM; Lightning's auto-requeue would add a second requeue on
+    SIGUSR1 and its own SIGTERM handler, and print that it set them."""
+    if not SLURMEnvironment.detect():
+        return None
+    given = list(plugins) if isinstance(plugins, (list, tuple)) else [] if plugins is None else [plugins]
+    if any(isinstance(plugin, ClusterEnvironment) for plugin in given):
+        return None
+    return [*given, SLURMEnvironment(auto_requeue=False)]
 
 
 def _refuse_forking_threads(strategy: Any, name: Any) -> None:

@@ -5,7 +5,8 @@ check_backbone(), check_task(), check_model(): each asserts one contract on a cl
 check_influence() the exact influence of a backbone instance (check_backbone calls it when there is one).
 tiny_fit(), tiny_args(), tiny_settings(), TINY_RUNS: a run of a few steps on the CPU, quietly, without figures.
 WithoutStep, fixed_batch_losses(): references for a backbone's stepped decoding and learning.
-SignalAt: a callback that interrupts a run at a step, as a user (Ctrl-C) or SLURM (SIGTERM) would, to test resuming.
+SignalAt: a callback that interrupts a run at a step, as a user (Ctrl-C) or SLURM (SIGTERM) would, to test resuming;
+Pace: one that slows a run's steps, so a test can signal it from outside while it trains.
 
 Modules:
     backbones  check_backbone, check_influence, stepped-decoding references
@@ -22,6 +23,7 @@ from primacy.testing.runs import (
     QUIET,
     TINY_RUNS,
     TINY_SETTINGS,
+    Pace,
     SignalAt,
     tiny_args,
     tiny_fit,
@@ -29,6 +31,6 @@ from primacy.testing.runs import (
 )
 from primacy.testing.tasks import SimulatedProcess, check_task
 
-__all__ = ["NO_FIGURES", "QUIET", "TINY_RUNS", "TINY_SETTINGS", "SignalAt", "SimulatedProcess", "WithoutStep",
+__all__ = ["NO_FIGURES", "QUIET", "TINY_RUNS", "TINY_SETTINGS", "Pace", "SignalAt", "SimulatedProcess", "WithoutStep",
            "check_backbone", "check_influence", "check_model", "check_task", "fixed_batch_losses", "model_for",
            "tiny_args", "tiny_fit", "tiny_settings"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -134,3 +135,14 @@ class SignalAt(Callback):
         if trainer.global_step == self.step and self.during_validation and not trainer.sanity_checking:
             self.during_validation = None  # once
             os.kill(os.getpid(), self.signum)
+
+
+class Pace(Callback):
+    """Waits ``seconds`` after each training step: a tiny run made slow enough for a test to signal it while it trains
+    (a scheduler's preemption, a time limit). Nothing else changes: the run's numbers are those of one without it."""
+
+    def __init__(self, seconds: float = 0.1) -> None:
+        self.seconds = seconds
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        time.sleep(self.seconds)

@@ -5,6 +5,7 @@ laptop apart from the scheduler."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -27,8 +28,12 @@ from primacy.rundir.layout import RunDir
 HEARTBEAT_SECONDS = 30  # a running job rewrites its state file this often
 STALE_SECONDS = 4 * HEARTBEAT_SECONDS  # a state older than this on another host means the job died
 STOP_SECONDS = 120  # how long a stopped run may take to save its checkpoint before its job is requeued
+SIGNAL_LEAD_SECONDS = 90  # submitit's notice before a task's time limit (its slurm_signal_delay_s, passed explicitly)
+SIGNAL_EARLY_SECONDS = 60  # how much earlier than asked SLURM may send it (sbatch --signal; 15-26 s measured)
+ROOM_SECONDS = 30  # what a run needs after its start to load and take its first steps on a CPU
 STOPPED = (130, 143)  # exit codes of `primacy fit` after Ctrl-C or SIGTERM, with a checkpoint saved
 PARENT_ENV = "PRIMACY_LAUNCHER_PID"  # set in a run's environment: the launcher process it must not outlive
+SIGNAL_ENV = "PRIMACY_LAUNCHER_SIGNAL"  # set in a run's environment in a submitit job: the signal its launcher owns
 
 
 def state_file(run_dir: str | Path) -> Path:
@@ -88,6 +93,29 @@ def write_state(run_dir: Path, **state: Any) -> None:
     files.write_json(state_file(run_dir), {**state, "updated": time.time()})
 
 
+def outcome(code: int | None, job: str | None) -> str:
+    """How a run's process ended, in a word for its state file: "done" (0), "preempted" (stopped by a signal with a
+    checkpoint inside a SLURM job: a preemption, a requeue, the time limit's notice or ``scancel --signal``, which
+    look alike from inside the job), "stopped" (the same outside SLURM: Ctrl-C, SIGTERM) or "failed"."""
+    if code == 0:
+        return "done"
+    if code in STOPPED:
+        return "preempted" if job is not None else "stopped"
+    return "failed"
+
+
+def _launcher_signal() -> str | None:
+    """The signal submitit's job takes as its notice of a timeout or preemption ("USR2", or what SUBMITIT_PREEMPT_SIGNAL
+    names); None outside a submitit job. SLURM sends it to every process of the job step, the run's too."""
+    try:
+        import submitit
+
+        submitit.JobEnvironment()  # raises outside a job
+        return str(submitit.JobEnvironment.USR_SIG)
+    except Exception:  # not inside a submitit job (or submitit is not installed)
+        return None
+
+
 def _task() -> tuple[str | None, int]:
     """This task's scheduler id (SLURM array id, or submitit's local one) and global rank; (None, 0) outside a
     submitit job."""
@@ -126,6 +154,8 @@ class RunJob:
         log = logs / f"{name}.log"
         with open(log, "ab") as out:
             env = {**os.environ, **self.env, PARENT_ENV: str(os.getpid())}
+            if job is not None and (owned := _launcher_signal()):
+                env[SIGNAL_ENV] = owned
             self._process = subprocess.Popen([sys.executable, "-m", "primacy", *self.args], stdout=out,
                                              stderr=subprocess.STDOUT, env=env)
             before = float(read_state(run_dir).get("seconds") or 0.0) if rank == 0 else 0.0  # earlier launches'
@@ -141,7 +171,8 @@ class RunJob:
                 except subprocess.TimeoutExpired:
                     continue
         if rank == 0:
-            write_state(run_dir, state="exited", exit_code=code, seconds=before + time.time() - started, **record)
+            write_state(run_dir, state="exited", exit_code=code, outcome=outcome(code, job),
+                        seconds=before + time.time() - started, **record)
         return code
 
     def stop(self) -> None:
@@ -160,14 +191,22 @@ class RunJob:
         job, rank = _task()
         if self._process is not None and rank == 0:
             seconds = read_state(self.run_dir).get("seconds")  # the last heartbeat's sum: the requeued job adds on
-            write_state(Path(self.run_dir), state="exited", exit_code=self._process.poll(), job=job, requeued=True,
-                        seconds=seconds)
+            code = self._process.poll()
+            write_state(Path(self.run_dir), state="exited", exit_code=code, job=job, requeued=True,
+                        outcome=outcome(code, job), seconds=seconds)
         return DelayedSubmission(RunJob(self.run_dir, self.args, self.env))
 
 
 def stop_with_parent() -> None:
     """In a run started by a launcher: when the launcher's process dies (killed, or its job cancelled), this process
-    gets SIGTERM, so it saves a checkpoint and exits instead of training on unwatched (Linux; elsewhere nothing)."""
+    gets SIGTERM, so it saves a checkpoint and exits instead of training on unwatched (Linux; elsewhere nothing).
+
+    In a submitit job it also ignores submitit's signal (USR2), which SLURM sends to every process of the job before
+    its time limit: by default it would kill the run without a checkpoint. The launcher owns that signal (submitit's
+    handler calls ``RunJob.checkpoint``, which sends this process SIGTERM, then requeues the job)."""
+    owned = os.environ.pop(SIGNAL_ENV, None)
+    if owned and hasattr(signal, f"SIG{owned}"):
+        signal.signal(getattr(signal, f"SIG{owned}"), signal.SIG_IGN)
     parent = os.environ.pop(PARENT_ENV, None)
     if parent is None or not sys.platform.startswith("linux"):
         return
@@ -272,12 +311,18 @@ class SlurmOptions:
 def slurm_parameters(options: SlurmOptions, name: str, processes: int) -> dict[str, Any]:
     """submitit ``update_parameters`` arguments for one array job of runs with ``processes`` processes each."""
     positive(**{f"slurm.{key}": getattr(options, key) for key in ("time", "cpus_per_task", "array_parallelism")})
+    shortest = math.ceil((SIGNAL_LEAD_SECONDS + SIGNAL_EARLY_SECONDS + ROOM_SECONDS) / 60)
+    if options.cluster == "slurm" and options.time < shortest:
+        raise UsageError(f"slurm.time={options.time} is too short: submitit asks SLURM to signal a task "
+                         f"{SIGNAL_LEAD_SECONDS} s before its limit, SLURM may signal up to {SIGNAL_EARLY_SECONDS} s "
+                         f"earlier, and a run needs {ROOM_SECONDS} s to start and train: give at least {shortest} "
+                         "(minutes); each requeue then resumes from the checkpoint written at the signal")
     if options.gpus_per_task < 0:
         raise UsageError(f"slurm.gpus_per_task={options.gpus_per_task} is invalid: it must be 0 or more")
     params: dict[str, Any] = {
         "name": name, "timeout_min": options.time, "nodes": 1, "tasks_per_node": processes,
         "cpus_per_task": options.cpus_per_task, "gpus_per_node": processes * options.gpus_per_task,
-        "slurm_array_parallelism": options.array_parallelism,
+        "slurm_array_parallelism": options.array_parallelism, "slurm_signal_delay_s": SIGNAL_LEAD_SECONDS,
     }
     if options.mem_gb is not None:
         params["mem_gb"] = options.mem_gb
@@ -313,9 +358,17 @@ SLURM_ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NOD
                "REVOKED", "TIMEOUT")  # sacct states of a job that will not run (again) by itself
 
 
+SLURM_WAITING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RUNNING", "RESIZING",
+                 "SUSPENDED")  # squeue states of a job that will (again) start its run
+
+
 def slurm_state(job_id: str, folder: Path) -> str | None:
-    """SLURM's state of a job (``CANCELLED``, ``PENDING``, ...), asked through submitit's sacct watcher; None where
-    SLURM cannot be asked (no sacct here, or no submitit)."""
+    """SLURM's state of a job (``CANCELLED``, ``PENDING``, ...): squeue's while the job is in the queue (it knows them
+    whether or not the cluster keeps accounting, and sacct knows nothing on one that does not), else submitit's sacct
+    watcher's; None where SLURM cannot be asked (no squeue or sacct here, or no submitit)."""
+    queued = _squeue_state(job_id)
+    if queued is not None:
+        return queued
     if shutil.which("sacct") is None:
         return None
     try:
@@ -324,3 +377,61 @@ def slurm_state(job_id: str, folder: Path) -> str | None:
         return None
     state = submitit.SlurmJob(folder=folder, job_id=str(job_id)).state  # "CANCELLED by 1234", "UNKNOWN" on errors
     return state.split()[0] if state else None
+
+
+def _squeue_state(job_id: str) -> str | None:
+    if shutil.which("squeue") is None:
+        return None
+    try:
+        done = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    states = done.stdout.split() if done.returncode == 0 else []
+    return states[0] if states else None
+
+
+def requeued(state: dict[str, Any], folder: Path) -> str | None:
+    """For a run whose process a signal stopped inside a SLURM job (``outcome`` "preempted"): SLURM's state of that
+    job while it is queued again to resume the run (a preemption, a requeue, a timeout), else None."""
+    stopped = state.get("outcome") == "preempted" or state.get("requeued")  # requeued: submitit's hook wrote it
+    if state.get("state") != "exited" or not stopped or not state.get("job"):
+        return None
+    slurm = slurm_state(str(state["job"]), folder)
+    return slurm if slurm in SLURM_WAITING else None
+
+
+_SLURM_REFUSALS = (("partition", ("partition",)), ("account", ("account", "association")), ("qos", ("qos",)),
+                   ("constraint", ("feature", "constraint")), ("gpus_per_task", ("gres", "gpu")),
+                   ("time", ("time limit",)), ("mem_gb", ("memory",)))  # option, words of sbatch's message naming it
+
+
+def check_with_slurm(options: SlurmOptions, processes: int) -> None:
+    """Asks SLURM whether it would take a task of the array with these options (``sbatch --test-only``, which submits
+    nothing), so a partition, account or size the cluster refuses is one line before any run is planned or queued,
+    naming the option. Nothing where there is no ``sbatch`` (``submit`` says so) or for submitit's local executor."""
+    if options.cluster != "slurm" or shutil.which("sbatch") is None:
+        return
+    args = ["sbatch", "--test-only", "--nodes=1", f"--ntasks-per-node={processes}",
+            f"--cpus-per-task={options.cpus_per_task}", f"--time={options.time}"]
+    if options.gpus_per_task:
+        args.append(f"--gpus-per-node={processes * options.gpus_per_task}")
+    if options.mem_gb is not None:
+        args.append(f"--mem={options.mem_gb}G")
+    args += [f"--{key}={getattr(options, key)}" for key in ("partition", "account", "qos", "constraint")
+             if getattr(options, key) is not None]
+    try:
+        done = subprocess.run([*args, "--wrap", "true"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # SLURM did not answer: sbatch itself will say what is wrong when the array job is submitted
+    if done.returncode == 0:
+        return
+    said = " ".join(line.removeprefix("sbatch: error: ").strip() for line in done.stderr.strip().splitlines())
+    named = [key for key, words in _SLURM_REFUSALS if any(word in said.lower() for word in words)][:1]  # the first
+    if not named and "node configuration is not available" in said:  # no node has that many of something
+        named = [key for key in ("cpus_per_task", "gpus_per_task", "mem_gb") if getattr(options, key)]
+    if not named:
+        return  # not an option it refuses (no SLURM to ask, say): submitting says what is wrong
+    shown = ", ".join(f"slurm.{key}={getattr(options, key)}" for key in named)
+    raise UsageError(f"SLURM refuses {shown} ({said}): choose what `sinfo` lists for the partition, or leave the "
+                     "option out")

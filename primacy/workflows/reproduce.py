@@ -127,6 +127,9 @@ def status(run: Run, config: Any) -> Status:
     if launchers.is_alive(state):
         return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, {log}")
     ended = ""  # a queued job that SLURM says has ended without starting the run: the files say the rest
+    again = launchers.requeued(state, run.dir.parents[1] / "submitit")
+    if again is not None:
+        return Status("queued", f"job {state.get('job')} {again}: preempted, resumes from its checkpoint, {log}")
     if state.get("state") == "queued":
         slurm = launchers.slurm_state(state.get("job"), run.dir.parents[1] / "submitit")
         if slurm not in launchers.SLURM_ENDED:

@@ -1,9 +1,11 @@
 """The free-recall model: study items, a recall cue, then the model's own outputs fed back one step at a time until it
 says stop. Trained with an order-agnostic loss; scored on the recall sequences it decodes itself.
 
-Sequence (``primacy.tasks.free_recall.FreeRecallTask``): L study items, the cue, then L fed items. Output step r
-(r = 0..L) reads the backbone at position L + r: the cue, then each fed item. Items are tokens 0..K-1, the cue K
-and stop K + 1 = vocab_size - 1.
+Sequence (``primacy.tasks.free_recall.FreeRecallTask``): L study items (with distractors among them or after them in
+the delayed and continual-distractor conditions), the cue, then L fed items. Output step r (r = 0..L) reads the
+backbone at position T - L - 1 + r of a T-token sequence: the cue, then each fed item (L + r without distractors).
+Items are tokens 0..K-1, stop is the last token (vocab_size - 1) and the cue the one before; the distractors, between
+the items and the cue, are input only: no output is read at them, and recall is scored on the studied items alone.
 
 Losses, with p_r the model's distribution at step r and R_r the study items not fed before step r (R_L is empty and
 the answer there is stop):
@@ -109,16 +111,17 @@ class FreeRecallModel(TaskModel):
         self.val_recall, self.test_recall = FreeRecallStats(n_items), FreeRecallStats(n_items)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (B, 2L + 1) -> logits (B, L + 1, V) at the output steps."""
+        """tokens (B, T) -> logits (B, L + 1, V) at the output steps, the last L + 1 positions (T = 2L + 1 without
+        distractors)."""
         h = self.backbone(self.embedding(tokens))  # B T H
-        return self.unembedding(h[:, self.n_items :])  # B L+1 V
+        return self.unembedding(h[:, tokens.shape[1] - self.n_items - 1 :])  # B L+1 V
 
     def order_agnostic_loss(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The mean loss over the L + 1 steps and whether each step's most probable token is a right answer (a
-        remaining item, or stop at the end), (B, L + 1) bool. tokens: (B, 2L + 1), the fed items at L + 1.."""
+        remaining item, or stop at the end), (B, L + 1) bool. tokens: (B, T), the fed items the last L."""
         n = self.n_items
         logp = self(tokens).float().log_softmax(-1)  # B L+1 V
-        fed = tokens[:, n + 1 :]  # B L: R_r is fed[:, r:]
+        fed = tokens[:, tokens.shape[1] - n :]  # B L: R_r is fed[:, r:]
         at_fed = logp[:, :n].gather(2, fed[:, None, :].expand(-1, n, -1))  # B L(step r) L(fed item j)
         remaining = torch.ones(n, n, dtype=torch.bool, device=tokens.device).triu()  # r L: j >= r
         if self.loss_name == "set_mass":
@@ -131,10 +134,16 @@ class FreeRecallModel(TaskModel):
         return loss, torch.cat([right, best[:, n, None] == self.stop], dim=1)
 
     @torch.no_grad()
-    def greedy_order(self, tokens: torch.Tensor) -> torch.Tensor:
+    def greedy_order(self, tokens: torch.Tensor, study: torch.Tensor | None = None) -> torch.Tensor:
         """tokens with the fed items replaced by the model's own choice at each step: the remaining study item it
-        rates highest. (B, 2L + 1) -> (B, 2L + 1)."""
-        study = tokens[:, : self.n_items]  # B L
+        rates highest. (B, T) -> (B, T); ``study`` (B, L) the lists, by default the tokens' first L (a sequence
+        without distractors)."""
+        prompt = tokens[:, : tokens.shape[1] - self.n_items]  # B T-L: the study phase and the cue
+        if study is None:
+            if prompt.shape[1] != self.n_items + 1:
+                raise UsageError(f"greedy_order of {tokens.shape[1]}-token sequences needs their study lists: the "
+                                 f"tokens' first n_items={self.n_items} are the list only without distractors")
+            study = tokens[:, : self.n_items]  # B L
         left = torch.ones_like(study, dtype=torch.bool)  # B L: study positions not fed yet
         rows = torch.arange(len(study), device=study.device)
 
@@ -143,12 +152,16 @@ class FreeRecallModel(TaskModel):
             left[rows, best] = False
             return study[rows, best]
 
-        return torch.cat([tokens[:, : self.n_items + 1], self.feed_back(study, pick)], dim=1)
+        return torch.cat([prompt, self.feed_back(prompt, pick)], dim=1)
 
     @torch.no_grad()
-    def recall(self, study: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    def recall(self, study: torch.Tensor, index: torch.Tensor, prompt: torch.Tensor | None = None) -> torch.Tensor:
         """The model's free recall of each list: study (B, L) items, index (B,) the lists' indices (they seed sampled
-        decoding) -> recalls (B, L) output tokens, -1 after stop."""
+        decoding) -> recalls (B, L) output tokens, -1 after stop. ``prompt`` (B, P): what the model reads before its
+        first output, ending with the cue (the study phase with its distractors); by default the list, then the
+        cue."""
+        if prompt is None:
+            prompt = torch.cat([study, torch.full_like(study[:, :1], self.stop - 1)], dim=1)  # B L+1
         noise = self._gumbel(index, study.device) if self.decoding == "sampled" else None  # B L V
 
         def output(r: int, logits: torch.Tensor) -> torch.Tensor:  # B V -> B
@@ -157,31 +170,30 @@ class FreeRecallModel(TaskModel):
                 logits = logits / self.temperature + noise[:, r]
             return logits.argmax(-1)  # B
 
-        outputs = self.feed_back(study, output)  # B L
+        outputs = self.feed_back(prompt, output)  # B L
         return outputs.masked_fill(outputs.eq(self.stop).cumsum(1) > 0, PADDING)  # the stop and what follows it
 
-    def feed_back(self, study: torch.Tensor, choose: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """Runs the model on the study items and the cue, then feeds back at each output step r = 0..L-1 the token
-        ``choose(r, logits)`` picks from that step's logits (B, V). Returns the fed tokens (B, L).
+    def feed_back(self, prompt: torch.Tensor, choose: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Runs the model on ``prompt`` (B, P), the study phase and the cue, then feeds back at each output step
+        r = 0..L-1 the token ``choose(r, logits)`` picks from that step's logits (B, V). Returns the fed tokens (B, L).
 
-        A backbone with ``initial_state`` and ``step`` takes one step per token, 2L + 1 in all; any other runs L
+        A backbone with ``initial_state`` and ``step`` takes one step per token, P + L in all; any other runs L
         passes over the sequence, the tokens not fed yet held at stop (causality hides them)."""
-        n = study.shape[1]
-        cue = torch.full_like(study[:, :1], self.stop - 1)  # B 1
-        fed = torch.full_like(study, self.stop)  # B L
+        n, length = self.n_items, prompt.shape[1]
+        fed = torch.full_like(prompt[:, :1], self.stop).expand(-1, n).clone()  # B L
         if callable(getattr(self.backbone, "step", None)):
-            state = self.backbone.initial_state(len(study))
-            for x_t in self.embedding(torch.cat([study, cue], dim=1)).unbind(1):  # B H each
+            state = self.backbone.initial_state(len(prompt))
+            for x_t in self.embedding(prompt).unbind(1):  # B H each
                 h, state = self.backbone.step(x_t, state)
             for r in range(n):
                 fed[:, r] = choose(r, self.unembedding(h))
                 if r + 1 < n:
                     h, state = self.backbone.step(self.embedding(fed[:, r]), state)
             return fed
-        tokens = torch.cat([study, cue, fed], dim=1)  # B 2L+1
+        tokens = torch.cat([prompt, fed], dim=1)  # B P+L
         for r in range(n):
-            tokens[:, n + 1 + r] = choose(r, self(tokens)[:, r])
-        return tokens[:, n + 1 :]
+            tokens[:, length + r] = choose(r, self(tokens)[:, r])
+        return tokens[:, length:]
 
     def _gumbel(self, index: torch.Tensor, device: torch.device) -> torch.Tensor:
         """Gumbel noise (B, L, V), each list's from its own generator, so sampling is argmax(logits / T + noise)."""
@@ -194,13 +206,14 @@ class FreeRecallModel(TaskModel):
     def training_answers(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         tokens = batch["tokens"]
         if self.teacher_forcing == "greedy":
-            tokens = self.greedy_order(tokens)
+            tokens = self.greedy_order(tokens, batch["study"])
         return self.order_agnostic_loss(tokens)
 
     def _update(self, batch: Batch, stats: FreeRecallStats, loss_mean: MeanMetric) -> None:
         loss, right = self.order_agnostic_loss(batch["tokens"])  # on the task's order, as sampled training sees it
         loss_mean.update(loss, weight=right.numel())
-        stats.update(batch["study"], self.recall(batch["study"], batch["index"]), batch["index"])
+        prompt = batch["tokens"][:, : batch["tokens"].shape[1] - self.n_items]  # B T-L: the study phase, the cue
+        stats.update(batch["study"], self.recall(batch["study"], batch["index"], prompt), batch["index"])
 
     def _summary(self, stats: FreeRecallStats) -> dict[str, float]:
         curves = summarize(stats.compute()[0])

@@ -19,14 +19,19 @@ from primacy.rundir.kinds.free_recall import FREE_RECALL_CURVES, FREE_RECALL_SCA
 from primacy.rundir.layout import RunDir
 
 SEED_KEYS = ("seed",)  # settings allowed to differ between aggregated runs
+# Task settings added after runs were written, by task name, at the value that makes a run the same as one written
+# before them (whose data_args lack them): free recall's distractors (issue 71).
+ADDED_DATA_ARGS = {"free_recall": {"delay": 0, "gap": 0, "distractor_vocab": 0}}
 
 
 def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
     """The settings that must agree between aggregated runs. A summary without ``task`` (written before there were
-    other tasks) is a verification run's."""
+    other tasks) is a verification run's; a setting of ``ADDED_DATA_ARGS`` at its old behaviour's value counts as
+    absent."""
     data = summary.get("data_args")
     if isinstance(data, dict):
-        data = {k: v for k, v in data.items() if k not in SEED_KEYS}
+        added = ADDED_DATA_ARGS.get(summary.get("task") or "verification", {})
+        data = {k: v for k, v in data.items() if k not in SEED_KEYS and not (k in added and v == added[k])}
     keys = ("condition", "n_items", "vocab_size", "backbone", "backbone_args", "model_args")
     return {"task": summary.get("task") or "verification", **{k: summary.get(k) for k in keys}, "data_args": data}
 

@@ -116,6 +116,9 @@ def chunk_status(chunk: cmr_fits.FitChunk, submitit: Path) -> Status:
         return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, log {state.get('log')}")
     if chunk.done():
         return Status("done", f"{len(chunk.participants)} fitted")
+    again = launchers.requeued(state, submitit)
+    if again is not None:
+        return Status("queued", f"job {state.get('job')} {again}: preempted, resumes with the participants not fitted")
     if state.get("state") == "queued":
         slurm = launchers.slurm_state(state.get("job"), submitit)
         if slurm not in launchers.SLURM_ENDED:

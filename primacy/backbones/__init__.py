@@ -13,6 +13,7 @@ Modules:
     retnet            retention, a fixed decay per head with rotary positions
     s4                S4 with a DPLR HiPPO state matrix
     s4d               S4D with a diagonal state matrix
+    seq2seq           an RNN encoder and an RNN decoder attending over its states, written causally
     ssm_block         what S4 and S4D share: Delta t, the D skip, the output block
     transformer       the causal pre-norm Transformer, with attention capture and head ablation
 """

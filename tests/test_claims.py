@@ -137,6 +137,18 @@ def test_sums_and_ranges_of_wall_time_read_each_runs_state(tmp_path):
     assert "the sentence writes 19, the runs give 18" in claims.check(path, tmp_path)[0].failure
 
 
+def test_a_rate_written_as_a_percentage(tmp_path):
+    for seed, rate in enumerate((0.07, 0.09)):
+        (tmp_path / "results" / "study" / f"seed{seed}" / "results").mkdir(parents=True)
+        (tmp_path / "results" / "study" / f"seed{seed}" / "results" / "summary.json").write_text(
+            f'{{"intrusion_rate": {rate}}}')
+    path = _claims_file(tmp_path, "says: 'intrusions 8 %', of: 'seed*', key: intrusion_rate, unit: '%', is: value, "
+                                  "value: '8'", doc="intrusions 8 %")
+    assert not claims.failures(claims.check(path, tmp_path))
+    path.write_text(path.read_text().replace("unit: '%', ", ""))
+    assert "the sentence writes 8, the runs give 0.08" in claims.check(path, tmp_path)[0].failure
+
+
 @pytest.mark.parametrize(("claim", "message"), [
     ("says: x, of: 'seed*', key: k", "claim 1: missing is"),
     ("says: x, of: 'seed*', key: k, is: big", "is='big' is not one of positive, negative, neither"),

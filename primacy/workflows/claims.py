@@ -19,7 +19,7 @@ claims:
 to its difference with each group in ``than``, a list of run globs, or of ``{of, key, file}``). ``value`` checks the
 numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" ("A–B", "A-B") the smallest and
 the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``, and
-``unit`` (``min``, ``h``) divides seconds. ``n`` states how many runs there must be. A ``.csv`` ``file`` gives
+``unit`` (``min``, ``h``) divides seconds, and ``%`` writes a rate as a percentage. ``n`` states how many runs there must be. A ``.csv`` ``file`` gives
 one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already
 (people's curves) names its SE and count columns (``se: se, count: members``). A file that cannot be read as
 such is a one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure,
@@ -50,7 +50,7 @@ SUMMARY = RunDir(Path()).summary.as_posix()  # a run's summary, from the run's f
 COMPARISONS = {"above": "positive", "below": "negative", "same": "neither"}
 KINDS = (*WORDS, *COMPARISONS, "value")
 STATS = ("mean", "sum", "min", "max", "range")
-UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
+UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0, "%": 0.01}  # what a value is divided by: 0.08 is "8 %"
 _QUANTITY = {"of", "key", "file", "where", "se", "count"}
 _FIELDS = {"says", "doc", "is", "than", "value", "stat", "unit", "n", *_QUANTITY}
 _NUMBER = re.compile(r"(?:(?<![\d.])[+\-−])?\d[\d,]*(?:\.\d+)?")  # "0.6-0.7": a range, not −0.7

@@ -18,9 +18,10 @@ claims:
 ``is`` applies the one rule of ``primacy.analysis.evidence`` to the runs' mean ± SE (``above``/``below``/``same``:
 to its difference with each group in ``than``, a list of run globs, or of ``{of, key, file}``). ``value`` checks the
 numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" ("A–B", "A-B") the smallest and
-the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``, and
-``unit`` (``min``, ``h``) divides seconds, and ``%`` writes a rate as a percentage. ``n`` states how many runs there must be. A ``.csv`` ``file`` gives
-one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already
+the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``;
+``unit`` (``min``, ``h``) divides seconds, or (``%``) writes a rate as a percentage. ``n`` states how many runs there
+must be. A ``.csv`` ``file`` gives one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``),
+and a row that is a mean already
 (people's curves) names its SE and count columns (``se: se, count: members``). A file that cannot be read as
 such is a one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure,
 reported with its value, SE and n.

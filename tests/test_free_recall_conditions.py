@@ -14,6 +14,7 @@ from test_resume import assert_same_state, checkpoint, interrupt_at
 
 from primacy.backbones.s4d import S4DBackbone
 from primacy.errors import UsageError
+from primacy.figures.style import describe
 from primacy.models.free_recall import FreeRecallModel
 from primacy.tasks import free_recall
 from primacy.tasks.free_recall import FreeRecallTask, Tokens, trials
@@ -189,3 +190,11 @@ def test_a_run_from_the_command_line_with_distractors_tests_and_writes_its_resul
     summary = json.loads((run / "results" / "summary.json").read_text())
     assert summary["data_args"]["delay"] == 3 and summary["model_args"]["vocab_size"] == 16 + 2 + 2
     assert 0 <= summary["mean_recalled"] <= 4
+
+
+def test_a_figure_title_names_the_distractors_and_an_immediate_run_s_title_is_as_before():
+    settings = {"task": "free_recall", "backbone": "S4DBackbone", "n_items": 32, "vocab_size": 512, "condition": None}
+    immediate = {**settings, "data_args": {"n_items": 32, "delay": 0, "gap": 0, "distractor_vocab": 0}}
+    continual = {**settings, "data_args": {"n_items": 32, "delay": 4, "gap": 4, "distractor_vocab": 8}}
+    assert describe(immediate) == describe(settings) == "S4DBackbone · free_recall · L=32 · K=512"
+    assert describe(continual) == "S4DBackbone · free_recall · L=32 · K=512 · gap 4 · delay 4"

@@ -27,7 +27,8 @@ def span(values: np.ndarray, minimum: float = 0.3, bounds: tuple[float, float] =
 
 
 def describe(settings: dict[str, Any]) -> str:
-    """A run's settings for a figure title: backbone, task (unless verification), L, vocabulary, condition (if any).
+    """A run's settings for a figure title: backbone, task (unless verification), L, vocabulary, condition (if any),
+    free recall's distractors (if any).
 
     settings: ``primacy.rundir.settings.run_settings``'s dict, as summary.json stores it (a summary without ``task``
     is a verification run's)."""
@@ -41,6 +42,7 @@ def describe(settings: dict[str, Any]) -> str:
         parts.append(f"K={settings['vocab_size']}")
     if settings.get("condition") is not None:  # free recall has none
         parts.append(str(settings["condition"]))
+    parts += [f"{name} {data[name]}" for name in ("gap", "delay") if task == "free_recall" and data.get(name)]
     return " · ".join(parts)
 
 

@@ -89,3 +89,8 @@ def test_ablating_a_head_out_of_range_is_refused_in_one_line():
     with pytest.raises(UsageError) as refused, model.ablate([(0, 2)]):
         pass
     assert "head (layer, head)=(0, 2) is invalid: layer must lie in [0, 0] and head in [0, 1]" == str(refused.value)
+
+
+def test_the_list_models_train_and_test_with_it(tmp_path):
+    run = tiny_fit(tmp_path / "run", "SequenceModel", "VerificationTask", "Seq2SeqBackbone", steps=2)
+    assert (run / "results" / "summary.json").exists()

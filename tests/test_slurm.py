@@ -18,13 +18,14 @@ from slurm_cluster import Cluster, Unavailable
 from primacy.cli import main
 from primacy.workflows import launchers
 
-PACE = json.dumps([{"class_path": "primacy.testing.runs.Pace", "init_args": {"seconds": 0.1}}])
-# fig3's panel B cut small, logging to wandb (offline: tests/conftest.py), slowed to 10 steps a second at most so that
-# the test signals it while it trains, with a progress line every 5 steps
+STEPS = 60
+PACE = json.dumps([{"class_path": "primacy.testing.runs.Pace", "init_args": {"seconds": 0.2}}])
+# fig3's panel B cut small, logging to wandb (offline: tests/conftest.py), slowed to 5 steps a second at most so that
+# the test signals it while it trains, with a progress line every 10 steps
 RUN = ["--trainer.enable_model_summary", "false", "--data.init_args.n_items", "8", "--data.init_args.vocab_size", "64",
        "--data.init_args.batch_size", "8", "--data.init_args.num_test_sets", "4", "--data.init_args.num_val_sets", "2",
        "--results.formats", "[png]", "--model.init_args.backbone.init_args.d_model", "16",
-       "--trainer.val_check_interval", "5", "--model.init_args.warmup_steps", "2", "--trainer.max_steps", "300",
+       "--trainer.val_check_interval", "10", "--model.init_args.warmup_steps", "2", "--trainer.max_steps", str(STEPS),
        "--trainer.callbacks", PACE]
 SLURM = ["--launcher", "slurm", "--slurm.gpus_per_task", "0", "--slurm.cpus_per_task", "1", "--slurm.time", "20"]
 
@@ -65,15 +66,15 @@ def _wait_for(condition, what: str, seconds: float) -> None:
 
 def _steps_logged(run: Path) -> int:
     text = "".join(log.read_text(errors="replace") for log in (run / "logs").glob("*.log"))
-    return max((int(n) for n in re.findall(r"step (\d+)/300", text)), default=0)
+    return max((int(n) for n in re.findall(rf"step (\d+)/{STEPS}", text)), default=0)
 
 
 def _stopped_at(run: Path) -> list[int]:
     text = "".join(log.read_text(errors="replace") for log in sorted((run / "logs").glob("*.log")))
-    return [int(n) for n in re.findall(r"Stopped at step (\d+) of 300", text)]
+    return [int(n) for n in re.findall(rf"Stopped at step (\d+) of {STEPS}", text)]
 
 
-@pytest.mark.slow  # about 8 minutes: SLURM holds a requeued job for 2 minutes before it starts it again
+@pytest.mark.slow  # about 5 minutes: SLURM holds a requeued job for 2 minutes before it starts it again
 def test_preempted_and_cancelled_runs_resume_from_their_signal_bitwise(tmp_path, slurm_cluster, capsys):
     out = tmp_path / "fig3"
     command = ["reproduce", "fig3", "--seeds", "2", "--panels", "B", "--out", str(out), *SLURM, *RUN]
@@ -81,23 +82,24 @@ def test_preempted_and_cancelled_runs_resume_from_their_signal_bitwise(tmp_path,
     runs = sorted(out.glob("*/seed*"))
     preempted, cancelled = runs
     jobs = {run: launchers.read_state(run)["job"] for run in runs}
-    _wait_for(lambda: all(_steps_logged(run) >= 10 for run in runs), "both runs training", 300)
-
-    subprocess.run(["scontrol", "requeue", jobs[preempted]], check=True)
+    _wait_for(lambda: _steps_logged(preempted) >= 10, "the first run training", 300)
+    subprocess.run(["scontrol", "requeue", jobs[preempted]], check=True)  # as a preempting scheduler does
+    _wait_for(lambda: _steps_logged(cancelled) >= 10, "the second run training", 300)
     subprocess.run(["scancel", "--signal=TERM", jobs[cancelled]], check=True)
     _wait_for(lambda: all(_stopped_at(run) for run in runs), "both runs stopped with a checkpoint", 120)
     _wait_for(lambda: all(launchers.read_state(run).get("state") == "exited" for run in runs), "their state", 60)
     for run in runs:
         state = launchers.read_state(run)
         assert (state["exit_code"], state["outcome"]) == (143, "preempted"), state
-    status = _status(command, capsys)
-    assert status[f"{preempted.parent.name}/seed0"].startswith("queued"), status
-    assert status[f"{cancelled.parent.name}/seed1"].startswith("stopped"), status
+    # while SLURM ends the jobs (COMPLETING, up to KillWait) a preempted run shows as stopped; then as queued again
+    label = {run: f"{run.parent.name}/{run.name}" for run in runs}
+    _wait_for(lambda: _status(command, capsys)[label[preempted]].startswith("queued"), "the status: queued", 60)
+    assert _status(command, capsys)[label[cancelled]].startswith("stopped at step")
 
     main(command)  # submits the cancelled run again; the preempted one is SLURM's to start
     assert launchers.read_state(cancelled)["job"] != jobs[cancelled]
     _wait_for(lambda: all(launchers.read_state(run).get("outcome") == "done" for run in runs), "both runs done", 600)
-    assert set(_status(command, capsys).values()) == {"done step 300"}
+    assert set(_status(command, capsys).values()) == {f"done step {STEPS}"}
 
     for run in runs:
         logs = sorted((run / "logs").glob("*.log"))
@@ -106,17 +108,104 @@ def test_preempted_and_cancelled_runs_resume_from_their_signal_bitwise(tmp_path,
         assert not any("Traceback" in text for text in texts), texts
         stopped = _stopped_at(run)[0]
         assert f"from step {stopped}" in texts[1], texts[1][-2000:]
+        launches = sorted((run / "wandb").glob("offline-run-*"))  # each launch's, named by the wandb run's id
+        assert len(launches) == 2 and len({launch.name.rsplit("-", 1)[1] for launch in launches}) == 1, launches
     for log in (out / "submitit").rglob("*.err"):
         assert "Traceback" not in log.read_text(errors="replace"), log
 
+    for run in runs:  # each against the same run trained without a break, here
+        reference = tmp_path / "reference" / run.name
+        main(["fit", "--config", str(run / "config.yaml"), "--trainer.default_root_dir", str(reference),
+              "--trainer.logger", "false", "--trainer.callbacks", "[]", "--test_after_fit", "false"])
+        expected = torch.load(reference / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+        got = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+        assert expected.keys() == got.keys()
+        assert all(torch.equal(expected[key], got[key]) for key in expected), run
+
+
+@pytest.mark.slow  # about 8 minutes: a 4-minute limit, SLURM's 2-minute hold, then the rest of the run
+def test_a_run_at_its_time_limit_resumes_from_the_checkpoint_of_submitits_signal_bitwise(tmp_path, slurm_cluster,
+                                                                                        capsys):
+    """--slurm.time 4: submitit's signal comes 90 s (or up to 60 s more) before the limit; at 2 steps a second at
+    most, 80 steps cannot end before it, and the requeued task trains the rest."""
+    steps, slow = "80", json.dumps([{"class_path": "primacy.testing.runs.Pace", "init_args": {"seconds": 0.5}}])
+    out = tmp_path / "fig3"
+    run_args = [*RUN[:RUN.index("--trainer.max_steps")], "--trainer.max_steps", steps, "--trainer.callbacks", slow]
+    command = ["reproduce", "fig3", "--seeds", "1", "--panels", "B", "--out", str(out), *SLURM[:-1], "4", *run_args]
+    main(command)
+    run = next(out.glob("*/seed0"))
+    _wait_for(lambda: launchers.read_state(run).get("requeued"), "submitit's signal before the limit", 600)
+    assert launchers.read_state(run)["outcome"] == "preempted"
+    label = f"{run.parent.name}/{run.name}"
+    _wait_for(lambda: _status(command, capsys)[label].startswith("queued"), "the status: queued", 60)
+    _wait_for(lambda: not subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip(),
+              "the requeued run", 900)
+    assert _status(command, capsys)[label] == f"done step {steps}"
+    texts = [log.read_text(errors="replace") for log in sorted((run / "logs").glob("*.log"))]  # no wasted requeue
+    assert len(texts) == 2 and not any("Traceback" in text for text in texts), texts
+    stopped = [int(n) for n in re.findall(rf"Stopped at step (\d+) of {steps}", texts[0])]
+    assert stopped and stopped[0] > 0 and f"from step {stopped[0]}" in texts[1], texts[1][-2000:]
+    assert "Job has timed out" in "".join(log.read_text() for log in (out / "submitit").rglob("*.out"))
     reference = tmp_path / "reference"
-    config = sorted(out.glob("*/seed0/config.yaml"))[0]
-    main(["fit", "--config", str(config), "--trainer.default_root_dir", str(reference), "--trainer.logger", "false",
-          "--test_after_fit", "false"])
+    main(["fit", "--config", str(run / "config.yaml"), "--trainer.default_root_dir", str(reference),
+          "--trainer.logger", "false", "--trainer.callbacks", "[]", "--test_after_fit", "false"])
     expected = torch.load(reference / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-    got = torch.load(preempted / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-    assert expected.keys() == got.keys()
+    got = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     assert all(torch.equal(expected[key], got[key]) for key in expected)
+
+
+def _until_drawn(command: list[str], done: Path, seconds: float) -> None:
+    """Runs ``command`` again each time SLURM's queue has emptied (each step of a search is one array job) until it
+    has written ``done``."""
+    deadline = time.time() + seconds
+    while not done.is_file():
+        assert time.time() < deadline, f"{done} not written within {seconds:.0f} s"
+        try:
+            main(command)
+        except SystemExit as stop:
+            assert stop.code in (0, 1, None), stop.code  # 1: some runs are not done yet
+        _wait_for(lambda: not subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip(),
+                  "the array job", seconds)
+
+
+@pytest.mark.slow  # about 5 minutes: a search's steps are array jobs one after another, and the requeue's hold
+def test_an_atlas_on_slurm_resumes_its_preempted_pilot_and_draws(tmp_path, slurm_cluster, capsys):
+    import yaml
+
+    from primacy.testing import tiny_settings
+
+    task = {"seed_everything": 0,
+            "trainer": {"max_steps": STEPS, "val_check_interval": 10, "check_val_every_n_epoch": None,
+                        "accelerator": "cpu", "devices": 1, "enable_model_summary": False, "num_sanity_val_steps": 0,
+                        "callbacks": json.loads(PACE)},
+            "model": {"class_path": "primacy.models.lists.SequenceModel",
+                      "init_args": {"warmup_steps": 2, "backbone": "S4DBackbone"}},
+            "data": {"class_path": "VerificationTask", "init_args": tiny_settings("VerificationTask")}}
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(task))
+    row = {"label": "S4D", "backbone": {"class_path": "S4DBackbone", "init_args": {"d_model": 8, "d_state": 4}},
+           "knob": "data.init_args.n_items", "values": [4]}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({"title": "Tiny", "band": [0.0, 1.0], "config": "task", "rows": [row]}))
+    out = tmp_path / "out"
+    command = ["atlas", str(path), "--seeds", "1", "--out", str(out), *SLURM, "--results.formats", "[]"]
+    main(command)
+    pilot = out / "S4D" / "n_items=4" / "seed0"
+    _wait_for(lambda: _steps_logged(pilot) >= 10, "the pilot training", 300)
+    job = launchers.read_state(pilot)["job"]
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    _wait_for(lambda: launchers.read_state(pilot).get("outcome") == "preempted", "the pilot stopped", 120)
+    def status() -> str:
+        capsys.readouterr()
+        main([*command, "--status"])
+        return capsys.readouterr().out
+    _wait_for(lambda: "1 queued" in status(), "the status: queued", 60)
+
+    _until_drawn(command, out / "atlas.md", 900)
+    launches = [log for log in out.rglob("logs/*.log") if (log.parent / "state.json").is_file()]  # not wandb's
+    texts = [log.read_text(errors="replace") for log in sorted(launches)]
+    assert not any("Traceback" in text for text in texts)
+    stopped = _stopped_at(pilot)[0]
+    assert any(f"from step {stopped}" in text for text in texts)
 
 
 @pytest.mark.slow  # the cluster's own answer; test_options_slurm_rejects_... check the same without a cluster

@@ -181,7 +181,9 @@ class RunJob:
             self._process.send_signal(signal.SIGTERM)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        """submitit's hook on timeout or preemption: stop the run with a checkpoint, then requeue the same job."""
+        """submitit's hook on timeout or preemption: stop the run with a checkpoint, then requeue the same job; None
+        (no requeue) where the run had finished (exit code 0) by then: the same ``fit`` again would be refused, and the
+        requeue wasted."""
         from submitit.helpers import DelayedSubmission
 
         self.stop()
@@ -189,12 +191,13 @@ class RunJob:
         while self._process is not None and self._process.poll() is None and time.time() < deadline:
             time.sleep(0.5)
         job, rank = _task()
+        code = self._process.poll() if self._process is not None else None
+        resumes = code != 0
         if self._process is not None and rank == 0:
             seconds = read_state(self.run_dir).get("seconds")  # the last heartbeat's sum: the requeued job adds on
-            code = self._process.poll()
-            write_state(Path(self.run_dir), state="exited", exit_code=code, job=job, requeued=True,
+            write_state(Path(self.run_dir), state="exited", exit_code=code, job=job, requeued=resumes,
                         outcome=outcome(code, job), seconds=seconds)
-        return DelayedSubmission(RunJob(self.run_dir, self.args, self.env))
+        return DelayedSubmission(RunJob(self.run_dir, self.args, self.env)) if resumes else None
 
 
 def stop_with_parent() -> None:

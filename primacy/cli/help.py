@@ -179,7 +179,8 @@ def overview() -> str:
     import primacy
 
     column = max(len(name) for name in [*LIGHTNING_COMMANDS, *TOOL_COMMANDS]) + 4  # one column for both groups
-    about = primacy.__doc__.strip().removeprefix("primacy: ")
+    about = primacy.__doc__.split("\n\n")[0].strip().removeprefix("primacy: ")  # its first paragraph: the rest maps
+    # the package's modules for readers of the code
     return "\n".join(["usage: primacy <command> [options]", "", about[:1].upper() + about[1:], "",
                       "Runs (Lightning; configured by YAML files, e.g. --config configs/quickstart.yaml):",
                       *_rows(list(LIGHTNING_COMMANDS.items()), column), "",

@@ -596,7 +596,7 @@ def test_submitit_timeout_requeues_and_resumes(tmp_path):
     # a budget the run cannot reach before the signal (about 20 steps a second here) and ends by itself after the test
     args = ("fit", "--config", str(ROOT / "configs" / "cpu" / "fig3b-hippo-legs-L32.yaml"), *SMALL,
             "--trainer.max_steps", "3000", "--trainer.default_root_dir", str(run))
-    # submitit's local executor itself (the array test above goes through launchers.submit), for a limit shorter
+    # submitit's local executor itself (the array test above goes through slurm.submit), for a limit shorter
     # than a minute: 45 s, signalled 20 s before it, so 25 s after each start (training starts after about 6 s on an
     # idle machine; a signal before it would stop the run without a checkpoint)
     executor = submitit.LocalExecutor(folder=tmp_path / "submitit")

@@ -8,6 +8,7 @@ Modules:
     config         RunConfig: config.yaml, and the config logged to every logger
     results        ResultsWriter: results/ at the end of a test
     trackers       DtTracker, TokenDtTracker, HeadScoreTracker: values over training
+    wandb_service  a run stopped by SIGTERM closes its wandb run, with or without wandb's service
 """
 
 from primacy import moved

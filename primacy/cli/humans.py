@@ -7,10 +7,10 @@ from pathlib import Path
 
 from primacy.cli.cmr_fit import add_fit_options, fit_settings
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows import cmr_fits, humans, launchers, people
+from primacy.workflows import cmr_fits, humans, launchers, people, slurm
 from primacy.workflows.reproduce import Status
 
-FIT_SLURM = launchers.SlurmOptions(gpus_per_task=0, cpus_per_task=1)  # a fit is numpy on one CPU
+FIT_SLURM = slurm.SlurmOptions(gpus_per_task=0, cpus_per_task=1)  # a fit is numpy on one CPU
 FIT_HELP = ("also fit CMR by likelihood to every person and every model seed (one participant each; `primacy cmr_fit` "
             "over chunks of participants, --jobs at a time or on SLURM): OUT/fits/GROUP/PARTICIPANT.json each, "
             "fits.csv (parameters, log-likelihood, n, k, BIC per participant), parameters.png/.pdf (people's and "
@@ -116,13 +116,13 @@ def chunk_status(chunk: cmr_fits.FitChunk, submitit: Path) -> Status:
         return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, log {state.get('log')}")
     if chunk.done():
         return Status("done", f"{len(chunk.participants)} fitted")
-    again = launchers.requeued(state, submitit)
+    again = slurm.requeued(state, submitit)
     if again is not None:
         return Status("queued", f"job {state.get('job')} {again}: preempted, resumes with the participants not fitted")
     if state.get("state") == "queued":
-        slurm = launchers.slurm_state(state.get("job"), submitit)
-        if slurm not in launchers.SLURM_ENDED:
-            return Status("queued", f"job {state.get('job')} {slurm or ''}".rstrip())
+        slurm_now = slurm.slurm_state(state.get("job"), submitit)
+        if slurm_now not in slurm.SLURM_ENDED:
+            return Status("queued", f"job {state.get('job')} {slurm_now or ''}".rstrip())
     written = sum((chunk.group.out / cmr_fits.file_name(name)).is_file() for name in chunk.participants)
     detail = f"{written} of {len(chunk.participants)} fitted"
     if state.get("state") == "exited" and state.get("exit_code") not in (0, *launchers.STOPPED):

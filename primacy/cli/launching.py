@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows import launchers
-from primacy.workflows.launchers import RunJob, SlurmOptions
+from primacy.workflows import launchers, slurm
+from primacy.workflows.launchers import RunJob
 from primacy.workflows.reproduce import Run, Status, describe_states
+from primacy.workflows.slurm import SlurmOptions
 
 RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args.seed")  # set per run
 
@@ -42,8 +43,8 @@ def check_launcher(options: Any, defaults: SlurmOptions = SlurmOptions()) -> Non
         if options.jobs != 1:
             raise UsageError(f"jobs={options.jobs} is for --launcher local: on SLURM, --slurm.array_parallelism sets "
                              "how many runs go at once")
-        launchers.slurm_parameters(slurm_options(options), "primacy", 1)  # its checks, before any work
-        launchers.check_with_slurm(slurm_options(options), 1)
+        slurm.slurm_parameters(slurm_options(options), "primacy", 1)  # its checks, before any work
+        slurm.check_with_slurm(slurm_options(options), 1)
     if options.launcher == "local":
         if options.wait:
             raise UsageError("--wait is for --launcher slurm: the local launcher always waits")
@@ -121,14 +122,14 @@ def submit(jobs: list[RunJob], runs: list[Any], out: Path, options: Any, process
     """Submits the runs (each with a ``dir`` and a ``label``) as one array job named ``primacy-<name>``, each task
     with ``processes`` processes; True when they have finished (``--wait``, and always on submitit's local executor,
     whose jobs end with this process), False when they were queued."""
-    slurm = slurm_options(options)
-    parameters = launchers.slurm_parameters(slurm, f"primacy-{name}", processes)
-    submitted = launchers.submit(jobs, out / "submitit", parameters, slurm.cluster)
+    chosen = slurm_options(options)
+    parameters = slurm.slurm_parameters(chosen, f"primacy-{name}", processes)
+    submitted = slurm.submit(jobs, out / "submitit", parameters, chosen.cluster)
     for job, run in zip(submitted, runs):
         launchers.write_state(run.dir, state="queued", job=job.job_id)
     print(f"submitted {len(submitted)} runs as job {submitted[0].job_id.split('_')[0]}; "
           f"`{' '.join([*command, '--status'])}` shows where they are", flush=True)
-    if not options.wait and slurm.cluster != "local":
+    if not options.wait and chosen.cluster != "local":
         return False
     for job in submitted:
         try:

@@ -13,7 +13,7 @@ Modules:
     figure_files     a figure of your own for primacy reproduce
     hf_models        Hugging Face causal language models loaded
     humans           models beside people: runs and a dataset through the same analyses
-    launchers        the runs of a sweep started here or on SLURM, and their state
+    launchers        the runs of a sweep started here (or as SLURM tasks) and their state
     pages            which config draws each panel, and how runs become a figure
     people           human free-recall data from psifr or a file
     probes           probe attention of verification runs, measured and written
@@ -21,6 +21,7 @@ Modules:
     published_heads  those files as primacy's own analyses
     reproduce        a figure's runs: planned, launched and checked
     selection        Delta by token for the figure pages
+    slurm            the array job's options, checks, submission and state on SLURM
     sources          where analyze reads a model from: a checkpoint or a pretrained model
     tables           the tables reproduce writes: mean +- SE, rounded once
     texts            natural text and token lists for analyze icl|ablation

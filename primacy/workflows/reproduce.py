@@ -13,7 +13,7 @@ from primacy.rundir.checkpoints import check_checkpoint
 from primacy.rundir.layout import RunDir
 from primacy.rundir.resume import other_budget
 from primacy.rundir.settings import tested_at
-from primacy.workflows import figure_files, launchers, pages
+from primacy.workflows import figure_files, launchers, pages, slurm
 from primacy.workflows.launchers import state_file
 from primacy.workflows.pages import FIGURES, SCALES, FigureSpec
 from primacy.workflows.tables import emergence_table, markdown_columns, markdown_table
@@ -127,15 +127,15 @@ def status(run: Run, config: Any) -> Status:
     if launchers.is_alive(state):
         return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, {log}")
     ended = ""  # a queued job that SLURM says has ended without starting the run: the files say the rest
-    again = launchers.requeued(state, run.dir.parents[1] / "submitit")
+    again = slurm.requeued(state, run.dir.parents[1] / "submitit")
     if again is not None:
         return Status("queued", f"job {state.get('job')} {again}: preempted, resumes from its checkpoint, {log}")
     if state.get("state") == "queued":
-        slurm = launchers.slurm_state(state.get("job"), run.dir.parents[1] / "submitit")
-        if slurm not in launchers.SLURM_ENDED:
-            where = slurm or f"(if that job no longer exists, delete {state_file(run.dir)})"
+        slurm_now = slurm.slurm_state(state.get("job"), run.dir.parents[1] / "submitit")
+        if slurm_now not in slurm.SLURM_ENDED:
+            where = slurm_now or f"(if that job no longer exists, delete {state_file(run.dir)})"
             return Status("queued", f"job {state.get('job')} {where}")
-        ended, state = f"job {state.get('job')} ended {slurm} before the run started", {}
+        ended, state = f"job {state.get('job')} ended {slurm_now} before the run started", {}
     max_steps = config.trainer.max_steps
     ckpt = RunDir(run.dir).last_checkpoint
     planned = other_budget(run.dir, max_steps)

@@ -5,12 +5,11 @@ conformance kit's guarantees and a run resumes bitwise; bad settings are refused
 
 import copy
 import json
-import signal
 
 import pytest
 import torch
 from test_aggregate_free_recall import fake_run
-from test_resume import assert_same_state, checkpoint, interrupt_at
+from test_resume import assert_resumes_bitwise
 
 from primacy.backbones.s4d import S4DBackbone
 from primacy.errors import UsageError
@@ -162,12 +161,7 @@ RUN = {"model": "FreeRecallModel", "data": "FreeRecallTask", "steps": 8,
 
 
 def test_a_continual_distractor_run_resumes_bitwise(tmp_path):
-    straight = tiny_fit(tmp_path / "straight", **RUN)
-    with pytest.raises(SystemExit):
-        tiny_fit(tmp_path / "run", **{**RUN, "args": [*RUN["args"], *interrupt_at(3, signal.SIGINT)]})
-    assert checkpoint(tmp_path / "run")["global_step"] == 3
-    tiny_fit(tmp_path / "run", **RUN)
-    assert_same_state(checkpoint(tmp_path / "run"), checkpoint(straight))
+    assert_resumes_bitwise(tmp_path, RUN)
 
 
 def test_aggregate_takes_runs_from_before_the_conditions_with_immediate_ones_but_not_delayed_ones(tmp_path):

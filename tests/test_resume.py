@@ -13,6 +13,7 @@ import torch
 from conftest import ROOT, TINY_RUNS
 
 from primacy.cli import main
+from primacy.testing import tiny_fit
 
 TASKS = list(TINY_RUNS)
 STEPS = 8
@@ -49,6 +50,17 @@ def assert_same_state(a: dict, b: dict) -> None:
     for key in trackers:
         assert a["callbacks"][key]["steps"] == b["callbacks"][key]["steps"], key
         assert repr(a["callbacks"][key]) == repr(b["callbacks"][key]), key
+
+
+def assert_resumes_bitwise(tmp_path, run: dict, at: int = 3) -> None:
+    """A tiny run (``tiny_fit``'s settings ``run``) stopped by Ctrl-C after step ``at`` and started again ends where an
+    uninterrupted run ends, bitwise."""
+    straight = tiny_fit(tmp_path / "straight", **run)
+    with pytest.raises(SystemExit):
+        tiny_fit(tmp_path / "run", **{**run, "args": [*run.get("args", []), *interrupt_at(at, signal.SIGINT)]})
+    assert checkpoint(tmp_path / "run")["global_step"] == at
+    tiny_fit(tmp_path / "run", **run)
+    assert_same_state(checkpoint(tmp_path / "run"), checkpoint(straight))
 
 
 @pytest.fixture(scope="module", params=TASKS)

@@ -3,11 +3,10 @@ the backbone contract (causal, steps as it runs, its attention an exact influenc
 the free-recall model, resume bitwise, and refuse bad settings in one line."""
 
 import copy
-import signal
 
 import pytest
 import torch
-from test_resume import assert_same_state, checkpoint, interrupt_at
+from test_resume import assert_resumes_bitwise
 
 from primacy import registry
 from primacy.backbones.seq2seq import Seq2SeqBackbone
@@ -65,12 +64,7 @@ RUN = {"model": "FreeRecallModel", "data": "FreeRecallTask", "backbone": "Seq2Se
 
 
 def test_a_free_recall_run_with_it_resumes_bitwise(tmp_path):
-    straight = tiny_fit(tmp_path / "straight", **RUN)
-    with pytest.raises(SystemExit):
-        tiny_fit(tmp_path / "run", **{**RUN, "args": [*RUN["args"], *interrupt_at(3, signal.SIGINT)]})
-    assert checkpoint(tmp_path / "run")["global_step"] == 3
-    tiny_fit(tmp_path / "run", **RUN)
-    assert_same_state(checkpoint(tmp_path / "run"), checkpoint(straight))
+    assert_resumes_bitwise(tmp_path, RUN)
 
 
 @pytest.mark.parametrize("settings,message", [

@@ -66,6 +66,9 @@ _FIGURES = {  # primacy.plots, split by kind of figure
 _HF_LOADING = ("DTYPES", "DEVICES", "INSTALL", "REMOTE_CODE", "transformers_module", "check_source", "load_pretrained",
                "checkpoint_name_step")  # primacy.pretrained's names that load a model, in primacy.workflows.hf_models
 
+_SLURM = ("SlurmOptions", "slurm_parameters", "check_with_slurm", "submit", "SLURM_ENDED", "SLURM_WAITING",
+          "slurm_state", "requeued")  # the launchers' SLURM half, in primacy.workflows.slurm since issue 73
+
 COMMANDS = {"primacy.analysis.cmr_grid": "cmr_grid"}  # old modules whose ``python -m`` was a command now primacy's
 
 SPLIT = {  # old module -> {public name that its MOVED module does not hold: the name's path now}
@@ -81,6 +84,7 @@ SPLIT = {  # old module -> {public name that its MOVED module does not hold: the
                         "write_probes": "primacy.workflows.analyses.write_probes",
                         "analyze_command": "primacy.cli.analyze.command"},
     "primacy.usage": {"load_models_and_tasks": "primacy.registry.load_all"},
+    "primacy.launchers": {name: f"primacy.workflows.slurm.{name}" for name in _SLURM},
     "primacy.console": {"LineProgress": "primacy.cli.progress.LineProgress",
                         "wants_line_progress": "primacy.cli.progress.wants_line_progress"},
     "primacy.plots": {name: f"{module}.{name}" for module, names in _FIGURES.items() for name in names},
@@ -100,6 +104,8 @@ PACKAGES = {
     "primacy.cli": {"aggregate_command": "primacy.cli.aggregate.command",
                     "kernels_command": "primacy.cli.kernels.command",
                     "models_command": "primacy.cli.models.command"},
+    "primacy.workflows.launchers": {name: f"primacy.workflows.slurm.{name}" for name in _SLURM},  # a module, not a
+    # package: its __getattr__ resolves them the same way
     "primacy.analysis.heads": {name: f"primacy.analysis.heads.scores.{name}" for name in (
         "QUERY_WINDOWS", "shortest_prompt", "second_repeat", "induction_score", "duplicate_token_score",
         "previous_token_score", "lag_profile", "attention_lag_crp", "copying_score", "unembed_embed",

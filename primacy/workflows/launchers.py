@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from primacy import moved
 from primacy.checks import positive
 from primacy.rundir.layout import RunDir
 
@@ -289,3 +290,7 @@ class _Terminated(Exception):
 
 def _raise_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated
+
+
+def __getattr__(name: str) -> object:  # the SLURM half's names, in primacy.workflows.slurm since issue 73
+    return moved.old_name(__name__, name)

@@ -116,7 +116,7 @@ def write(comparisons: list[Comparison], out: Path, title: str = "", fitted: Fit
         [(c.dataset.name, c.people, c.models) for c in comparisons], title), out / "humans")
     written.append(files.write_csv(out / "curves.csv", rows))
     summary = {c.dataset.name: c.summary() for c in comparisons}
-    written.append(files.write_text(out / "humans.md", markdown(comparisons)))
+    written.append(files.write_text(out / "humans.md", markdown(comparisons, summary)))
     if fitted is not None:
         (comparison,) = comparisons
         fit_summary = cmr_fits.fit_summary(fitted.fits, fitted.free)
@@ -193,17 +193,18 @@ TABLE_HEADER = ("group", "n", "recall probability, first / middle / last", "firs
 RMSE_CURVES = ("spc", "pfr", "lag_crp")  # comparison.distances' rmse_<curve>, in the table's order
 
 
-def markdown(comparisons: list[Comparison]) -> str:
+def markdown(comparisons: list[Comparison], summary: dict[str, dict[str, Any]]) -> str:
     """The table of the comparisons for docs: a row per group of each dataset, the people first. Curves are the
     mean ± SE over the group's members (people, or a model's seeds) at the first and the last position (recall
     probability and first recall) and at lags −1 and +1; "middle" is the range of the mean recall probability over
     the middle half of the positions. The indices are those of the group's mean curves (no SE), the CMR fit is the
-    paper grid's fit of its mean lag-CRP (distance; β_enc, β_rec, γ_FT), RMSE each model's distance to the people."""
+    paper grid's fit of its mean lag-CRP (distance; β_enc, β_rec, γ_FT), RMSE each model's distance to the people;
+    ``summary``: each comparison's ``summary()`` by dataset, as ``write`` has them (its CMR fits are not made twice)."""
     lines = ["| " + " | ".join(TABLE_HEADER) + " |", "|" + "---|" * len(TABLE_HEADER)]
     for comparison in comparisons:
-        summary = comparison.summary()
+        ours = summary[comparison.dataset.name]
         for label, group in {PEOPLE: comparison.people, **comparison.models}.items():
-            entry, far = summary["groups"][label], summary["distances"].get(label)
+            entry, far = ours["groups"][label], ours["distances"].get(label)
             quarter = group.n_items // 4
             middle = group.mean["spc"][quarter:group.n_items - quarter]
             span = "-".join(dict.fromkeys(f"{x:.2f}" for x in (middle.min(), middle.max())))

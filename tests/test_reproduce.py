@@ -637,6 +637,26 @@ def _newest_log(run: Path) -> Path:
     return max((run / "logs").glob("*.log"), key=os.path.getmtime)
 
 
+def test_a_fit_requeued_after_its_training_ended_tests_its_checkpoint_instead(tmp_path):
+    """SLURM requeues a job preempted during its run's test (after the last step's checkpoint): the same fit again
+    would be refused as finished, so the requeued job tests the checkpoint; an unfinished run, a new one or another
+    command starts as given."""
+    run = tmp_path / "run"
+    fit = ("fit", "--config", "some.yaml", "--trainer.default_root_dir", str(run))
+    job = launchers.RunJob(str(run), fit)
+    assert job.args_now() == fit  # nothing there yet
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump({"trainer": {"max_steps": 40}}))
+    for step, expected in ((39, fit), (40, ("test", "--config", str(run / "config.yaml"), "--ckpt_path",
+                                            str(run / "checkpoints" / "last.ckpt"), "--trainer.default_root_dir",
+                                            str(run)))):
+        torch.save({"state_dict": {}, "global_step": step, "hyper_parameters": {}}, run / "checkpoints" / "last.ckpt")
+        assert job.args_now() == expected, step
+    assert launchers.RunJob(str(run), ("cmr_fit", "--out", str(run))).args_now() == ("cmr_fit", "--out", str(run))
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")  # damaged: the fit itself refuses it in one line
+    assert job.args_now() == fit
+
+
 def test_the_local_launcher_skips_a_run_taken_since_the_plan(tmp_path):
     """Two `primacy reproduce` at once on one directory: a run the other one has started by the time its turn comes is
     not started again."""

@@ -213,6 +213,50 @@ def test_an_atlas_on_slurm_resumes_its_preempted_pilot_and_draws(tmp_path, slurm
     assert any(f"from step {stopped}" in text for text in texts)
 
 
+FITTED = re.compile(r"^  (\w+): log-likelihood", re.MULTILINE)  # cmr_fit's line as each participant's fit ends
+
+
+@pytest.mark.slow  # about 5 minutes: SLURM's 2-minute hold before the requeued job starts again
+def test_humans_fit_on_slurm_resumes_a_preempted_job_with_the_participants_not_yet_fitted(tmp_path, slurm_cluster,
+                                                                                          capsys):
+    """One job fits 8 people (a few seconds each); preempted after its first, it stops without a traceback, the
+    requeued job fits only those without a file (the one in progress again), and every fit equals an unbroken one."""
+    from test_people_files import lists, write
+
+    from primacy.analysis.behaviour.free_recall import long_format_rows
+
+    names = ["ann", "bo", "cy", "di", "ed", "fay", "gus", "hal"]
+    data = tmp_path / "people.csv"
+    write(data, [row for seed, name in enumerate(names)
+                 for row in long_format_rows(*lists(seed, n_lists=30, n_items=8), name)])
+    out = tmp_path / "out"
+    command = ["humans", "--data", str(data), "--out", str(out), "--fit", *SLURM]
+    main(command)
+    people = out / "fits" / "people"
+    job = people / "jobs" / "0"
+    _wait_for(lambda: (people / "ann.json").is_file(), "the first participant fitted", 300)
+    subprocess.run(["scontrol", "requeue", launchers.read_state(job)["job"]], check=True)
+    _wait_for(lambda: launchers.read_state(job).get("outcome") == "preempted", "the job stopped", 120)
+    _wait_for(lambda: _status(command, capsys)["fits/people/0"].startswith("queued"), "the status: queued", 60)
+
+    _until_drawn(command, out / "fits.csv", 900)
+    texts = [log.read_text(errors="replace") for log in sorted((job / "logs").glob("*.log"))]
+    assert len(texts) == 2 and not any("Traceback" in text for text in texts), texts
+    assert "primacy cmr_fit: stopped" in texts[0]
+    first, second = (FITTED.findall(text) for text in texts)
+    assert first and not set(first) & set(second) and sorted(first + second) == sorted(names), (first, second)
+    assert launchers.read_state(job)["outcome"] == "done"
+    for log in (out / "fits" / "submitit").rglob("*.err"):
+        assert "Traceback" not in log.read_text(errors="replace"), log
+
+    reference = tmp_path / "reference"  # the same fits here, without a break
+    main(["cmr_fit", "--data", str(data), "--out", str(reference)])
+    for name in names:
+        got, expected = (json.loads((folder / f"{name}.json").read_text()) for folder in (people, reference))
+        got["fit"].pop("seconds"), expected["fit"].pop("seconds")  # the fit's wall time
+        assert got == expected, name
+
+
 @pytest.mark.slow  # the cluster's own answer; test_options_slurm_rejects_... check the same without a cluster
 @pytest.mark.parametrize("option,value,message", [
     ("--slurm.partition", "nope", "SLURM refuses slurm.partition=nope (invalid partition specified: nope"),

@@ -117,6 +117,18 @@ class RunDir:
         """Whether a test has written the run's results (its summary.json exists)."""
         return self.summary.is_file()
 
+    def planned_steps(self) -> int | None:
+        """The trainer.max_steps the run was started with (its config.yaml); None without the file or the key, or
+        when the file does not parse."""
+        import yaml
+
+        try:
+            trainer = (yaml.safe_load(self.config.read_text()) or {}).get("trainer") or {}
+        except (OSError, yaml.YAMLError, AttributeError):
+            return None
+        planned = trainer.get("max_steps") if isinstance(trainer, dict) else None
+        return planned if isinstance(planned, int) else None
+
     def test_args(self) -> tuple[str, ...]:
         """The ``primacy`` arguments that test the run's latest checkpoint again (rewriting its results), here: its
         config.yaml names the directory it was trained in, which a moved or copied run is no longer in."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from lightning.pytorch.utilities import rank_zero_info
 
 from primacy.errors import UsageError
@@ -43,14 +42,7 @@ def other_budget(root: Path, max_steps: int) -> int | None:
     """The trainer.max_steps the run in ``root`` was started with (its config.yaml), if it is not ``max_steps``. None
     when they agree, and without the file or the key, or when the file does not parse (the checkpoint still decides;
     a resumed fit writes the file again)."""
-    config = RunDir(root).config
-    if not config.is_file():
-        return None
-    try:
-        trainer = (yaml.safe_load(config.read_text()) or {}).get("trainer") or {}
-    except (yaml.YAMLError, AttributeError):
-        return None
-    planned = trainer.get("max_steps") if isinstance(trainer, dict) else None
+    planned = RunDir(root).planned_steps()
     return planned if planned is not None and planned != max_steps else None
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from primacy import moved
 from primacy.checks import positive
+from primacy.errors import UsageError
 from primacy.rundir.layout import RunDir
 
 HEARTBEAT_SECONDS = 30  # a running job rewrites its state file this often
@@ -133,7 +134,9 @@ class RunJob:
 
     Picklable, for submitit. When a SLURM job is about to time out or is preempted, submitit calls ``checkpoint``:
     it sends the run SIGTERM (``primacy fit`` saves a checkpoint after the step in progress and exits) and returns
-    the same job, which submitit requeues and which then resumes from that checkpoint.
+    the same job, which submitit requeues and which then resumes from that checkpoint. A ``fit`` whose run has
+    trained to its last step by the time its job starts (SLURM requeued it after a signal during its test) tests that
+    checkpoint instead (``args_now``).
     """
 
     run_dir: str
@@ -154,7 +157,7 @@ class RunJob:
             env = {**os.environ, **self.env, PARENT_ENV: str(os.getpid())}
             if job is not None and (owned := _launcher_signal()):
                 env[SIGNAL_ENV] = owned
-            self._process = subprocess.Popen([sys.executable, "-m", "primacy", *self.args], stdout=out,
+            self._process = subprocess.Popen([sys.executable, "-m", "primacy", *self.args_now()], stdout=out,
                                              stderr=subprocess.STDOUT, env=env)
             before = float(read_state(run_dir).get("seconds") or 0.0) if rank == 0 else 0.0  # earlier launches'
             started = time.time()
@@ -172,6 +175,21 @@ class RunJob:
             write_state(run_dir, state="exited", exit_code=code, outcome=outcome(code, job),
                         seconds=before + time.time() - started, **record)
         return code
+
+    def args_now(self) -> tuple[str, ...]:
+        """The command to start now: ``args``, or for a ``fit`` whose run has trained to the max_steps of its
+        config.yaml, the test of its last checkpoint (the same fit again would be refused as finished)."""
+        run = RunDir(self.run_dir)
+        planned = run.planned_steps()
+        if self.args[:1] != ("fit",) or planned is None or not run.last_checkpoint.is_file():
+            return self.args
+        from primacy.rundir.checkpoints import checkpoint_step  # torch: only for a run with a checkpoint
+
+        try:
+            trained = checkpoint_step(run.last_checkpoint) >= planned
+        except UsageError:
+            return self.args  # the fit says what is wrong with the checkpoint
+        return run.test_args() if trained else self.args
 
     def stop(self) -> None:
         """Asks the run to save a checkpoint and exit (SIGTERM: it does after the step in progress)."""

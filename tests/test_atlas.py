@@ -93,7 +93,7 @@ def test_the_planner_places_values_by_pilots_off_the_searchs_path(tmp_path, monk
     spec = read_atlas(write_atlas(tmp_path, [{**S4D_ROW, "values": [2, 3, 4, 5, 6, 7, 8]}], band=(0.7, 0.8)))
     out = tmp_path / "out"
     (out / "S4D" / "n_items=4" / "seed0").mkdir(parents=True)
-    monkeypatch.setattr(atlas, "measured", lambda run, state, metric: 0.6 if run.value == 4 else None)
+    monkeypatch.setattr(f"{Planner.__module__}.measured", lambda run, state, metric: 0.6 if run.value == 4 else None)
     monkeypatch.setattr(Planner, "status", lambda self, run: Status("done" if run.value == 4 else "missing"))
     [state] = Planner(spec, "cpu", 1, out, [], parse_run).rows()
     assert state.search.tried == [(2, 0.6), (0, None)] and state.search.next == 0
@@ -146,7 +146,7 @@ def test_the_search_goes_on_where_a_seed_leaves_the_band(tmp_path, monkeypatch):
     finished = {0, 1}
     for seed in metrics:
         (out / "S4D" / "n_items=4" / f"seed{seed}").mkdir(parents=True)
-    monkeypatch.setattr(atlas, "measured", lambda run, state, metric: metrics[run.seed] if state.state == "done"
+    monkeypatch.setattr(f"{Planner.__module__}.measured", lambda run, state, metric: metrics[run.seed] if state.state == "done"
                         else None)
     monkeypatch.setattr(Planner, "status", lambda self, run: Status(
         "done" if run.value == 4 and run.seed in finished and not run.test else "missing"))

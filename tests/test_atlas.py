@@ -146,8 +146,8 @@ def test_the_search_goes_on_where_a_seed_leaves_the_band(tmp_path, monkeypatch):
     finished = {0, 1}
     for seed in metrics:
         (out / "S4D" / "n_items=4" / f"seed{seed}").mkdir(parents=True)
-    monkeypatch.setattr(f"{Planner.__module__}.measured", lambda run, state, metric: metrics[run.seed] if state.state == "done"
-                        else None)
+    monkeypatch.setattr(f"{Planner.__module__}.measured",
+                        lambda run, state, metric: metrics[run.seed] if state.state == "done" else None)
     monkeypatch.setattr(Planner, "status", lambda self, run: Status(
         "done" if run.value == 4 and run.seed in finished and not run.test else "missing"))
     [state] = Planner(spec, "cpu", 3, out, [], parse_run).rows()

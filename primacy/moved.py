@@ -69,15 +69,18 @@ _HF_LOADING = ("DTYPES", "DEVICES", "INSTALL", "REMOTE_CODE", "transformers_modu
 _SLURM = ("SlurmOptions", "slurm_parameters", "check_with_slurm", "submit", "SLURM_ENDED", "SLURM_WAITING",
           "slurm_state", "requeued")  # the launchers' SLURM half, in primacy.workflows.slurm since issue 73
 
+_RUNS = ("CONFIGS", "STATES", "Status", "status", "count_states", "describe_states", "process_count")  # a run's names
+# that primacy.workflows.reproduce held, in primacy.workflows.runs since issue 70
+
 COMMANDS = {"primacy.analysis.cmr_grid": "cmr_grid"}  # old modules whose ``python -m`` was a command now primacy's
 
 SPLIT = {  # old module -> {public name that its MOVED module does not hold: the name's path now}
     "primacy.model": {"logs_this_step": "primacy.models.base.logs_this_step"},
     "primacy.analysis.cmr_grid": {"main": "primacy.cli.cmr_grid.command"},  # main(argv) was the command
     "primacy.resume": {"last_checkpoint": "primacy.rundir.layout.last_checkpoint"},
-    "primacy.reproduce": {"config_dir": "primacy.workflows.reproduce.config_dir",
+    "primacy.reproduce": {"config_dir": "primacy.workflows.runs.config_dir",
                           "reproduce_command": "primacy.cli.reproduce.command",
-                          "Run": "primacy.workflows.reproduce.Run", "Status": "primacy.workflows.reproduce.Status"},
+                          "Run": "primacy.workflows.runs.Run", "Status": "primacy.workflows.runs.Status"},
     "primacy.analyze": {"write_icl": "primacy.workflows.analyses.write_icl",
                         "read_heads": "primacy.workflows.analyses.read_heads",
                         "write_emergence": "primacy.workflows.analyses.write_emergence",
@@ -106,6 +109,7 @@ PACKAGES = {
                     "models_command": "primacy.cli.models.command"},
     "primacy.workflows.launchers": {name: f"primacy.workflows.slurm.{name}" for name in _SLURM},  # a module, not a
     # package: its __getattr__ resolves them the same way
+    "primacy.workflows.reproduce": {name: f"primacy.workflows.runs.{name}" for name in _RUNS},
     "primacy.analysis.heads": {name: f"primacy.analysis.heads.scores.{name}" for name in (
         "QUERY_WINDOWS", "shortest_prompt", "second_repeat", "induction_score", "duplicate_token_score",
         "previous_token_score", "lag_profile", "attention_lag_crp", "copying_score", "unembed_embed",

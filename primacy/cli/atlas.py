@@ -26,8 +26,7 @@ from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw, slowest_f
 from primacy.workflows.atlas_cost import Estimate, ToGo, estimate, parts, to_go
 from primacy.workflows.atlas_files import ATLASES, AtlasSpec, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob, run_seconds
-from primacy.workflows.pages import SCALES
-from primacy.workflows.reproduce import describe_states, process_count
+from primacy.workflows.runs import SCALES, describe_states, process_count
 from primacy.workflows.tables import keep_columns, lost_columns
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from primacy.cli.cmr_fit import add_fit_options, fit_settings
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows import cmr_fits, humans, launchers, people, slurm
-from primacy.workflows.reproduce import Status
+from primacy.workflows.runs import Status
 
 FIT_SLURM = slurm.SlurmOptions(gpus_per_task=0, cpus_per_task=1)  # a fit is numpy on one CPU
 FIT_HELP = ("also fit CMR by likelihood to every person and every model seed (one participant each; `primacy cmr_fit` "
@@ -110,7 +110,7 @@ def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> 
 
 
 def chunk_status(chunk: cmr_fits.FitChunk, submitit: Path) -> Status:
-    """Where a chunk stands (``reproduce.Status``), from its participants' files and its launcher state."""
+    """Where a chunk stands (``runs.Status``), from its participants' files and its launcher state."""
     state = launchers.read_state(chunk.dir)
     if launchers.is_alive(state):
         return Status("running", f"{state.get('job') or 'pid ' + str(state.get('pid'))}, log {state.get('log')}")

@@ -13,7 +13,7 @@ from typing import Any
 from primacy.errors import ArgumentParser, UsageError
 from primacy.workflows import launchers, slurm
 from primacy.workflows.launchers import RunJob
-from primacy.workflows.reproduce import Run, Status, describe_states
+from primacy.workflows.runs import Run, Status, describe_states
 from primacy.workflows.slurm import SlurmOptions
 
 RESERVED = ("--trainer.default_root_dir", "--seed_everything", "--data.init_args.seed")  # set per run

@@ -22,19 +22,9 @@ from primacy.cli.launching import (
 )
 from primacy.cli.lightning import check_run
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows.pages import FIGURES, SCALES, FigureSpec
-from primacy.workflows.reproduce import (
-    Run,
-    Status,
-    describe_states,
-    draw,
-    figure,
-    panels_left_out,
-    plan,
-    process_count,
-    status,
-    table_columns,
-)
+from primacy.workflows.pages import FIGURES, FigureSpec
+from primacy.workflows.reproduce import draw, figure, panels_left_out, plan, table_columns
+from primacy.workflows.runs import SCALES, Run, Status, describe_states, process_count, status
 from primacy.workflows.tables import keep_columns
 
 

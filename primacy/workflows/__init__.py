@@ -19,7 +19,8 @@ Modules:
     probes           probe attention of verification runs, measured and written
     published        the authors' published per-head files read without their pickles
     published_heads  those files as primacy's own analyses
-    reproduce        a figure's runs: planned, launched and checked
+    reproduce        a figure's runs planned, and the figure drawn from them
+    runs             a sweep's runs: a config at a seed, where it stands, scales and configs
     selection        Delta by token for the figure pages
     slurm            the array job's options, checks, submission and state on SLURM
     sources          where analyze reads a model from: a checkpoint or a pretrained model

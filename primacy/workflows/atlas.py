@@ -50,8 +50,7 @@ from primacy.rundir.settings import tested_at
 from primacy.workflows import aggregate, launchers
 from primacy.workflows.atlas_files import AtlasSpec, Row
 from primacy.workflows.atlas_search import Search, search, seeds_accuracy
-from primacy.workflows.pages import SCALES
-from primacy.workflows.reproduce import Run, Status, status
+from primacy.workflows.runs import SCALES, Run, Status, status
 from primacy.workflows.tables import csv_rows, markdown_columns, table_cell, unrounded
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.errors import UsageError
-from primacy.workflows.figure_files import read_yaml
-from primacy.workflows.pages import SCALES
+from primacy.workflows.runs import SCALES, read_yaml
 
 BAND = (0.70, 0.80)
 METRIC = "overall_accuracy"

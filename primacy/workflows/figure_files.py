@@ -19,12 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from primacy import files
 from primacy.errors import UsageError
 from primacy.workflows import aggregate
-from primacy.workflows.pages import AGGREGATES, SCALES, FigureSpec, Panel
+from primacy.workflows.pages import AGGREGATES, FigureSpec, Panel
+from primacy.workflows.runs import SCALES, read_yaml
 from primacy.workflows.tables import csv_rows, table_cell, unrounded
 
 
@@ -46,14 +45,6 @@ def read_figure(path: str | Path) -> FigureSpec:
     if spec.reference is not None and spec.reference not in labels:
         raise UsageError(f"figure={path} has reference={spec.reference!r}: give one of the labels {labels}")
     return spec
-
-
-def read_yaml(parameter: str, path: Path) -> Any:
-    """The content of a YAML file a command line names as ``parameter``; not YAML is one line naming both."""
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise UsageError(f"{parameter}={path} is not valid YAML: {' '.join(str(err).split())}") from None
 
 
 def _panel(path: Path, entry: Any) -> Panel:
@@ -100,3 +91,4 @@ def _table(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
     if reference is not None:
         lines += ["", f"† differs from panel {reference['panel']} by more than 2 SE of the difference."]
     return "\n".join(lines) + "\n"
+

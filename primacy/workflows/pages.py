@@ -33,6 +33,7 @@ from primacy.workflows.analyses import (
     write_emergence,
 )
 from primacy.workflows.probes import ProbeRun, analyze_probes
+from primacy.workflows.runs import SCALES
 from primacy.workflows.selection import PanelDt, panel_dt
 from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
 from primacy.workflows.tables import (
@@ -45,7 +46,6 @@ from primacy.workflows.tables import (
     weights_table,
 )
 
-SCALES = ("cpu", "paper")
 AGGREGATES = "aggregates"  # the layout of a figure of any kinds of result: each panel's aggregate and one table
 
 

@@ -39,20 +39,27 @@ MOVED = {  # old module -> the module that holds its public names now
     **{f"primacy.analysis.{name}": f"primacy.analysis.heads.{name}"
        for name in ("ablation", "probes", "emergence", "pretrained", "natural_text")},
     "primacy.icl_plots": "primacy.figures.heads",
-    "primacy.paper_figures": "primacy.workflows.pages",
+    "primacy.paper_figures": "primacy.workflows.paper.pages",
     "primacy.results": "primacy.rundir.results",
     "primacy.checkpoints": "primacy.rundir.checkpoints",
     "primacy.resume": "primacy.rundir.resume",
     "primacy.runs": "primacy.rundir.runs",
     "primacy.aggregate": "primacy.workflows.aggregate",
     "primacy.launchers": "primacy.workflows.launchers",
-    "primacy.sources": "primacy.workflows.sources",
+    "primacy.sources": "primacy.workflows.induction.sources",
     "primacy.reproduce": "primacy.cli.reproduce",
     "primacy.analyze": "primacy.cli.analyze",
     "primacy.lightning_cli": "primacy.cli.lightning",
     "primacy.usage": "primacy.cli.help",
     "primacy.parse_errors": "primacy.cli.parse_errors",
     "primacy.console": "primacy.cli.console",
+    # issue 70: workflows/ by study (primacy.workflows.atlas and .humans, modules then, are packages now: PACKAGES)
+    **{f"primacy.workflows.{old}": f"primacy.workflows.{new}" for old, new in (
+        ("atlas_cost", "atlas.cost"), ("atlas_files", "atlas.spec"), ("atlas_search", "atlas.knob_search"),
+        *((name, f"induction.{name}") for name in ("analyses", "probes", "published", "published_heads", "sources",
+                                                   "hf_models", "texts")),
+        *((name, f"humans.{name}") for name in ("people", "cmr_fits", "cmr_grid")),
+        *((name, f"paper.{name}") for name in ("pages", "reproduce", "figure_files", "selection")))},
 }
 
 _FIGURES = {  # primacy.plots, split by kind of figure
@@ -64,7 +71,8 @@ _FIGURES = {  # primacy.plots, split by kind of figure
 }
 
 _HF_LOADING = ("DTYPES", "DEVICES", "INSTALL", "REMOTE_CODE", "transformers_module", "check_source", "load_pretrained",
-               "checkpoint_name_step")  # primacy.pretrained's names that load a model, in primacy.workflows.hf_models
+               "checkpoint_name_step")  # primacy.pretrained's names that load a model, in
+# primacy.workflows.induction.hf_models
 
 _SLURM = ("SlurmOptions", "slurm_parameters", "check_with_slurm", "submit", "SLURM_ENDED", "SLURM_WAITING",
           "slurm_state", "requeued")  # the launchers' SLURM half, in primacy.workflows.slurm since issue 73
@@ -72,27 +80,38 @@ _SLURM = ("SlurmOptions", "slurm_parameters", "check_with_slurm", "submit", "SLU
 _RUNS = ("CONFIGS", "STATES", "Status", "status", "count_states", "describe_states", "process_count")  # a run's names
 # that primacy.workflows.reproduce held, in primacy.workflows.runs since issue 70
 
-COMMANDS = {"primacy.analysis.cmr_grid": "cmr_grid"}  # old modules whose ``python -m`` was a command now primacy's
+_ATLAS = ("AtlasRun", "extrapolation_of", "value_dir", "RowState", "Planner", "slowest_first", "mean_run_seconds",
+          "measured", "INDEX_COLUMNS", "draw", "atlas_table", "table_columns")  # primacy.workflows.atlas's, a module
+# until issue 70, in primacy.workflows.atlas.planner now
+_HUMANS = ("PEOPLE", "Comparison", "person_curves", "run_curves", "compare", "write", "FitResults", "grid_cells",
+           "fit_groups", "grid_groups", "fit_results", "TABLE_HEADER", "RMSE_CURVES", "markdown", "run_groups")
+# primacy.workflows.humans's, a module until issue 70, in primacy.workflows.humans.page now
+
+COMMANDS = {"primacy.analysis.cmr_grid": "cmr_grid", "primacy.workflows.cmr_grid": "cmr_grid"}  # old modules whose
+# ``python -m`` was a command now primacy's
 
 SPLIT = {  # old module -> {public name that its MOVED module does not hold: the name's path now}
     "primacy.model": {"logs_this_step": "primacy.models.base.logs_this_step"},
     "primacy.analysis.cmr_grid": {"main": "primacy.cli.cmr_grid.command"},  # main(argv) was the command
+    "primacy.workflows.cmr_grid": {},  # its names all in its MOVED module; split, so that once imported its old path
+    # still runs its command (COMMANDS) under ``python -m``, as the old module split above does
     "primacy.resume": {"last_checkpoint": "primacy.rundir.layout.last_checkpoint"},
     "primacy.reproduce": {"config_dir": "primacy.workflows.runs.config_dir",
                           "reproduce_command": "primacy.cli.reproduce.command",
                           "Run": "primacy.workflows.runs.Run", "Status": "primacy.workflows.runs.Status"},
-    "primacy.analyze": {"write_icl": "primacy.workflows.analyses.write_icl",
-                        "read_heads": "primacy.workflows.analyses.read_heads",
-                        "write_emergence": "primacy.workflows.analyses.write_emergence",
-                        "write_probes": "primacy.workflows.analyses.write_probes",
+    "primacy.analyze": {"write_icl": "primacy.workflows.induction.analyses.write_icl",
+                        "read_heads": "primacy.workflows.induction.analyses.read_heads",
+                        "write_emergence": "primacy.workflows.induction.analyses.write_emergence",
+                        "write_probes": "primacy.workflows.induction.analyses.write_probes",
                         "analyze_command": "primacy.cli.analyze.command"},
     "primacy.usage": {"load_models_and_tasks": "primacy.registry.load_all"},
+    "primacy.workflows.reproduce": {name: f"primacy.workflows.runs.{name}" for name in _RUNS},
     "primacy.launchers": {name: f"primacy.workflows.slurm.{name}" for name in _SLURM},
     "primacy.console": {"LineProgress": "primacy.cli.progress.LineProgress",
                         "wants_line_progress": "primacy.cli.progress.wants_line_progress"},
     "primacy.plots": {name: f"{module}.{name}" for module, names in _FIGURES.items() for name in names},
     # issue 39: loading a Hugging Face model is I/O, in workflows; the heads it yields stay in analysis
-    **{old: {name: f"primacy.workflows.hf_models.{name}" for name in _HF_LOADING}
+    **{old: {name: f"primacy.workflows.induction.hf_models.{name}" for name in _HF_LOADING}
        for old in ("primacy.pretrained", "primacy.analysis.pretrained")},
 }
 
@@ -109,7 +128,10 @@ PACKAGES = {
                     "models_command": "primacy.cli.models.command"},
     "primacy.workflows.launchers": {name: f"primacy.workflows.slurm.{name}" for name in _SLURM},  # a module, not a
     # package: its __getattr__ resolves them the same way
-    "primacy.workflows.reproduce": {name: f"primacy.workflows.runs.{name}" for name in _RUNS},
+    "primacy.workflows.atlas": {**{name: f"primacy.workflows.atlas.planner.{name}" for name in _ATLAS},
+                                **{name: f"primacy.workflows.atlas.knob_search.{name}"
+                                   for name in ("Search", "search", "seeds_accuracy")}},
+    "primacy.workflows.humans": {name: f"primacy.workflows.humans.page.{name}" for name in _HUMANS},
     "primacy.analysis.heads": {name: f"primacy.analysis.heads.scores.{name}" for name in (
         "QUERY_WINDOWS", "shortest_prompt", "second_repeat", "induction_score", "duplicate_token_score",
         "previous_token_score", "lag_profile", "attention_lag_crp", "copying_score", "unembed_embed",

@@ -16,7 +16,7 @@ from primacy.errors import ArgumentParser, UsageError
 from primacy.rundir.layout import AblationDir, HeadsDir, ProbesDir
 from primacy.rundir.runs import require_influence, require_task
 from primacy.tasks.verification import VerificationTask
-from primacy.workflows.analyses import (
+from primacy.workflows.induction.analyses import (
     AblationSettings,
     ICLSettings,
     ablate_checkpoint,
@@ -25,9 +25,9 @@ from primacy.workflows.analyses import (
     ranked_heads,
     read_analysis,
 )
-from primacy.workflows.hf_models import DEVICES, DTYPES, transformers_module
-from primacy.workflows.probes import ProbeRun, analyze_probes
-from primacy.workflows.published_heads import (
+from primacy.workflows.induction.hf_models import DEVICES, DTYPES, transformers_module
+from primacy.workflows.induction.probes import ProbeRun, analyze_probes
+from primacy.workflows.induction.published_heads import (
     read_ablation,
     read_scores,
     read_series,
@@ -36,8 +36,8 @@ from primacy.workflows.published_heads import (
     write_scores,
     write_series,
 )
-from primacy.workflows.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
-from primacy.workflows.texts import ICL_SCORES, TextSettings, check_text_options
+from primacy.workflows.induction.sources import Checkpoint, pretrained_checkpoints, trained_checkpoints
+from primacy.workflows.induction.texts import ICL_SCORES, TextSettings, check_text_options
 
 FORMATS_HELP = "figure formats; --formats with none writes the tables alone"
 

@@ -22,9 +22,9 @@ from primacy.cli.launching import (
 )
 from primacy.cli.lightning import check_run
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows.atlas import AtlasRun, Planner, RowState, draw, slowest_first, table_columns
-from primacy.workflows.atlas_cost import Estimate, ToGo, estimate, parts, to_go
-from primacy.workflows.atlas_files import ATLASES, AtlasSpec, read_atlas, valid_band
+from primacy.workflows.atlas.cost import Estimate, ToGo, estimate, parts, to_go
+from primacy.workflows.atlas.planner import AtlasRun, Planner, RowState, draw, slowest_first, table_columns
+from primacy.workflows.atlas.spec import ATLASES, AtlasSpec, read_atlas, valid_band
 from primacy.workflows.launchers import RunJob, run_seconds
 from primacy.workflows.runs import SCALES, describe_states, process_count
 from primacy.workflows.tables import keep_columns, lost_columns

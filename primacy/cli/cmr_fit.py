@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows import cmr_fits, people
+from primacy.workflows.humans import cmr_fits, people
 
 
 def _parser() -> ArgumentParser:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from primacy.analysis.behaviour.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS
 from primacy.errors import ArgumentParser
-from primacy.workflows import cmr_grid
+from primacy.workflows.humans import cmr_grid
 
 
 def command(args: list[str]) -> None:

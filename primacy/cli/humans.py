@@ -7,7 +7,8 @@ from pathlib import Path
 
 from primacy.cli.cmr_fit import add_fit_options, fit_settings
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows import cmr_fits, humans, launchers, people, slurm
+from primacy.workflows import launchers, slurm
+from primacy.workflows.humans import cmr_fits, page, people
 from primacy.workflows.runs import Status
 
 FIT_SLURM = slurm.SlurmOptions(gpus_per_task=0, cpus_per_task=1)  # a fit is numpy on one CPU
@@ -24,7 +25,7 @@ FIT_HELP = ("also fit CMR by likelihood to every person and every model seed (on
 def _parser() -> ArgumentParser:
     from primacy.cli.launching import add_launcher_options
 
-    parser = ArgumentParser(prog="primacy humans", description=humans.__doc__, allow_abbrev=False)
+    parser = ArgumentParser(prog="primacy humans", description=page.__doc__, allow_abbrev=False)
     parser.add_argument("runs", nargs="*", metavar="RUN", type=Path,
                         help="a free-recall run directory (one seed), or a directory of them (one model, a seed each); "
                         "none: the people alone")
@@ -65,27 +66,27 @@ def command(args: list[str]) -> None:
     out = options.out or Path("runs") / f"humans-{name}"
     if not options.status:
         writable_directory("out", out)
-    groups = humans.run_groups(options.runs, options.labels)
-    comparison = (humans.compare(groups, *people.from_file(options.data)) if options.data
-                  else humans.compare(groups, options.dataset))
+    groups = page.run_groups(options.runs, options.labels)
+    comparison = (page.compare(groups, *people.from_file(options.data)) if options.data
+                  else page.compare(groups, options.dataset))
     fitted = None
     if options.fit:
         fitted = _fit(comparison, options, out, args)
         if fitted is None:
             return
-    humans.write([comparison], out, f"Free recall: models beside people ({comparison.dataset.reference})", fitted)
+    page.write([comparison], out, f"Free recall: models beside people ({comparison.dataset.reference})", fitted)
     written = "humans.png, curves.csv, summary.json" + (", fits.csv, parameters.png" if fitted else "")
     print(f"models beside people ({name}) -> {out}: {written}")
 
 
-def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> dict | None:
+def _fit(comparison: page.Comparison, options, out: Path, args: list[str]) -> dict | None:
     """Every participant's fit, launching the chunks not yet fitted; None when they are not all done (queued on
     SLURM, or --status)."""
     from primacy.cli.launching import launch, print_status, stop_unless_done
 
     fitting = fit_settings(options, prefix="fit_")
-    cells = humans.grid_cells(comparison)
-    groups, grid_groups = humans.fit_groups(comparison, out, fitting), humans.grid_groups(comparison, out, fitting,
+    cells = page.grid_cells(comparison)
+    groups, grid_groups = page.fit_groups(comparison, out, fitting), page.grid_groups(comparison, out, fitting,
                                                                                           cells)
     chunks = cmr_fits.chunks(groups + grid_groups)
     submitit = out / "fits" / "submitit"
@@ -106,7 +107,7 @@ def _fit(comparison: humans.Comparison, options, out: Path, args: list[str]) -> 
             return None
         statuses = {chunk: status(chunk) for chunk in chunks}
     stop_unless_done(statuses, "primacy humans: the fits are", "jobs")
-    return humans.fit_results(groups, grid_groups, cells)
+    return page.fit_results(groups, grid_groups, cells)
 
 
 def chunk_status(chunk: cmr_fits.FitChunk, submitit: Path) -> Status:

@@ -22,8 +22,8 @@ from primacy.cli.launching import (
 )
 from primacy.cli.lightning import check_run
 from primacy.errors import ArgumentParser, UsageError
-from primacy.workflows.pages import FIGURES, FigureSpec
-from primacy.workflows.reproduce import draw, figure, panels_left_out, plan, table_columns
+from primacy.workflows.paper.pages import FIGURES, FigureSpec
+from primacy.workflows.paper.reproduce import draw, figure, panels_left_out, plan, table_columns
 from primacy.workflows.runs import SCALES, Run, Status, describe_states, process_count, status
 from primacy.workflows.tables import keep_columns
 

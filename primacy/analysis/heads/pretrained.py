@@ -1,8 +1,8 @@
 """Pretrained Hugging Face causal language models as ``HeadModel``s, for ``primacy analyze icl|ablation --hf_model``:
 ``PretrainedHeads`` for attention, ``PretrainedMamba`` for Mamba's selective scan (its exact influence).
 
-A model loaded with eager attention (``primacy.workflows.hf_models.load_pretrained`` reads it from a hub id or a
-local directory; this module reads no file) is seen as heads. Its attention is read where the model computes it:
+A model loaded with eager attention (``primacy.workflows.induction.hf_models.load_pretrained`` reads it from a hub id
+or a local directory; this module reads no file) is seen as heads. Its attention is read where the model computes it:
 every ``softmax`` an attention module calls is intercepted (a ``TorchFunctionMode``), its input being the pre-softmax
 scores (scaled q·k plus the causal mask, after rotary embeddings and whatever else the architecture does) and its
 output the weights the model returns with ``output_attentions``. The OV circuit and head ablation need the layout of
@@ -197,7 +197,7 @@ class _Pretrained:
 
 
 class PretrainedHeads(_Pretrained):
-    """``HeadModel`` of a Hugging Face causal language model with attention (``primacy.workflows.hf_models.
+    """``HeadModel`` of a Hugging Face causal language model with attention (``primacy.workflows.induction.hf_models.
     load_pretrained`` makes one), loaded with eager attention."""
 
     def __init__(self, model: nn.Module, vocab: Vocabulary, name: str, tokenizer=None) -> None:
@@ -312,11 +312,12 @@ def mamba_mixer_influence(mixer: nn.Module, x: torch.Tensor) -> tuple[torch.Tens
 
 
 class PretrainedMamba(_Pretrained):
-    """``HeadModel`` of a Hugging Face Mamba (``MambaForCausalLM``; ``primacy.workflows.hf_models.load_pretrained``
-    makes one): each layer's selective scan read through its exact influence (``mamba_mixer_influence``), its inner
-    channels ``group`` to a head, as ``primacy.analysis.heads.model.InfluenceHeads`` reads primacy's own Mamba runs
-    (weights are shares of absolute influence, scores their logarithm; ablating a head zeroes its channels at the
-    output projection's input; no OV circuit)."""
+    """``HeadModel`` of a Hugging Face Mamba (``MambaForCausalLM``;
+    ``primacy.workflows.induction.hf_models.load_pretrained`` makes one): each layer's selective scan read through its
+    exact influence (``mamba_mixer_influence``), its inner channels ``group`` to a head, as
+    ``primacy.analysis.heads.model.InfluenceHeads`` reads primacy's own Mamba runs (weights are shares of absolute
+    influence, scores their logarithm; ablating a head zeroes its channels at the output projection's input; no OV
+    circuit)."""
 
     def __init__(self, model: nn.Module, vocab: Vocabulary, name: str, tokenizer=None, group: int = 1) -> None:
         super().__init__(model, vocab, name, tokenizer)

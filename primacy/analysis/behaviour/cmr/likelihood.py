@@ -381,8 +381,8 @@ def cmr_choice_probabilities(params: CMRParameters | Mapping[str, float], positi
 
 def cmr_person_log_likelihood(params: CMRParameters | Mapping[str, float], study: npt.ArrayLike,
                               recalls: npt.ArrayLike) -> float:
-    """``cmr_log_likelihood`` of one person's lists as ``primacy.workflows.people.Person`` holds them: study (B, L)
-    item ids in study order, recalls (B, R) output item ids in order, padded with -1 (``recall_positions`` turns
-    them into serial positions; an unstudied item is an intrusion)."""
+    """``cmr_log_likelihood`` of one person's lists as ``primacy.workflows.humans.people.Person`` holds them: study
+    (B, L) item ids in study order, recalls (B, R) output item ids in order, padded with -1 (``recall_positions``
+    turns them into serial positions; an unstudied item is an intrusion)."""
     study, recalls = torch.as_tensor(np.asarray(study)), torch.as_tensor(np.asarray(recalls))
     return cmr_log_likelihood(params, recall_positions(study, recalls).numpy(), study.shape[1])

@@ -48,8 +48,8 @@ from primacy.rundir.layout import RunDir
 from primacy.rundir.runs import task_class_and_settings
 from primacy.rundir.settings import tested_at
 from primacy.workflows import aggregate, launchers
-from primacy.workflows.atlas_files import AtlasSpec, Row
-from primacy.workflows.atlas_search import Search, search, seeds_accuracy
+from primacy.workflows.atlas.knob_search import Search, search, seeds_accuracy
+from primacy.workflows.atlas.spec import AtlasSpec, Row
 from primacy.workflows.runs import SCALES, Run, Status, status
 from primacy.workflows.tables import csv_rows, markdown_columns, table_cell, unrounded
 

@@ -40,7 +40,7 @@ from primacy.analysis.behaviour.comparison import bootstrap_interval
 from primacy.analysis.behaviour.free_recall import PADDING, recall_positions
 from primacy.errors import UsageError
 from primacy.rundir.layout import FREE_RECALL_ARRAYS, RunDir
-from primacy.workflows import people as human_data
+from primacy.workflows.humans import people as human_data
 
 FIT_FORMAT = 1  # the version of a participant file's layout
 SPEC_FILE = "spec.json"  # a group's FitSpec, beside its fits, when it is not the default one

@@ -30,8 +30,8 @@ from primacy.errors import UsageError
 from primacy.rundir import kinds, results
 from primacy.rundir.kinds import FreeRecallResults
 from primacy.rundir.layout import SUMMARY, RunDir
-from primacy.workflows import cmr_fits
-from primacy.workflows import people as human_data
+from primacy.workflows.humans import cmr_fits
+from primacy.workflows.humans import people as human_data
 
 PEOPLE = "people"
 

@@ -3,7 +3,8 @@ its finished runs took, so that a user can plan the sessions (or the cluster hou
 
 The count is exact where the row has chosen its value. While a row searches, its pilots are the most the bisection
 can still need (``pilots_left``); its seeds are counted as if the chosen value's seeds all land inside the band (a seed
-outside it sends the search on, ``primacy.workflows.atlas.seeds_accuracy``), so the time is an estimate, not a bound.
+outside it sends the search on, ``primacy.workflows.atlas.knob_search.seeds_accuracy``), so the time is an estimate,
+not a bound.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from primacy.workflows import launchers
-from primacy.workflows.atlas import RowState, mean_run_seconds, search
+from primacy.workflows.atlas.planner import RowState, mean_run_seconds, search
 
 
 def pilots_left(values: tuple[Any, ...], accuracy: dict[int, float], band: tuple[float, float]) -> int:

@@ -11,7 +11,7 @@ from primacy.analysis.heads.pretrained import PretrainedHeads, PretrainedMamba
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import checkpoint_step
 from primacy.rundir.runs import load_run
-from primacy.workflows.hf_models import check_source, checkpoint_name_step, load_pretrained
+from primacy.workflows.induction.hf_models import check_source, checkpoint_name_step, load_pretrained
 
 PAPER_PROMPT_ITEMS = 100  # n of Ji-An et al.'s prompts of pretrained models (of their 100 most frequent tokens)
 

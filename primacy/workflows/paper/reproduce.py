@@ -7,10 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from primacy import moved
 from primacy.errors import UsageError
-from primacy.workflows import figure_files, pages
-from primacy.workflows.pages import FIGURES, FigureSpec
+from primacy.workflows.paper import figure_files, pages
+from primacy.workflows.paper.pages import FIGURES, FigureSpec
 from primacy.workflows.runs import SCALES, Run, config_dir
 from primacy.workflows.tables import emergence_table, markdown_columns, markdown_table
 
@@ -75,6 +74,3 @@ def plan(spec: FigureSpec, scale: str, seeds: int, out: Path, overrides: list[st
         runs += [Run(name, seed, out / name / f"seed{seed}", config, tuple(overrides)) for seed in range(seeds)]
     return runs, parsed
 
-
-def __getattr__(name: str) -> object:  # a run's names, in primacy.workflows.runs since issue 70
-    return moved.old_name(__name__, name)

@@ -1,5 +1,5 @@
 """Atlas files: the YAML that names an atlas's rows (a backbone, a difficulty knob and its values) and the config of
-their task, read and checked; primacy's own are in configs/atlas/ (the format: ``primacy.workflows.atlas``)."""
+their task, read and checked; primacy's own are in configs/atlas/ (the format: ``primacy.workflows.atlas.planner``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from primacy.workflows.runs import SCALES, read_yaml
 
 BAND = (0.70, 0.80)
 METRIC = "overall_accuracy"
-ATLASES = Path(__file__).resolve().parents[2] / "configs" / "atlas"  # primacy's atlas files (an editable install)
+ATLASES = Path(__file__).resolve().parents[3] / "configs" / "atlas"  # primacy's atlas files (an editable install)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from primacy.checks import one_of, positive
 from primacy.errors import UsageError
 from primacy.rundir.layout import AblationDir, HeadsDir, ProbesDir
 from primacy.tasks.prompts import repeated_prompt
-from primacy.workflows.sources import Checkpoint
-from primacy.workflows.texts import TextSettings
+from primacy.workflows.induction.sources import Checkpoint
+from primacy.workflows.induction.texts import TextSettings
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from primacy.analysis.heads.probes import MEASURES, PROBES, capture_bytes, measu
 from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
 from primacy.rundir.runs import load_run
-from primacy.workflows.analyses import write_probes
+from primacy.workflows.induction.analyses import write_probes
 
 PROBE_SETS = 64  # test sets (2L trials each) of every run measured when none are asked for
 

@@ -22,7 +22,7 @@ from typing import Any
 from primacy import files
 from primacy.errors import UsageError
 from primacy.workflows import aggregate
-from primacy.workflows.pages import AGGREGATES, FigureSpec, Panel
+from primacy.workflows.paper.pages import AGGREGATES, FigureSpec, Panel
 from primacy.workflows.runs import SCALES, read_yaml
 from primacy.workflows.tables import csv_rows, table_cell, unrounded
 

@@ -23,8 +23,9 @@ from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.kinds import StudyQueryResults
 from primacy.rundir.layout import HeadsDir, ProbesDir, RunDir
-from primacy.workflows import aggregate, humans, people
-from primacy.workflows.analyses import (
+from primacy.workflows import aggregate
+from primacy.workflows.humans import page, people
+from primacy.workflows.induction.analyses import (
     AblationSettings,
     ICLSettings,
     ablate_checkpoint,
@@ -32,10 +33,10 @@ from primacy.workflows.analyses import (
     ranked_heads,
     write_emergence,
 )
-from primacy.workflows.probes import ProbeRun, analyze_probes
+from primacy.workflows.induction.probes import ProbeRun, analyze_probes
+from primacy.workflows.induction.sources import TrainedCheckpoint, trained_checkpoints
+from primacy.workflows.paper.selection import PanelDt, panel_dt
 from primacy.workflows.runs import SCALES
-from primacy.workflows.selection import PanelDt, panel_dt
-from primacy.workflows.sources import TrainedCheckpoint, trained_checkpoints
 from primacy.workflows.tables import (
     DT_QUANTILES,
     SMALL_DT,
@@ -271,10 +272,10 @@ def _draw_humans(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> li
         n_items = json.loads(RunDir(dirs[0]).summary.read_text())["n_items"]
         dataset = people.dataset_for_length(n_items).name
         models.setdefault(dataset, {})[panel.label.split()[0]] = dirs  # "S4D L24" -> "S4D" within its row
-    comparisons = [humans.compare(groups, dataset) for dataset, groups in models.items()]
+    comparisons = [page.compare(groups, dataset) for dataset, groups in models.items()]
     n_seeds = len(runs) // len(spec.panels)
     title = f"{spec.title} · {scale} scale · {n_seeds} seed{'s' * (n_seeds > 1)} per model"
-    return humans.write(comparisons, out / spec.name, title)
+    return page.write(comparisons, out / spec.name, title)
 
 
 def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:

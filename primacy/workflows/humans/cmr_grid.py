@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from primacy import files, moved
+from primacy import files
 from primacy.analysis.behaviour.cmr.grid import PAPER_VALUES, CMRGrid, compare_grids
 from primacy.analysis.behaviour.cmr.simulate import DEFAULT_TEMPERATURE
 from primacy.checks import writable_file
@@ -49,6 +49,3 @@ def build(variant: str = "paper", temperature: float = DEFAULT_TEMPERATURE, seed
               file=sys.stderr)
     return grid
 
-
-if __name__ == "__main__":  # the command before issue 39
-    moved.forward_command("primacy.workflows.cmr_grid", "cmr_grid", sys.argv[1:])

@@ -23,8 +23,8 @@ from primacy.analysis.heads.emergence import closest_heads, emergence_row, top_h
 from primacy.analysis.heads.natural_text import PAPER_EARLY, PAPER_LATE
 from primacy.errors import UsageError
 from primacy.rundir.layout import AblationDir, HeadsDir
-from primacy.workflows.analyses import draw_heads, write_emergence
-from primacy.workflows.published import read_published
+from primacy.workflows.induction.analyses import draw_heads, write_emergence
+from primacy.workflows.induction.published import read_published
 
 PUBLISHED_LAGS = np.arange(-8, 8)  # lags of the authors' CRP_scores: 16 values, -8..7 (their util.load_scores_in_range)
 _FIT_AT = np.searchsorted(PUBLISHED_LAGS, FIT_LAGS)  # where the fit lags -5..5 sit among them

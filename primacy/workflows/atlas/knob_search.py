@@ -1,6 +1,6 @@
 """The search of an atlas row: a bisection over its knob's values (easiest to hardest) for one whose test accuracy
 falls inside the band, replayed from the pilots measured so far, so that it resumes, and reuses pilots, wherever it
-stopped (``primacy.workflows.atlas`` plans the runs it asks for)."""
+stopped (``primacy.workflows.atlas.planner`` plans the runs it asks for)."""
 
 from __future__ import annotations
 

@@ -114,6 +114,62 @@ def test_the_circle_check_finds_a_circle(monkeypatch):
         test_no_module_imports_itself_through_a_circle()
 
 
+# workflows/ grows with every study: one package per study, and a study's package imports the shared modules of
+# workflows/ and no other study's package. The paper's figures draw every study's results, so paper/ may import them.
+WORKFLOWS = "primacy.workflows"
+COMPOSERS = {"paper"}  # packages of workflows/ that may import the studies
+PEER_PACKAGES = {"primacy", "primacy.cli", "primacy.backbones"}  # one list of peers (a module per command, per
+# mixer), which may stay flat; the top level has a rule of its own (test_the_top_level_holds_a_handful_of_modules)
+MAX_MODULES = 10
+
+
+def workflow_package(module: str) -> str | None:
+    """The package of workflows/ that ``module`` belongs to (``atlas`` for primacy.workflows.atlas.planner), None for
+    a shared module of workflows/ or a module outside it."""
+    parts = module.split(".")
+    if parts[:2] != WORKFLOWS.split(".") or len(parts) < 3:
+        return None
+    return parts[2] if (PACKAGE / "workflows" / parts[2] / "__init__.py").is_file() else None
+
+
+def test_a_study_imports_no_other_study_and_shared_workflows_import_no_study():
+    crossing = []
+    for module in MODULES:
+        if not module.startswith(WORKFLOWS + "."):
+            continue
+        own = workflow_package(module)
+        for target in imports(module):
+            other = workflow_package(target)
+            if other is None or other == own or own in COMPOSERS:
+                continue
+            crossing.append(f"{module} ({own or 'shared'}) imports {target} ({other})")
+    assert not crossing, ("a study's package imports only the shared modules of workflows/ (move what two studies "
+                          "share there):\n" + "\n".join(crossing))
+
+
+def test_the_study_check_finds_a_crossing(monkeypatch):
+    """The check above can fail: a study importing another study, and a shared module importing a study."""
+    fake = {"primacy.workflows.atlas.planner": {"primacy.workflows.humans.page"},
+            "primacy.workflows.runs": {"primacy.workflows.paper.pages"},
+            "primacy.workflows.paper.pages": {"primacy.workflows.humans.page"}}
+    monkeypatch.setattr(__import__(__name__), "MODULES", dict.fromkeys(fake, None))
+    monkeypatch.setattr(__import__(__name__), "imports", lambda module: fake[module])
+    with pytest.raises(AssertionError) as failure:
+        test_a_study_imports_no_other_study_and_shared_workflows_import_no_study()
+    said = str(failure.value)
+    assert "primacy.workflows.atlas.planner (atlas) imports primacy.workflows.humans.page (humans)" in said
+    assert "primacy.workflows.runs (shared) imports primacy.workflows.paper.pages (paper)" in said
+    assert "paper.pages (paper) imports" not in said
+
+
+@pytest.mark.parametrize("package", [init.parent for init in sorted(PACKAGE.rglob("__init__.py"))
+                                     if module_name(init) not in PEER_PACKAGES], ids=lambda p: p.name)
+def test_a_mixed_package_holds_at_most_ten_modules(package):
+    contents = package_contents(package)
+    assert len(contents) <= MAX_MODULES, (f"{package} holds {len(contents)} modules and packages: group them into "
+                                          f"packages of at most {MAX_MODULES}: {sorted(contents)}")
+
+
 # The run directory's names (primacy.rundir.layout.RunDir and the kinds of result in primacy.rundir.kinds), and those
 # of the analyses' folders a run keeps (HeadsDir, AblationDir, ProbesDir beside RunDir).
 RUN_DIRECTORY_FILES = {"config.yaml", "last.ckpt", "summary.json", "accuracy.npz", "free_recall.npz", "free_recall.csv",

@@ -1,9 +1,10 @@
 """Every LightningModule of primacy's tasks.
 
 Modules:
-    base         TaskModel: the embedding, the stage metrics, logging and the optimiser
-    free_recall  FreeRecallModel: outputs fed back until stop, set losses
-    language     LanguageModel: next-token prediction (induction)
-    lists        SequenceModel, RecallModel: an answer at each query position
-    optim        parameter groups from hints, warm-up and cosine schedule
+    base           TaskModel: the embedding, the stage metrics, logging and the optimiser
+    free_recall    FreeRecallModel: outputs fed back until stop, set losses or a reward
+    language       LanguageModel: next-token prediction (induction)
+    lists          SequenceModel, RecallModel: an answer at each query position
+    optim          parameter groups from hints, warm-up and cosine schedule
+    recall_reward  free recall's reward: rewards, returns, baseline, REINFORCE loss
 """

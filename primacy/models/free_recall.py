@@ -1,5 +1,5 @@
 """The free-recall model: study items, a recall cue, then the model's own outputs fed back one step at a time until it
-says stop. Trained with an order-agnostic loss; scored on the recall sequences it decodes itself.
+says stop. Trained with an order-agnostic loss or by reward; scored on the recall sequences it decodes itself.
 
 Sequence (``primacy.tasks.free_recall.FreeRecallTask``): L study items (with distractors among them or after them in
 the delayed and continual-distractor conditions), the cue, then L fed items. Output step r (r = 0..L) reads the
@@ -25,6 +25,31 @@ At validation and test the model recalls freely (``decoding``): at each step it 
 (``greedy``) or samples one at ``temperature`` (``sampled``) from the whole vocabulary, and feeds it back.
 Intrusions (any token that is not a studied item, the cue included) and repetitions are kept, not removed; the
 recall ends at stop or after L outputs.
+
+``objective: reward`` trains by reward instead (REINFORCE, ``primacy.models.recall_reward``): the model recalls each
+training list itself, sampling each output from its whole-vocabulary distribution (temperature 1) and feeding it back,
+until stop or ``recall_limit`` outputs; a new studied item earns +1 (or less: ``rewarded_recalls``, ``reward_decay``),
+a repeat costs ``repeat_cost``, an intrusion ``intrusion_cost``, stop 0. Stop is the task's stop token, which the
+model already outputs, so the task is unchanged. The loss is -sum_r (G_r - b_r) log p_r(a_r), G_r the return from
+output r on; the baseline b_r (``leave_one_out``) is the mean return from step r of the batch's other lists that
+reach it, over every process's lists (gathered), so N processes at B / N follow the gradient of one at B. A
+running mean was not chosen: it is state to checkpoint and to keep equal across processes, for no less bias. Each
+list's samples come from its own generator, seeded by (``sampling_seed``, the list's row in the training stream), one
+number an output put through the inverse of the model's cumulative distribution: they depend neither on batching nor
+on the number of processes, and a resumed run draws what an unbroken one does.
+The log-probabilities are those of one pass over the sampled sequence (the samples come from stepping: the same
+distribution, to rounding). Validation and test are as with the order-agnostic objective, their loss included.
+
+The objective variants of Li, Jensen, Zhang, Lu & Mattar (2024, "A neural network model of free recall learns
+multiple memory strategies"): their abstract says the index code (forward recall from the start) emerged more when
+networks were "encouraged to recall all studied items rather than prioritizing a few items". Here "every item
+alike" is the default (every new recall +1) and "a few" is ``rewarded_recalls: K`` (only the first K distinct
+recalls earn, so the best policy recalls its K surest items and stops) or ``reward_decay < 1`` (the k-th earns
+decay ** k). Only the abstract (and a 2024 CCN abstract of the same group) could be read here, not the paper's
+methods: its reward values, its penalties, how its stop action is rewarded, its recall limit and its learner (their
+group's earlier free-recall code trains an actor-critic with a learned value, penalises lures and repeats alike and
+rewards stop only once every item is recalled) are not checked, and these variants are this module's reading of
+the abstract, not their definitions.
 """
 
 from __future__ import annotations
@@ -42,12 +67,21 @@ from primacy.backbones.base import Backbone
 from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
 from primacy.metrics import FreeRecallStats
-from primacy.models.base import TaskModel
+from primacy.models import recall_reward
+from primacy.models.base import TaskModel, logs_this_step
+from primacy.models.recall_reward import RewardSettings
+from primacy.tasks.sampling import stream_generator
 
 Batch = dict[str, torch.Tensor]
 LOSSES = ("set_mass", "uniform")
 TEACHER_FORCING = ("sampled", "greedy")
 DECODING = ("greedy", "sampled")
+OBJECTIVES = ("order_agnostic", "reward")
+BASELINES = ("leave_one_out", "none")
+POLICY_STREAM = 101  # stream_generator's stream of the reward objective's samples (the tasks' streams are 0..3)
+# The reward objective's settings and their defaults: another value needs objective: reward.
+REWARD_DEFAULTS = {"repeat_cost": 0.05, "intrusion_cost": 0.05, "rewarded_recalls": None, "reward_decay": 1.0,
+                   "recall_limit": None, "baseline": "leave_one_out", "sampling_seed": None}
 SUMMARY_KEYS = ("mean_recalled", "intrusion_rate", "repetition_rate", "early_minus_late")
 
 
@@ -66,6 +100,19 @@ class FreeRecallModel(TaskModel):
         temperature: softmax temperature of ``sampled`` decoding (> 0).
         decoding_seed: seeds sampled decoding; each list draws from its own generator (seed, list index), so the
             recalls do not depend on batching or the number of processes.
+        objective: ``order_agnostic`` (the loss above; the default) or ``reward`` (REINFORCE on the model's own
+            sampled recalls, module docstring). The settings below are read by ``reward`` alone and must keep their
+            defaults otherwise.
+        repeat_cost, intrusion_cost: what a repeated studied item and an intrusion cost (>= 0). Keep them below
+            L / (V - L), the odds that a random output is a studied item: above it, stopping at once beats the
+            untrained model's recall, and training can settle there (0.5 at L = 32, V = 514 stopped every list by
+            step 80 and never learned).
+        rewarded_recalls: only the first K new recalls of an episode earn (1..L); None: every one.
+        reward_decay: the k-th new recall (k = 0, 1, ...) earns reward_decay ** k, in (0, 1]; 1: all alike.
+        recall_limit: the most outputs of a training episode, stop included (1..L); None: L, as at test.
+        baseline: ``leave_one_out`` (the batch's other lists' mean return) or ``none``.
+        sampling_seed: seeds the training samples with each list's row; None: the run's seed
+            (``torch.initial_seed()``, which ``seed_everything`` sets).
         lr, betas, eps, weight_decay, warmup_steps: as for SequenceModel.
     """
 
@@ -84,6 +131,14 @@ class FreeRecallModel(TaskModel):
         decoding: Literal["greedy", "sampled"] = "greedy",
         temperature: float = 1.0,
         decoding_seed: int = 0,
+        objective: Literal["order_agnostic", "reward"] = "order_agnostic",
+        repeat_cost: float = 0.05,
+        intrusion_cost: float = 0.05,
+        rewarded_recalls: int | None = None,
+        reward_decay: float = 1.0,
+        recall_limit: int | None = None,
+        baseline: Literal["leave_one_out", "none"] = "leave_one_out",
+        sampling_seed: int | None = None,
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.99),
         eps: float = 1e-8,
@@ -97,6 +152,10 @@ class FreeRecallModel(TaskModel):
         one_of("loss", loss, LOSSES)
         one_of("teacher_forcing", teacher_forcing, TEACHER_FORCING)
         one_of("decoding", decoding, DECODING)
+        reward = {"repeat_cost": repeat_cost, "intrusion_cost": intrusion_cost, "rewarded_recalls": rewarded_recalls,
+                  "reward_decay": reward_decay, "recall_limit": recall_limit, "baseline": baseline,
+                  "sampling_seed": sampling_seed}
+        check_objective(objective, teacher_forcing, n_items, reward)
         if vocab_size < n_items + 2:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: the model's tokens are "
                              f"the task's K = {vocab_size - 2} items, the cue and stop, and a list of distinct items "
@@ -109,6 +168,9 @@ class FreeRecallModel(TaskModel):
         self.loss_name, self.teacher_forcing = loss, teacher_forcing
         self.decoding, self.temperature, self.decoding_seed = decoding, temperature, decoding_seed
         self.val_recall, self.test_recall = FreeRecallStats(n_items), FreeRecallStats(n_items)
+        self.objective, self.baseline, self.sampling_seed = objective, baseline, sampling_seed
+        self.rewards = RewardSettings(recall_limit or n_items, repeat_cost, intrusion_cost, rewarded_recalls,
+                                      reward_decay)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) -> logits (B, L + 1, V) at the output steps, the last L + 1 positions (T = 2L + 1 without
@@ -197,13 +259,65 @@ class FreeRecallModel(TaskModel):
 
     def _gumbel(self, index: torch.Tensor, device: torch.device) -> torch.Tensor:
         """Gumbel noise (B, L, V), each list's from its own generator, so sampling is argmax(logits / T + noise)."""
-        shape = (self.n_items, self.stop + 1)
-        rows = [torch.rand(shape, generator=torch.Generator().manual_seed(self.decoding_seed * 1_000_003 + int(i)),
-                           dtype=torch.float64) for i in index.tolist()]
-        uniform = torch.stack(rows).clamp_min(1e-300)  # B L V
-        return (-(-uniform.log()).log()).float().to(device)
+        generators = [torch.Generator().manual_seed(self.decoding_seed * 1_000_003 + int(i)) for i in index.tolist()]
+        return gumbel_noise(generators, (self.n_items, self.stop + 1), device)
+
+    def policy_uniforms(self, index: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """The reward objective's random numbers (B, L) float64 in [0, 1), one per output, for the training lists of
+        rows ``index`` (B,): each list's from generator (``sampling_seed`` or the run's seed, POLICY_STREAM, row)."""
+        seed = self.sampling_seed if self.sampling_seed is not None else torch.initial_seed()
+        rows = [torch.rand(self.n_items, generator=stream_generator(seed, POLICY_STREAM, int(i)), dtype=torch.float64)
+                for i in index.tolist()]
+        return torch.stack(rows).to(device)  # B L
+
+    @torch.no_grad()
+    def sample_recall(self, prompt: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+        """The model's own recall of each list, every output drawn from its distribution over the vocabulary
+        (temperature 1) and fed back: prompt (B, P) ending with the cue, uniforms (B, L) -> outputs (B, L), stop and
+        what follows it included. Output r is the token where the cumulative distribution (float64) passes
+        uniforms[:, r]: one number an output, where Gumbel noise needs one a token (V times as many to draw)."""
+
+        def draw(r: int, logits: torch.Tensor) -> torch.Tensor:  # B V -> B
+            cdf = logits.double().softmax(-1).cumsum(-1)  # B V
+            return torch.searchsorted(cdf, uniforms[:, r, None] * cdf[:, -1:]).squeeze(1).clamp_max(self.stop)
+
+        return self.feed_back(prompt, draw)
+
+    def output_log_probs(self, prompt: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:
+        """log p_r(outputs[:, r]) of each output given the prompt and the outputs before it, from one pass over
+        the sequence: prompt (B, P), outputs (B, L) -> (B, L), with gradient."""
+        logp = self(torch.cat([prompt, outputs], dim=1)).float().log_softmax(-1)[:, : self.n_items]  # B L V
+        return logp.gather(2, outputs[:, :, None]).squeeze(2)  # B L
+
+    def reward_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The REINFORCE loss on the model's own sampled recall of each list, whether each output of the episodes
+        was a new recall (1-D bool, the outputs taken) and each episode's return (B,) float64."""
+        tokens, study = batch["tokens"], batch["study"]
+        prompt = tokens[:, : tokens.shape[1] - self.n_items]  # B T-L: the study phase and the cue
+        outputs = self.sample_recall(prompt, self.policy_uniforms(batch["index"], tokens.device))  # B L
+        episode = recall_reward.score_recalls(study, outputs, self.stop, self.rewards)
+        returns = recall_reward.returns_to_go(episode.rewards)  # B L
+        if self.baseline == "none":
+            baseline = torch.zeros_like(returns)
+        else:
+            totals = self._batch_totals(recall_reward.step_totals(returns, episode.taken))  # 2 L
+            baseline = recall_reward.leave_one_out(returns, episode.taken, totals)
+        loss = recall_reward.reinforce_loss(self.output_log_probs(prompt, outputs), returns, baseline, episode.taken)
+        return loss, episode.new[episode.taken], returns[:, 0]
+
+    def _batch_totals(self, totals: torch.Tensor) -> torch.Tensor:
+        """This process's ``step_totals`` (2, L) summed over every process of the run (itself alone outside one)."""
+        trainer = self._trainer
+        if trainer is None or trainer.world_size == 1:
+            return totals
+        return self.all_gather(totals).sum(0)
 
     def training_answers(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.objective == "reward":
+            loss, new, returns = self.reward_loss(batch)
+            if logs_this_step(self._trainer):
+                self.log("train/return", returns.mean().float(), prog_bar=True)
+            return loss, new
         tokens = batch["tokens"]
         if self.teacher_forcing == "greedy":
             tokens = self.greedy_order(tokens, batch["study"])
@@ -221,3 +335,37 @@ class FreeRecallModel(TaskModel):
                   "repetition_rate": curves.repetition_rate,
                   "early_minus_late": position_indices(curves.spc.float())["early_minus_late"]}
         return {k: float(values[k]) for k in SUMMARY_KEYS}
+
+
+def gumbel_noise(generators: list[torch.Generator], shape: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """Gumbel noise (B, *shape), row b drawn (in float64) from ``generators[b]``."""
+    rows = [torch.rand(shape, generator=g, dtype=torch.float64) for g in generators]
+    uniform = torch.stack(rows).clamp_min(1e-300)  # B L V
+    return (-(-uniform.log()).log()).float().to(device)
+
+
+def check_objective(objective: str, teacher_forcing: str, n_items: int, reward: dict[str, object]) -> None:
+    """Refuses, in one line, an unknown objective, reward settings out of range, and settings that the chosen
+    objective would ignore: reward settings off their defaults without ``objective: reward``, greedy teacher forcing
+    with it."""
+    one_of("objective", objective, OBJECTIVES)
+    one_of("baseline", reward["baseline"], BASELINES)
+    for name in ("repeat_cost", "intrusion_cost"):
+        if not 0 <= reward[name] < float("inf"):
+            raise UsageError(f"{name}={reward[name]} is invalid: it must be a finite number >= 0 (a cost, subtracted "
+                             "from the reward)")
+    if not 0 < reward["reward_decay"] <= 1:
+        raise UsageError(f"reward_decay={reward['reward_decay']} is invalid: it must be in (0, 1] (1: every new "
+                         "recall earns 1)")
+    for name in ("rewarded_recalls", "recall_limit"):
+        if reward[name] is not None and not 1 <= reward[name] <= n_items:
+            raise UsageError(f"{name}={reward[name]} is invalid: it must be between 1 and n_items={n_items}, or null "
+                             f"({'every new recall earns' if name == 'rewarded_recalls' else 'n_items outputs'})")
+    if objective == "reward" and teacher_forcing != "sampled":
+        raise UsageError(f"teacher_forcing={teacher_forcing!r} does nothing with objective='reward' (the model feeds "
+                         "back its own samples): leave it at 'sampled'")
+    changed = [f"{name}={value!r}" for name, value in reward.items() if value != REWARD_DEFAULTS[name]]
+    if objective != "reward" and changed:
+        raise UsageError(f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} read only by "
+                         f"objective='reward', and objective={objective!r}: set objective: reward, or leave "
+                         f"{'it' if len(changed) == 1 else 'them'} out")

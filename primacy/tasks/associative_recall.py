@@ -23,18 +23,10 @@ from typing import Any, Literal
 
 import torch
 
-from primacy.checks import fits_in_memory, non_negative, one_of, positive
+from primacy.checks import non_negative, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
-from primacy.tasks.sampling import (
-    TRAIN,
-    HeldOut,
-    check_held_out,
-    cyclic_orders,
-    distinct_sets,
-    draw_distinct,
-    stream_generator,
-)
+from primacy.tasks.sampling import HeldOut, cyclic_orders, draw_distinct
 
 Condition = Literal["seen", "half"]
 CONDITIONS = ("seen", "half")
@@ -47,6 +39,13 @@ def draw_pairs(rows: int, n_items: int, n_keys: int, n_values: int, unseen: bool
     keys = draw_distinct(rows, 2 * n_items if unseen else n_items, n_keys, generator)
     values = torch.randint(0, n_values, (rows, n_items), generator=generator)
     return torch.cat([keys, values], dim=1)
+
+
+def held_out_pairs(n_sets: int, n_items: int, n_keys: int, n_values: int, seed: int, unseen: bool) -> HeldOut:
+    """The held-out key sets of a task that draws ``draw_pairs`` rows (not drawn until used): ``n_sets`` distinct
+    sets of ``n_items`` keys, each row with its values (and with ``unseen``, its unseen keys)."""
+    draw = partial(draw_pairs, n_items=n_items, n_keys=n_keys, n_values=n_values, unseen=unseen)
+    return HeldOut(draw, n_sets, n_items, n_keys, seed, setting="n_keys")
 
 
 @dataclass(frozen=True)
@@ -169,18 +168,12 @@ class AssociativeRecallTask(HeldOutTask):
                              "set p_unseen > 0 or condition='seen'")
         non_negative(num_workers=num_workers)
         self.check_sequences(batch_size, n_items=n_items)
-        fits_in_memory("drawing key sets", 4 * n_keys * max(batch_size, num_held_out), n_keys=n_keys,
-                       batch_size=batch_size, num_held_out=num_held_out)
-        what = f"n_keys={n_keys} and n_items={n_items}"
-        check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(n_keys, n_items), what)
+        self.hold_out(held_out_pairs(num_held_out, n_items, n_keys, n_values, seed, unseen), drawing="key",
+                      batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
-        self.n_items, self.n_keys, self.n_values, self.p_unseen = n_items, n_keys, n_values, p_unseen
-        self.condition, self.batch_size, self.num_held_out = condition, batch_size, num_held_out
-        self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets
-        self.seed, self.num_workers = seed, num_workers
+        self.n_keys, self.n_values, self.p_unseen, self.condition = n_keys, n_values, p_unseen, condition
+        self.num_workers = num_workers
         self.layout = Layout(n_items, n_keys, n_values)
-        draw = partial(draw_pairs, n_items=n_items, n_keys=n_keys, n_values=n_values, unseen=unseen)
-        self._held_out = HeldOut(draw, num_held_out, n_items, n_keys, seed, what)
 
     @classmethod
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
@@ -192,8 +185,7 @@ class AssociativeRecallTask(HeldOutTask):
 
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out key sets are never drawn."""
-        generator = stream_generator(self.seed, TRAIN, index)
-        rows = self._held_out.avoided(self._held_out.draw(size, generator), generator)  # B M
+        rows, generator = self.training_rows(index, size)  # B M
         order = torch.rand(size, self.n_items, generator=generator).argsort(dim=1)  # B L: the pair asked
         unseen = torch.rand(size, self.n_items, generator=generator) < self.p_unseen  # B L
         return self.layout.trials(rows, order, unseen)

@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from primacy.checks import fits_in_memory
-from primacy.tasks.sampling import TEST_DESIGN, stream_generator
+from primacy.tasks.sampling import TEST_DESIGN, TRAIN, HeldOut, stream_generator
 
 Batch = dict[str, torch.Tensor]
 
@@ -151,13 +151,40 @@ class Task(L.LightningDataModule):
 class HeldOutTask(Task):
     """A task tested on held-out study sets through a design: test takes the first ``num_test_sets`` held-out sets
     with design stream 0, validation the last ``num_val_sets`` with stream 1, each set with one random query order. A
-    subclass sets ``_held_out`` (a ``primacy.tasks.sampling.HeldOut``) and the counts, and defines ``design`` (or
-    ``draw_design``)."""
+    subclass's constructor, after its own checks, hands its held-out sets and the settings every held-out task has to
+    ``hold_out``; it draws training sets with ``training_rows`` and defines ``design`` (or ``draw_design``)."""
 
     n_items: int
     num_held_out: int
     num_test_sets: int
     num_val_sets: int
+    _held_out: HeldOut
+
+    def hold_out(self, held_out: HeldOut, *, batch_size: int, num_test_sets: int, num_val_sets: int,
+                 drawing: str | None = "item") -> None:
+        """Checks, then keeps, the held-out sets and the settings every held-out task has.
+
+        Refuses (UsageError) sets that would not fit in memory while drawn, as the largest draw holds one random key
+        per token and row (``drawing`` names what a set is made of in the error; None: the task checks its memory
+        itself), then sets that leave training none or cannot hold the test and validation sets
+        (``HeldOut.check``). Then sets ``batch_size``, ``num_test_sets``, ``num_val_sets`` and, from ``held_out``,
+        ``n_items``, ``num_held_out`` (its ``n_sets``) and ``seed``; the task sets ``num_workers``.
+        """
+        if drawing is not None:
+            tokens, rows = held_out.vocab_size, max(batch_size, held_out.n_sets)
+            fits_in_memory(f"drawing {drawing} sets", 4 * tokens * rows, **{held_out.setting: tokens},
+                           batch_size=batch_size, num_held_out=held_out.n_sets)
+        held_out.check(num_test_sets, num_val_sets)
+        self._held_out = held_out
+        self.n_items, self.num_held_out, self.seed = held_out.n_items, held_out.n_sets, held_out.seed
+        self.batch_size, self.num_test_sets, self.num_val_sets = batch_size, num_test_sets, num_val_sets
+
+    def training_rows(self, index: int, size: int) -> tuple[torch.Tensor, torch.Generator]:
+        """The ``size`` rows (size, M) of global training batch ``index``, drawn as the held-out sets are but from
+        generator (seed, train, index), a row that drew a held-out set drawn again; and that generator, from which the
+        rest of the batch is drawn."""
+        generator = stream_generator(self.seed, TRAIN, index)
+        return self._held_out.avoided(self._held_out.draw(size, generator), generator), generator
 
     @property
     def held_out(self) -> torch.Tensor:

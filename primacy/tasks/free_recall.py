@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-from primacy.checks import fits_in_memory, non_negative, positive
+from primacy.checks import non_negative, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
-from primacy.tasks.sampling import TRAIN, HeldOut, check_held_out, distinct_sets, draw_distinct, stream_generator
+from primacy.tasks.sampling import HeldOut, draw_distinct
 
 
 @dataclass(frozen=True)
@@ -147,19 +147,13 @@ class FreeRecallTask(HeldOutTask):
             raise UsageError(f"{named} needs distractor tokens, but distractor_vocab=0: set distractor_vocab >= 1 (the "
                              "distractors' own token ids, never items)")
         self.check_sequences(batch_size, n_items=n_items, delay=delay, gap=gap)
-        fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out), vocab_size=vocab_size,
-                       batch_size=batch_size, num_held_out=num_held_out)
-        what = f"vocab_size={vocab_size} and n_items={n_items}"
-        check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(vocab_size, n_items), what)
-        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
-        self.n_items, self.vocab_size = n_items, vocab_size
-        self.batch_size, self.num_held_out = batch_size, num_held_out
-        self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets
-        self.seed, self.num_workers = seed, num_workers
-        self.delay, self.gap, self.distractor_vocab = delay, gap, distractor_vocab
-        self.tokens = Tokens(vocab_size, distractor_vocab)
         draw = partial(draw_distinct, n=n_items, vocab_size=vocab_size)
-        self._held_out = HeldOut(draw, num_held_out, n_items, vocab_size, seed, what)
+        self.hold_out(HeldOut(draw, num_held_out, n_items, vocab_size, seed), batch_size=batch_size,
+                      num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
+        self.vocab_size, self.delay, self.gap, self.distractor_vocab = vocab_size, delay, gap, distractor_vocab
+        self.num_workers = num_workers
+        self.tokens = Tokens(vocab_size, distractor_vocab)
 
     @classmethod
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
@@ -186,8 +180,7 @@ class FreeRecallTask(HeldOutTask):
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out sets are never drawn, and each
         trial's items are fed in a uniformly random order."""
-        generator = stream_generator(self.seed, TRAIN, index)
-        study = self._held_out.avoided(self._held_out.draw(size, generator), generator)  # B L
+        study, generator = self.training_rows(index, size)  # B L
         order = torch.rand(size, self.n_items, generator=generator).argsort(dim=1)  # B L
         distractors = self.draw_distractors(size, generator)  # B (L-1)*gap+delay, or None
         rows = index * size + torch.arange(size)  # B: the trial's row in the stream, whatever the processes

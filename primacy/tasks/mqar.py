@@ -23,16 +23,15 @@ Example (L = 2, length 10, keys 0..7, values 8..11; slots g = 2 and 0)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import torch
 
-from primacy.checks import fits_in_memory, non_negative, positive
+from primacy.checks import non_negative, positive
 from primacy.errors import UsageError
-from primacy.tasks.associative_recall import draw_pairs
+from primacy.tasks.associative_recall import held_out_pairs
 from primacy.tasks.base import Batch, HeldOutTask, in_proportion
-from primacy.tasks.sampling import TRAIN, HeldOut, check_held_out, cyclic_orders, distinct_sets, stream_generator
+from primacy.tasks.sampling import cyclic_orders
 
 
 def slot_weights(slots: int, power_a: float) -> torch.Tensor:
@@ -144,18 +143,12 @@ class MQARTask(HeldOutTask):
             raise UsageError(f"power_a={power_a} is invalid: it must lie in (0, 1]")
         non_negative(num_workers=num_workers)
         self.check_sequences(batch_size, length=length)
-        fits_in_memory("drawing key sets", 4 * n_keys * max(batch_size, num_held_out), n_keys=n_keys,
-                       batch_size=batch_size, num_held_out=num_held_out)
-        what = f"n_keys={n_keys} and n_items={n_items}"
-        check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(n_keys, n_items), what)
+        self.hold_out(held_out_pairs(num_held_out, n_items, n_keys, n_values, seed, unseen=False), drawing="key",
+                      batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
-        self.n_items, self.length, self.n_keys, self.n_values, self.power_a = n_items, length, n_keys, n_values, power_a
-        self.batch_size, self.num_held_out, self.num_test_sets, self.num_val_sets = (batch_size, num_held_out,
-                                                                                    num_test_sets, num_val_sets)
-        self.seed, self.num_workers = seed, num_workers
+        self.length, self.n_keys, self.n_values, self.power_a = length, n_keys, n_values, power_a
+        self.num_workers = num_workers
         self.layout = Layout(n_items, n_keys, n_values, length, power_a)
-        draw = partial(draw_pairs, n_items=n_items, n_keys=n_keys, n_values=n_values, unseen=False)
-        self._held_out = HeldOut(draw, num_held_out, n_items, n_keys, seed, what)
 
     @classmethod
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
@@ -171,8 +164,7 @@ class MQARTask(HeldOutTask):
 
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out key sets are never drawn."""
-        generator = stream_generator(self.seed, TRAIN, index)
-        rows = self._held_out.avoided(self._held_out.draw(size, generator), generator)  # B 2L
+        rows, generator = self.training_rows(index, size)  # B 2L
         order = torch.rand(size, self.n_items, generator=generator).argsort(dim=1)  # B L: the pair at each rank
         return self.layout.trials(rows, order, generator)
 

@@ -25,18 +25,10 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from primacy.checks import fits_in_memory, non_negative, one_of, positive
+from primacy.checks import non_negative, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask
-from primacy.tasks.sampling import (
-    TRAIN,
-    HeldOut,
-    check_held_out,
-    cyclic_orders,
-    distinct_sets,
-    draw_distinct,
-    stream_generator,
-)
+from primacy.tasks.sampling import HeldOut, cyclic_orders, draw_distinct
 
 Condition = Literal["forward", "cued"]
 CONDITIONS = ("forward", "cued")
@@ -178,20 +170,13 @@ class ReconstructionTask(HeldOutTask):
         self.delay_range = delay_range(delay)
         self.test_delays = resolve_test_delays(delay, test_delays)
         self.check_sequences(batch_size, n_items=n_items, delay=delay, test_delays=test_delays)
-        fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out), vocab_size=vocab_size,
-                       batch_size=batch_size, num_held_out=num_held_out)
-        what = f"vocab_size={vocab_size} and n_items={n_items}" + (" with repeats" if repeats else "")
-        check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(vocab_size, n_items, repeats=repeats),
-                       what)
-        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
-        self.n_items, self.vocab_size, self.repeats, self.condition = n_items, vocab_size, repeats, condition
-        self.teacher_forcing = teacher_forcing
-        self.batch_size, self.num_held_out = batch_size, num_held_out
-        self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets
-        self.seed, self.num_workers = seed, num_workers
-        self.tokens = Tokens(vocab_size, n_items, condition)
         draw = partial(draw_items, n_items=n_items, vocab_size=vocab_size, repeats=repeats)
-        self._held_out = HeldOut(draw, num_held_out, n_items, vocab_size, seed, what)
+        self.hold_out(HeldOut(draw, num_held_out, n_items, vocab_size, seed, repeats=repeats), batch_size=batch_size,
+                      num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
+        self.vocab_size, self.repeats, self.condition = vocab_size, repeats, condition
+        self.teacher_forcing, self.num_workers = teacher_forcing, num_workers
+        self.tokens = Tokens(vocab_size, n_items, condition)
 
     @classmethod
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
@@ -208,8 +193,7 @@ class ReconstructionTask(HeldOutTask):
 
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out sets are never drawn."""
-        generator = stream_generator(self.seed, TRAIN, index)
-        study = self._held_out.avoided(self._held_out.draw(size, generator), generator)  # B L
+        study, generator = self.training_rows(index, size)  # B L
         lo, hi = self.delay_range
         delay = torch.randint(lo, hi + 1, (size,), generator=generator)  # B
         if self.condition == "cued":

@@ -82,15 +82,33 @@ class HeldOut:
     """A task's held-out sets and what training needs to avoid them: the rows (S, M) that ``draw(rows,
     generator=...)`` gives on the held-out stream of ``seed``, made distinct by ``unique_sets``, and their sorted set
     hashes. Built on first use. ``draw`` must pickle (a module-level function or a ``functools.partial`` of one), so
-    that DataLoader workers can be spawned."""
+    that DataLoader workers can be spawned.
+
+    A set is ``n_items`` of ``vocab_size`` tokens, which the task's setting ``setting`` counts (``vocab_size``,
+    ``n_keys``), all different or, with ``repeats``, not necessarily; ``what`` names the sizes in the error raised
+    when ``n_sets`` distinct sets cannot be drawn (``sizes`` by default)."""
 
     def __init__(self, draw: Callable[[int, torch.Generator], torch.Tensor], n_sets: int, n_items: int,
-                 vocab_size: int, seed: int, what: str) -> None:
+                 vocab_size: int, seed: int, what: str | None = None, *, setting: str = "vocab_size",
+                 repeats: bool = False) -> None:
         self._draw, self.n_sets, self.n_items, self.vocab_size, self.seed = draw, n_sets, n_items, vocab_size, seed
-        self.what = what
+        self.setting, self.repeats = setting, repeats
+        self.what = self.sizes if what is None else what
         self._rows: torch.Tensor | None = None
         self._hashes: torch.Tensor | None = None
         self._token_hash: torch.Tensor | None = None
+
+    @property
+    def sizes(self) -> str:
+        """The sizes the sets are drawn from, as error messages name them: ``vocab_size=512 and n_items=32``, followed
+        by `` with repeats`` when a set may repeat a token."""
+        repeats = " with repeats" if self.repeats else ""
+        return f"{self.setting}={self.vocab_size} and n_items={self.n_items}{repeats}"
+
+    def check(self, num_test_sets: int, num_val_sets: int) -> None:
+        """``check_held_out`` for these sets: they leave training some sets and hold the test and validation sets."""
+        available = distinct_sets(self.vocab_size, self.n_items, repeats=self.repeats)
+        check_held_out(self.n_sets, num_test_sets, num_val_sets, available, self.sizes)
 
     def draw(self, rows: int, generator: torch.Generator) -> torch.Tensor:
         """``rows`` fresh rows (rows, M) from ``generator``, held-out sets not avoided yet (``avoided`` does that)."""

@@ -29,7 +29,7 @@ from primacy.checks import fits_in_memory, non_negative, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import Batch, HeldOutTask, in_proportion
 from primacy.tasks.reconstruction import draw_items
-from primacy.tasks.sampling import TRAIN, HeldOut, check_held_out, distinct_sets, stream_generator
+from primacy.tasks.sampling import HeldOut
 
 
 @dataclass(frozen=True)
@@ -114,17 +114,13 @@ class SelectiveCopyingTask(HeldOutTask):
         self.check_sequences(batch_size, length=length)
         fits_in_memory("the test trials", 8 * length * max(num_test_sets, num_val_sets), length=length,
                        num_test_sets=num_test_sets)
-        what = f"vocab_size={vocab_size} and n_items={n_items} with repeats"
-        check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(vocab_size, n_items, repeats=True),
-                       what)
-        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
-        self.n_items, self.length, self.vocab_size = n_items, length, vocab_size
-        self.batch_size, self.num_held_out, self.num_test_sets, self.num_val_sets = (batch_size, num_held_out,
-                                                                                    num_test_sets, num_val_sets)
-        self.seed, self.num_workers = seed, num_workers
-        self.layout = Layout(n_items, vocab_size, length)
+        # a list is L independent tokens, drawn without a key per token: the test trials are what may not fit
         draw = partial(draw_items, n_items=n_items, vocab_size=vocab_size, repeats=True)
-        self._held_out = HeldOut(draw, num_held_out, n_items, vocab_size, seed, what)
+        self.hold_out(HeldOut(draw, num_held_out, n_items, vocab_size, seed, repeats=True), drawing=None,
+                      batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
+        self.length, self.vocab_size, self.num_workers = length, vocab_size, num_workers
+        self.layout = Layout(n_items, vocab_size, length)
 
     @classmethod
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
@@ -140,8 +136,7 @@ class SelectiveCopyingTask(HeldOutTask):
 
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out lists are never drawn."""
-        generator = stream_generator(self.seed, TRAIN, index)
-        items = self._held_out.avoided(self._held_out.draw(size, generator), generator)  # B L
+        items, generator = self.training_rows(index, size)  # B L
         return self.layout.trials(items, generator)
 
     def draw_design(self, rows: torch.Tensor, generator: torch.Generator) -> CopyDesign:

@@ -18,19 +18,10 @@ from typing import Any, Literal
 
 import torch
 
-from primacy.checks import fits_in_memory, non_negative, one_of, positive
+from primacy.checks import non_negative, one_of, positive
 from primacy.errors import UsageError
 from primacy.tasks.base import HeldOutTask
-from primacy.tasks.sampling import (
-    TEST_DESIGN,
-    TRAIN,
-    HeldOut,
-    avoiding,
-    check_held_out,
-    distinct_sets,
-    draw_distinct,
-    stream_generator,
-)
+from primacy.tasks.sampling import TEST_DESIGN, TRAIN, HeldOut, avoiding, draw_distinct, stream_generator
 
 Condition = Literal["half", "uniform"]
 CONDITIONS = ("half", "uniform")
@@ -197,19 +188,13 @@ class VerificationTask(HeldOutTask):
         if not 0.0 <= p_distractor <= 1.0:
             raise UsageError(f"p_distractor={p_distractor} is invalid: it must lie in [0, 1]")
         self.check_sequences(batch_size, n_items=n_items)
-        # the largest tensors: one random key per vocabulary item for every row drawn at once
-        fits_in_memory("drawing item sets", 4 * vocab_size * max(batch_size, num_held_out),
-                       vocab_size=vocab_size, batch_size=batch_size, num_held_out=num_held_out)
-        check_held_out(num_held_out, num_test_sets, num_val_sets, distinct_sets(vocab_size, n_items),
-                       f"vocab_size={vocab_size} and n_items={n_items}")
+        self.hold_out(held_out(num_held_out, n_items, vocab_size, seed), batch_size=batch_size,
+                      num_test_sets=num_test_sets, num_val_sets=num_val_sets)
         one_of("condition", condition, CONDITIONS)
         non_negative(num_workers=num_workers)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
-        self.n_items, self.vocab_size, self.p_distractor = n_items, vocab_size, p_distractor
-        self.batch_size, self.num_held_out = batch_size, num_held_out
-        self.num_test_sets, self.num_val_sets = num_test_sets, num_val_sets
-        self.condition, self.seed, self.num_workers = condition, seed, num_workers
-        self._held_out = held_out(num_held_out, n_items, vocab_size, seed)
+        self.vocab_size, self.p_distractor, self.condition = vocab_size, p_distractor, condition
+        self.num_workers = num_workers
 
     @classmethod
     def sequence_length(cls, settings: dict[str, Any]) -> int:

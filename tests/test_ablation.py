@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from primacy.analysis.ablation import (
+from primacy.analysis.heads.ablation import (
     ablated_count,
     ablation_study,
     icl_positions,

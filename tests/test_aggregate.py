@@ -36,7 +36,7 @@ def fake_run(root, name, seed, hits_scale, settings=SETTINGS, contiguity_counts=
         if controlled:
             share = torch.tensor([0.25, 0.5, 0.0, 0.5, 0.5], dtype=torch.float64)  # expected hits / counts
             states["contiguity_expected"] = c * share * hits_scale
-    from primacy.analysis.serial_position import summarize
+    from primacy.analysis.behaviour.serial_position import summarize
 
     run = root / name
     settings = {**settings, "data_args": {**settings["data_args"], "seed": seed}}
@@ -278,7 +278,7 @@ def test_runs_whose_summary_lacks_the_settings_still_aggregate(tmp_path, capsys)
 
 
 def test_runs_of_different_lengths_are_refused_without_n_items_in_their_summary(tmp_path):
-    from primacy.analysis.serial_position import summarize
+    from primacy.analysis.behaviour.serial_position import summarize
 
     short = fake_run(tmp_path, "short", 0, 1.0, contiguity_counts=None)
     (short / "results" / "summary.json").write_text('{"condition": "half"}\n')

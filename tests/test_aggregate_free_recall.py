@@ -10,7 +10,7 @@ from conftest import extra_module
 from test_aggregate_tasks import VERIFICATION, aggregate_fails
 from test_aggregate_tasks import fake_run as accuracy_run
 
-from primacy.analysis.free_recall import free_recall_counts, recall_positions
+from primacy.analysis.behaviour.free_recall import free_recall_counts, recall_positions
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.rundir import results

@@ -20,10 +20,12 @@ from primacy.cli import main
 from primacy.cli.lightning import parse_run
 from primacy.errors import UsageError
 from primacy.testing import NO_FIGURES, tiny_settings
-from primacy.workflows import atlas, launchers, tables
-from primacy.workflows.atlas import Planner, RowState, draw, extrapolation_of, search, seeds_accuracy, slowest_first
-from primacy.workflows.atlas_files import ATLASES, read_atlas
-from primacy.workflows.reproduce import Status
+from primacy.workflows import launchers, tables
+from primacy.workflows.atlas import planner as atlas
+from primacy.workflows.atlas.knob_search import search, seeds_accuracy
+from primacy.workflows.atlas.planner import Planner, RowState, draw, extrapolation_of, slowest_first
+from primacy.workflows.atlas.spec import ATLASES, read_atlas
+from primacy.workflows.runs import Status
 
 QUIET = {"max_steps": 4, "val_check_interval": 4, "check_val_every_n_epoch": None, "accelerator": "cpu", "devices": 1,
          "logger": False, "enable_progress_bar": False, "enable_model_summary": False, "num_sanity_val_steps": 0}

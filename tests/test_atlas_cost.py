@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from primacy.workflows.atlas import AtlasRun, RowState, Search, search
-from primacy.workflows.atlas_cost import ToGo, estimate, pilots_left, to_go
-from primacy.workflows.atlas_files import Row
-from primacy.workflows.reproduce import Status
+from primacy.workflows.atlas.cost import ToGo, estimate, pilots_left, to_go
+from primacy.workflows.atlas.knob_search import Search, search
+from primacy.workflows.atlas.planner import AtlasRun, RowState
+from primacy.workflows.atlas.spec import Row
+from primacy.workflows.runs import Status
 
 BAND = (0.70, 0.80)
 VALUES = tuple(range(7))

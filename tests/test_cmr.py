@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-import primacy.analysis.cmr.simulate as cmr
-from primacy.analysis.cmr import association, cmr_crp, cmr_crps, draw, drift, reference_crp, study_contexts
-from primacy.analysis.cmr.closed_form import closed_form_crp, has_closed_form
-from primacy.analysis.cmr.grid import CMRGrid
+import primacy.analysis.behaviour.cmr.simulate as cmr
+from primacy.analysis.behaviour.cmr import association, cmr_crp, cmr_crps, draw, drift, reference_crp, study_contexts
+from primacy.analysis.behaviour.cmr.closed_form import closed_form_crp, has_closed_form
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.errors import UsageError
 
 SMALL = {"n_items": 40, "n_starts": 5, "n_chains": 300, "max_samples": 30}

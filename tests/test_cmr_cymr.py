@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import extra_module
 
-from primacy.analysis.cmr.simulate import drift, study_contexts
+from primacy.analysis.behaviour.cmr.simulate import drift, study_contexts
 
 
 def cymr_network(n_items: int, beta_enc: float):

@@ -20,7 +20,7 @@ from primacy.analysis.behaviour.cmr.fitting import count_events
 from primacy.analysis.behaviour.cmr.likelihood import cmr_log_likelihood
 from primacy.analysis.behaviour.free_recall import long_format_rows, recall_positions
 from primacy.cli import main
-from primacy.workflows import cmr_fits, people
+from primacy.workflows.humans import cmr_fits, people
 
 QUICK = ["--max_generations", "2", "--no_polish"]  # a real search cut short: these tests check the bookkeeping
 

@@ -22,7 +22,7 @@ from primacy.analysis.behaviour.cmr.likelihood import (
     cmr_person_log_likelihood,
 )
 from primacy.errors import UsageError
-from primacy.workflows import people
+from primacy.workflows.humans import people
 
 TYPICAL = asdict(CMRParameters())  # B_enc 0.6, B_rec 0.8, P1 2, P2 1, T 0.1, X1 0.001, X2 0.5, L 0.15, D 0.85
 PARAMETER_SETS = {

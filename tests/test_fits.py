@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from primacy.analysis.cmr.closed_form import closed_form_crp, has_closed_form
-from primacy.analysis.cmr.fits import fit_cmr, fit_gaussian, is_flat
-from primacy.analysis.cmr.grid import PAPER_VALUES, PUBLISHED_FILE, CMRGrid, compare_grids
-from primacy.analysis.cmr.simulate import cmr_crp
+from primacy.analysis.behaviour.cmr.closed_form import closed_form_crp, has_closed_form
+from primacy.analysis.behaviour.cmr.fits import fit_cmr, fit_gaussian, is_flat
+from primacy.analysis.behaviour.cmr.grid import PAPER_VALUES, PUBLISHED_FILE, CMRGrid, compare_grids
+from primacy.analysis.behaviour.cmr.simulate import cmr_crp
 from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.workflows.cmr_grid import save
+from primacy.workflows.humans.cmr_grid import save
 
 SIM = {"n_items": 30, "n_starts": 4, "n_chains": 100, "max_samples": 20}
 
@@ -336,8 +336,8 @@ def test_bad_curves_are_rejected(grid, curve, lags, message):
 
 
 def test_fit_cmr_under_its_public_name_uses_the_shipped_grid_and_recovers_a_simulated_crp():
-    from primacy.analysis.cmr import fit_cmr as public_fit_cmr
-    from primacy.analysis.cmr import fit_gaussian as public_fit_gaussian
+    from primacy.analysis.behaviour.cmr import fit_cmr as public_fit_cmr
+    from primacy.analysis.behaviour.cmr import fit_gaussian as public_fit_gaussian
 
     lags, crp = cmr_crp(0.6, 0.5, 0.2, seed=5)  # another seed than the grid's: fresh Monte-Carlo noise
     fit = public_fit_cmr(crp.numpy(), lags.numpy())

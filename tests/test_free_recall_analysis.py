@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from primacy.analysis.cmr.fits import FREE_RECALL_FIT_LAGS, fit_cmr, fit_free_recall
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.cmr.simulate import cmr_crp
-from primacy.analysis.free_recall import (
+from primacy.analysis.behaviour.cmr.fits import FREE_RECALL_FIT_LAGS, fit_cmr, fit_free_recall
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.behaviour.cmr.simulate import cmr_crp
+from primacy.analysis.behaviour.free_recall import (
     FreeRecallCounts,
     first_recall_counts,
     free_recall_counts,

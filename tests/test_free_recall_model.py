@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import extra_module
 
-from primacy.analysis.free_recall import free_recall_counts, recall_positions
+from primacy.analysis.behaviour.free_recall import free_recall_counts, recall_positions
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.s4 import S4Backbone
 from primacy.backbones.s4d import S4DBackbone

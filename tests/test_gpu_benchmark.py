@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from primacy.workflows.pages import FIGURES
+from primacy.workflows.paper.pages import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu.py"

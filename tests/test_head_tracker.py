@@ -10,8 +10,8 @@ import pytest
 import torch
 from conftest import QUIET, ROOT, TINY_RUNS
 
-from primacy.analysis.cmr.fits import fit_cmr, is_flat
-from primacy.analysis.cmr.grid import CMRGrid
+from primacy.analysis.behaviour.cmr.fits import fit_cmr, is_flat
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.heads.analysis import analyze_heads
 from primacy.callbacks.trackers import HeadScoreTracker
 from primacy.cli import main

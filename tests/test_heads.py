@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from primacy.analysis.heads import (
+from primacy.analysis.heads.scores import (
     attention_lag_crp,
     copying_score,
     duplicate_token_score,

@@ -11,13 +11,13 @@ import pytest
 import torch
 from conftest import extra_module
 
-from primacy.analysis import comparison
-from primacy.analysis.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
+from primacy.analysis.behaviour import comparison
+from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.rundir import results
-from primacy.workflows import people
-from primacy.workflows.pages import FIGURES, draw
+from primacy.workflows.humans import people
+from primacy.workflows.paper.pages import FIGURES, draw
 
 SUBJECTS = 10  # per dataset in the default run; psifr's curves of a subject do not depend on the others
 
@@ -195,7 +195,7 @@ def test_without_psifr_the_command_names_the_extra_and_nothing_else_needs_it(tmp
     monkeypatch.setitem(sys.modules, "psifr.fr", None)
     assert refusal(["humans", str(run), "--dataset", "Morton2013", "--out", str(tmp_path / "out")], capsys) == (
         "primacy: error: dataset=Morton2013 comes with psifr, which is not installed: pip install -e '.[humans]'")
-    for module in ("primacy.workflows.humans", "primacy.workflows.people", "primacy.workflows.pages"):
+    for module in ("primacy.workflows.humans.page", "primacy.workflows.humans.people", "primacy.workflows.paper.pages"):
         assert module in sys.modules  # imported above without psifr: only loading a dataset needs it
 
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 from conftest import ROOT
 
-from primacy.analysis.ablation import icl_scores
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.emergence import across_seeds, closest_heads, emergence_row, emergence_step, top_heads
-from primacy.analysis.heads import attention_lag_crp, induction_score
-from primacy.analysis.icl import HeadResult, analyze_heads, capture, fit_head
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.ablation import icl_scores
+from primacy.analysis.heads.analysis import HeadResult, analyze_heads, capture, fit_head
+from primacy.analysis.heads.emergence import across_seeds, closest_heads, emergence_row, emergence_step, top_heads
+from primacy.analysis.heads.scores import attention_lag_crp, induction_score
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.cli import main
@@ -22,7 +22,7 @@ from primacy.errors import UsageError
 from primacy.models.language import LanguageModel
 from primacy.rundir.runs import load_run
 from primacy.tasks.prompts import repeated_prompt
-from primacy.workflows.cmr_grid import save
+from primacy.workflows.humans.cmr_grid import save
 
 N = 11
 

@@ -20,7 +20,7 @@ from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.models.language import LanguageModel
 from primacy.tasks.prompts import repeated_prompt
-from primacy.workflows.cmr_grid import save
+from primacy.workflows.humans.cmr_grid import save
 
 N, V = 11, 30
 

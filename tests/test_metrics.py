@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from primacy.analysis.serial_position import delay_curve, early_query_decay, position_indices, summarize
+from primacy.analysis.behaviour.serial_position import delay_curve, early_query_decay, position_indices, summarize
 from primacy.metrics import StudyQueryAccuracy, contiguity_pairs, old_new_correct
 from primacy.tasks.verification import CyclicDesign, held_out_sets
 

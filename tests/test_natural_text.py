@@ -12,10 +12,10 @@ import torch
 import transformers
 from test_pretrained import SPECIAL, V, _fails_in_one_line, _run, _tokenizer
 
-from primacy.analysis.natural_text import frequent_tokens, text_windows, token_mask
-from primacy.analysis.pretrained import load_pretrained
+from primacy.analysis.heads.natural_text import frequent_tokens, text_windows, token_mask
 from primacy.errors import UsageError
-from primacy.workflows.texts import TextSettings, read_texts
+from primacy.workflows.induction.hf_models import load_pretrained
+from primacy.workflows.induction.texts import TextSettings, read_texts
 
 WORDS = len(SPECIAL), V - 6  # the tokenizer's ordinary words are w3 .. w89, ids 3 .. 89
 

@@ -22,7 +22,7 @@ def test_help_and_the_launchers_start_without_lightning():
     script = ("import sys; from primacy.cli.main import main\n"
               "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
               "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'torch')))\n"
-              "import primacy.files, primacy.workflows.people\n"
+              "import primacy.files, primacy.workflows.humans.people\n"
               "print(sorted(m for m in sys.modules if m.split('.')[0] == 'lightning'))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-2:] == ["[]", "[]"]

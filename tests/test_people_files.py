@@ -14,7 +14,7 @@ from test_humans import free_recall_run, refusal
 from primacy.analysis.behaviour.free_recall import free_recall_counts, long_format_rows, recall_positions, summarize
 from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.workflows import people
+from primacy.workflows.humans import people
 
 HEADER = ["subject", "list", "trial_type", "position", "item", "study_position"]
 

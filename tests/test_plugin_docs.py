@@ -142,8 +142,8 @@ def test_the_guide_builds_a_model_plugin_with_its_own_kind_of_result(tmp_path):
 from pathlib import Path
 from primacy.cli.lightning import parse_run
 from primacy.cli.main import main
-from primacy.workflows.figure_files import read_figure
-from primacy.workflows.reproduce import plan
+from primacy.workflows.paper.figure_files import read_figure
+from primacy.workflows.paper.reproduce import plan
 code = pytest.main(['-q', '-p', 'no:cacheprovider', '--basetemp', sys.argv[2], sys.argv[1]])
 if code:
     sys.exit(code)

@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from primacy.analysis.cmr.grid import CMRGrid
-from primacy.analysis.heads.pretrained import mamba_mixer_influence
-from primacy.analysis.icl import analyze_heads
-from primacy.analysis.pretrained import checkpoint_name_step, family, load_pretrained
+from primacy.analysis.behaviour.cmr.grid import CMRGrid
+from primacy.analysis.heads.analysis import analyze_heads
+from primacy.analysis.heads.pretrained import family, mamba_mixer_influence
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.tasks.prompts import repeated_prompt
+from primacy.workflows.induction.hf_models import checkpoint_name_step, load_pretrained
 
 V, D, LAYERS, HEADS = 96, 32, 2, 4
 SPECIAL = ("<s>", "</s>", "<pad>")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import QUIET, ROOT
 
-from primacy.analysis.probes import MEASURES, measure_probes, probe_sums, strongest_head
+from primacy.analysis.heads.probes import MEASURES, measure_probes, probe_sums, strongest_head
 from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import TransformerBackbone
 from primacy.cli import main
@@ -158,7 +158,7 @@ def test_analyze_probes_writes_tables_arrays_summary_and_figure(trained_run, tmp
 def test_several_runs_are_summed_head_by_head_with_each_runs_strongest_head_and_their_mean(trained_run, tmp_path):
     """`reproduce transformer`'s analysis of a panel's seeds (``analyze_probes`` over several runs): the same run twice
     counts every trial twice, leaves the means as they are, and lists its strongest head once per run."""
-    from primacy.workflows.probes import ProbeRun, analyze_probes
+    from primacy.workflows.induction.probes import ProbeRun, analyze_probes
 
     run = ProbeRun(trained_run / "config.yaml", trained_run / "checkpoints" / "last.ckpt", "seed0")
     one = analyze_probes([run], tmp_path / "one", sets=3, batch_size=8, formats=())

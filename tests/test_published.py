@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from primacy.analysis.cmr.fits import FIT_LAGS, fit_cmr
-from primacy.analysis.cmr.grid import PUBLISHED_FILE, CMRGrid
+from primacy.analysis.behaviour.cmr.fits import FIT_LAGS, fit_cmr
+from primacy.analysis.behaviour.cmr.grid import PUBLISHED_FILE, CMRGrid
 from primacy.analysis.heads.ablation import ablated_count
 from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.workflows.analyses import read_analysis
-from primacy.workflows.published import read_published
-from primacy.workflows.published_heads import PUBLISHED_LAGS, read_scores
+from primacy.workflows.induction.analyses import read_analysis
+from primacy.workflows.induction.published import read_published
+from primacy.workflows.induction.published_heads import PUBLISHED_LAGS, read_scores
 
 LAYERS, HEADS = 2, 3
 ICL_CMR = Path(__file__).parent / "data" / "icl-cmr"  # files of corxyz/icl-cmr, unchanged (LICENSE-icl-cmr there)

@@ -22,16 +22,18 @@ import yaml
 from conftest import ROOT, extra_module, fake_slurm
 
 from primacy import figures
-from primacy.analysis.serial_position import summarize
+from primacy.analysis.behaviour.serial_position import summarize
 from primacy.cli import main
 from primacy.cli import reproduce as reproduce_command
 from primacy.rundir import results
 from primacy.testing import tiny_fit
-from primacy.workflows import launchers, pages
-from primacy.workflows.analyses import AblationSettings, analyze_checkpoints
-from primacy.workflows.pages import FIGURES, draw, markdown_table
-from primacy.workflows.reproduce import CONFIGS, Run, plan
-from primacy.workflows.sources import trained_checkpoints
+from primacy.workflows import launchers
+from primacy.workflows.induction.analyses import AblationSettings, analyze_checkpoints
+from primacy.workflows.induction.sources import trained_checkpoints
+from primacy.workflows.paper import pages
+from primacy.workflows.paper.pages import FIGURES, draw, markdown_table
+from primacy.workflows.paper.reproduce import plan
+from primacy.workflows.runs import CONFIGS, Run
 from primacy.workflows.tables import csv_rows, table_cell, unrounded
 
 # The figure's own configs, cut to a few seconds per run (a narrower model on smaller batches).
@@ -352,8 +354,8 @@ def test_a_figure_file_reproduces_any_kind_of_result_with_its_table(tmp_path, ca
     (the induction task's logged values here, which no paper figure of primacy draws) and one table of them all."""
     from primacy.cli.lightning import parse_run
     from primacy.testing import TINY_SETTINGS
-    from primacy.workflows.figure_files import read_figure
-    from primacy.workflows.reproduce import plan
+    from primacy.workflows.paper.figure_files import read_figure
+    from primacy.workflows.paper.reproduce import plan
 
     model = {"class_path": "LanguageModel", "init_args": {"warmup_steps": 2, "backbone": {
         "class_path": "TransformerBackbone", "init_args": {"d_model": 16, "n_layers": 1, "n_heads": 2}}}}

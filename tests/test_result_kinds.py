@@ -21,9 +21,10 @@ from primacy.rundir.kinds import FreeRecallResults, LoggedResults, ResultKind, S
 from primacy.rundir.layout import RunDir
 from primacy.testing import tiny_fit
 from primacy.workflows.aggregate import aggregate
-from primacy.workflows.figure_files import AGGREGATES
-from primacy.workflows.pages import FigureSpec, Panel
-from primacy.workflows.reproduce import Run, draw
+from primacy.workflows.paper.figure_files import AGGREGATES
+from primacy.workflows.paper.pages import FigureSpec, Panel
+from primacy.workflows.paper.reproduce import draw
+from primacy.workflows.runs import Run
 
 
 def test_each_metric_names_its_kind_of_result():

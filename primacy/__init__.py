@@ -6,6 +6,7 @@ Modules:
     callbacks  what makes a run's directory: checkpoints, config, results, trackers
     checks     checks of user settings, one wording for each failure
     cli        the command line: one module per command, LightningCLI, help and console output
+    contract   a model and a task that fit: the task's sizes linked into the model, a misfit refused
     errors     UsageError, the one-line error of bad input
     figures    every figure builder and save, the one way a figure reaches files
     files      atomic writes, the one JSON writer, the CSV and npz writers

@@ -132,6 +132,8 @@ PACKAGES = {
                                 **{name: f"primacy.workflows.atlas.knob_search.{name}"
                                    for name in ("Search", "search", "seeds_accuracy")}},
     "primacy.workflows.humans": {name: f"primacy.workflows.humans.page.{name}" for name in _HUMANS},
+    "primacy.rundir.runs": {name: f"primacy.contract.{name}" for name in ("check_pairing", "task_class_and_settings")},
+    # a module, whose __getattr__ resolves the model-task contract's names, in primacy.contract since issue 70
     "primacy.analysis.heads": {name: f"primacy.analysis.heads.scores.{name}" for name in (
         "QUERY_WINDOWS", "shortest_prompt", "second_repeat", "induction_score", "duplicate_token_score",
         "previous_token_score", "lag_profile", "attention_lag_crp", "copying_score", "unembed_embed",

@@ -18,7 +18,7 @@ LAYERS = [
     ("analysis", ["primacy.analysis"]),
     ("metrics", ["primacy.metrics"]),
     ("models", ["primacy.models"]),
-    ("registry", ["primacy.registry"]),
+    ("registry", ["primacy.registry", "primacy.contract"]),
     ("figures", ["primacy.figures"]),
     ("rundir", ["primacy.rundir"]),
     ("callbacks", ["primacy.callbacks"]),

@@ -25,11 +25,12 @@ from primacy.checks import writable_directory
 from primacy.cli import console, progress
 from primacy.cli.help import HELP_ALL, backbone_help, subcommand_help, wants_help
 from primacy.cli.parse_errors import ParseError, check_config_files, check_nulls, explain
+from primacy.contract import check_parsed_pairing, link_task_to_model
 from primacy.errors import UsageError, find_usage_error
 from primacy.rundir.checkpoints import check_checkpoint, checkpoint_step
 from primacy.rundir.layout import RunDir
 from primacy.rundir.resume import resume_point, wandb_run_id
-from primacy.rundir.runs import build_run, check_parsed_pairing, link_task_to_model
+from primacy.rundir.runs import build_run
 
 TRAINER_DEFAULTS = {
     "logger": {

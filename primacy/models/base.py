@@ -40,7 +40,7 @@ class TaskModel(L.LightningModule, ABC):
     training or evaluation (a key, or ``key:what it holds``; see ``primacy.tasks.base.batch_keys``), which the task's
     ``provides`` must cover, and the task settings its own arguments of the same name are linked from, which the task
     must have. A config pairing it with a task that does not fit is refused when it is parsed
-    (``primacy.rundir.runs.check_pairing``); a model that leaves ``requires`` unset is not checked."""
+    (``primacy.contract.check_pairing``); a model that leaves ``requires`` unset is not checked."""
 
     METRIC: str  # the stage metrics' attribute suffix: val_accuracy and test_accuracy for METRIC = "accuracy"
     HEADLINE: tuple[str, ...]  # the test results `primacy fit` prints when it ends

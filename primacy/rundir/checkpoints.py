@@ -16,8 +16,8 @@ from primacy.errors import UsageError
 LIGHTNING_KEYS = ("state_dict", "global_step", "hyper_parameters")
 # A resumed fit restores the optimiser and its schedule from the checkpoint, so these must match only for fit.
 OPTIMISER_SETTINGS = frozenset({"lr", "betas", "eps", "weight_decay", "warmup_steps"})
-# Backbone settings the CLI derives from the task (rundir.runs.link_task_to_model): Lightning's hyper_parameters leave a
-# link's target out of a nested class's init_args, and the task they follow from is the run's own.
+# Backbone settings the CLI derives from the task (primacy.contract.link_task_to_model): Lightning's hyper_parameters
+# leave a link's target out of a nested class's init_args, and the task they follow from is the run's own.
 TASK_DERIVED = frozenset({"context_length"})
 _ZIP, _PICKLE = b"PK\x03\x04", b"\x80"  # how torch's zip format and its legacy pickle format begin
 _NO_DEFAULT = object()

@@ -86,7 +86,7 @@ class Task(L.LightningDataModule):
 
     ``provides`` is the task's side of the model-task contract: the fields of its batches, the same in training,
     validation and test (``batch_keys`` gives the keys). A model whose ``requires`` it does not cover is refused when
-    the config is parsed (``primacy.rundir.runs.check_pairing``); a task that leaves it unset is not checked."""
+    the config is parsed (``primacy.contract.check_pairing``); a task that leaves it unset is not checked."""
 
     name: str  # a short name, recorded with the results
     provides: ClassVar[frozenset[str]]  # the fields of every batch, training and evaluation (see batch_keys)

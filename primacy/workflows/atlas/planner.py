@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 
 from primacy import figures, files
+from primacy.contract import task_class_and_settings
 from primacy.errors import UsageError
 from primacy.rundir.checkpoints import checkpoint_step
 from primacy.rundir.layout import RunDir
-from primacy.rundir.runs import task_class_and_settings
 from primacy.rundir.settings import tested_at
 from primacy.workflows import aggregate, launchers
 from primacy.workflows.atlas.knob_search import Search, search, seeds_accuracy

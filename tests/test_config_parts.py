@@ -26,14 +26,15 @@ def run_configs() -> list[str]:
                   if p.parent != CONFIGS / "atlas" and PARTS not in p.parents)
 
 
-def resolve(config: str) -> str:
-    """What ``primacy fit --config configs/CONFIG --print_config`` prints, less its first line (Lightning's version)."""
+def resolve(config: str, *more: str) -> str:
+    """What ``primacy fit --config configs/CONFIG [MORE] --print_config`` prints, less its first line (Lightning's
+    version)."""
     from primacy.cli import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as ended:
-        main(["fit", "--config", str(CONFIGS / config), "--print_config"])
-    assert ended.value.code in (0, None), f"{config}: --print_config failed"
+        main(["fit", "--config", str(CONFIGS / config), *more, "--print_config"])
+    assert ended.value.code in (0, None), f"{config} {' '.join(more)}: --print_config failed"
     header, _, text = out.getvalue().partition("\n")
     assert header.startswith("# lightning"), header
     return text
@@ -44,7 +45,8 @@ def saved(config: str) -> Path:
 
 
 # Resolving a config takes 0.4-0.95 s in-process on 2 cores busy with training runs (the first test also pays the
-# imports), all 90 took 67 s: the default run resolves one config of each folder (3 s); `-m slow` resolves them all.
+# imports), all 90 took 67 s: the default run resolves one config of each folder (3 s; the parts' tests below, 6 s);
+# `-m slow` resolves them all.
 SAMPLE = ["quickstart.yaml", "cpu/fig3a-s4-legs-L32.yaml", "paper/fig3a-s4-legs-L128.yaml",
           "atlas/tasks/verification-cpu.yaml"]
 
@@ -74,6 +76,41 @@ def test_config_resolves_as_saved(config):
 @pytest.mark.parametrize("config", sorted(set(run_configs()) - set(SAMPLE)))
 def test_every_config_resolves_as_saved(config):
     check_unchanged(config)
+
+
+def parts(*names: str) -> list[str]:
+    """``--config configs/parts/NAME.yaml`` for each name, after the first."""
+    return [arg for name in names for arg in ("--config", str(PARTS / f"{name}.yaml"))]
+
+
+def test_parts_compose_the_atlas_task_configs():
+    """The CPU trainer, the L = 32 task and the S4D part are the atlas's CPU verification config, to the last resolved
+    setting; at the paper's scale, with the width part, they are its paper config as the atlas widens it."""
+    cpu = resolve("parts/trainer/cpu.yaml", *parts("task/verification-L32", "backbone/s4d"))
+    assert cpu == saved("atlas/tasks/verification-cpu.yaml").read_text()
+    paper = resolve("parts/trainer/paper.yaml", *parts("task/verification-L128", "backbone/s4d", "scale/paper-width"))
+    widened = ["--model.init_args.backbone.init_args.d_model", "256"]  # the atlas file's args at the paper scale
+    assert paper == resolve("atlas/tasks/verification-paper.yaml", *widened)
+
+
+def test_the_documented_command_composes_a_run():
+    """README's command (the parts of a trainer, a task and a backbone) gives the run it describes."""
+    import yaml
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("primacy fit --config configs/parts/")
+    command = readme[start:readme.index("\n```", start)].replace("\\\n", " ").split()
+    config, *more = command[3:]
+    resolved = yaml.safe_load(resolve(Path(config).relative_to("configs").as_posix(), *more))
+    assert resolved["model"]["init_args"]["backbone"]["class_path"].endswith(".MambaBackbone")
+    assert resolved["data"]["init_args"]["n_items"] == 32 and resolved["trainer"]["max_steps"] == 6000
+    assert resolved["trainer"]["default_root_dir"] == "runs/verification-mamba"
+
+
+@pytest.mark.parametrize("backbone", sorted(p.stem for p in (PARTS / "backbone").glob("*.yaml")))
+def test_every_backbone_part_composes_with_every_task_part(backbone):
+    for task in sorted(p.stem for p in (PARTS / "task").glob("*.yaml")):
+        resolve("parts/trainer/cpu.yaml", *parts(f"task/{task}", f"backbone/{backbone}"))
 
 
 def write(configs: list[str]) -> None:

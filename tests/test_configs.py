@@ -17,7 +17,9 @@ from primacy.cli.lightning import PrimacyCLI
 from primacy.testing.runs import NO_FIGURES
 
 ATLAS_FILES = ROOT / "configs" / "atlas"  # atlas files (rows of backbones, tests/test_atlas.py); their configs below
-CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml") if p.parent != ATLAS_FILES)
+PARTS = ROOT / "configs" / "parts"  # pieces of runs, composed by several --config (tests/test_config_parts.py)
+CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml")
+                 if p.parent != ATLAS_FILES and PARTS not in p.parents)
 HELD_OUT = ["--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1"]
 TASK_SIZES = {  # the smallest evaluation of each task, by class name
     "VerificationTask": HELD_OUT, "ReconstructionTask": HELD_OUT, "AssociativeRecallTask": HELD_OUT,

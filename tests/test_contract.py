@@ -11,9 +11,10 @@ from conftest import QUIET, ROOT, TINY_RUNS
 from primacy import registry
 from primacy.cli.lightning import parse_run
 from primacy.cli.main import main
+from primacy.contract import check_pairing
 from primacy.errors import UsageError
 from primacy.models.lists import SequenceModel
-from primacy.rundir.runs import check_pairing, load_run
+from primacy.rundir.runs import load_run
 from primacy.tasks.base import batch_keys
 from primacy.tasks.verification import VerificationTask
 

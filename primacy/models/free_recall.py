@@ -313,6 +313,8 @@ class FreeRecallModel(TaskModel):
         return self.all_gather(totals).sum(0)
 
     def training_answers(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The objective's loss and its answers: the L + 1 output steps (right: a right answer is the most probable
+        token), or with ``reward`` the episodes' outputs (right: a new recall; train/return logs the mean return)."""
         if self.objective == "reward":
             loss, new, returns = self.reward_loss(batch)
             if logs_this_step(self._trainer):

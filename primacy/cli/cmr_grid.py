@@ -7,7 +7,7 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from primacy.analysis.behaviour.cmr.simulate import DEFAULT_TEMPERATURE, VARIANTS
+from primacy.analysis.behaviour.cmr.simulation import DEFAULT_TEMPERATURE, VARIANTS
 from primacy.errors import ArgumentParser
 from primacy.workflows.humans import cmr_grid
 

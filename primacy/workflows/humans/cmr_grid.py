@@ -12,7 +12,7 @@ import torch
 
 from primacy import files
 from primacy.analysis.behaviour.cmr.grid import PAPER_VALUES, CMRGrid, compare_grids
-from primacy.analysis.behaviour.cmr.simulate import DEFAULT_TEMPERATURE
+from primacy.analysis.behaviour.cmr.simulation import DEFAULT_TEMPERATURE, Simulation
 from primacy.checks import writable_file
 
 
@@ -41,8 +41,8 @@ def build(variant: str = "paper", temperature: float = DEFAULT_TEMPERATURE, seed
             reported[0] = done
             print(f"{done}/{total} sets, {time.perf_counter() - begin:.0f} s", file=sys.stderr, flush=True)
 
-    grid = CMRGrid.build(**PAPER_VALUES, variant=variant, temperature=temperature, seed=seed, n_chains=n_chains,
-                         dtype=getattr(torch, dtype), workers=workers, progress=report)
+    simulation = Simulation(variant, temperature, seed, n_chains=n_chains, dtype=getattr(torch, dtype))
+    grid = CMRGrid.build(**PAPER_VALUES, simulation=simulation, workers=workers, progress=report)
     if out is not None:
         save(grid, out)
         print(f"{len(grid.params)} sets in {time.perf_counter() - begin:.0f} s with {workers} worker(s): {out}",

@@ -1,5 +1,6 @@
-"""The CMR model of free recall: its simulated lag-CRP (``simulate``, and ``reference`` written plainly), a grid of
-simulated curves over the parameters (``grid``) and the fits of a curve to that grid or to a Gaussian (``fits``).
+"""The CMR model of free recall: the settings of its simulation (``simulation``), its simulated lag-CRP
+(``simulate``, and ``reference`` written plainly), a grid of simulated curves over the parameters (``grid``) and the
+fits of a curve to that grid or to a Gaussian (``fits``).
 Modules import in that order only. Apart from them, cymr's CMR of whole recall sequences: their likelihood
 (``likelihood``), simulated sequences from its choice probabilities (``generate``) and maximum-likelihood fits and
 parameter recovery (``fitting``, which needs scipy); these import in that order and none of the modules above.
@@ -13,6 +14,7 @@ Modules:
     likelihood   the likelihood of recall sequences under CMR, as cymr computes it
     reference    the simulation written plainly, in float64, for the tests
     simulate     CMR's simulated lag-CRP, one parameter set or many at once
+    simulation   the simulation's settings, one checked Simulation (variant, seed, chains, draws, ...)
 """
 
 from primacy.analysis.behaviour.cmr.fits import fit_cmr, fit_gaussian
@@ -42,22 +44,26 @@ from primacy.analysis.behaviour.cmr.likelihood import (
 )
 from primacy.analysis.behaviour.cmr.reference import reference_crp
 from primacy.analysis.behaviour.cmr.simulate import (
-                                           DEFAULT_TEMPERATURE,
-                                           VARIANTS,
-                                           Variant,
                                            association,
-                                           check_simulation,
                                            cmr_crp,
                                            cmr_crps,
                                            draw,
                                            drift,
                                            study_contexts,
 )
+from primacy.analysis.behaviour.cmr.simulation import (
+    DEFAULT_TEMPERATURE,
+    VARIANTS,
+    Simulation,
+    SimulationSettings,
+    Variant,
+    check_simulation,
+)
 
 __all__ = ["DEFAULT_DEPENDENT", "DEFAULT_FIXED", "DEFAULT_FREE", "DEFAULT_TEMPERATURE", "DE_OPTIONS",
-           "PARAMETER_NAMES", "VARIANTS", "CMRGrid", "CMRParameters", "FitSpec", "LikelihoodFit", "Variant",
-           "association", "check_simulation", "cmr_choice_probabilities", "cmr_crp", "cmr_crps", "cmr_generate",
-           "cmr_generate_many", "cmr_list_log_likelihoods", "cmr_log_likelihood", "cmr_log_likelihoods",
-           "cmr_person_log_likelihood", "count_events", "draw", "drift", "fit_cmr", "fit_cmr_likelihood",
-           "fit_gaussian", "parameter_recovery", "recovery_correlations", "reference_crp", "sample_parameters",
-           "study_contexts"]
+           "PARAMETER_NAMES", "VARIANTS", "CMRGrid", "CMRParameters", "FitSpec", "LikelihoodFit", "Simulation",
+           "SimulationSettings", "Variant", "association", "check_simulation", "cmr_choice_probabilities", "cmr_crp",
+           "cmr_crps", "cmr_generate", "cmr_generate_many", "cmr_list_log_likelihoods", "cmr_log_likelihood",
+           "cmr_log_likelihoods", "cmr_person_log_likelihood", "count_events", "draw", "drift", "fit_cmr",
+           "fit_cmr_likelihood", "fit_gaussian", "parameter_recovery", "recovery_correlations", "reference_crp",
+           "sample_parameters", "study_contexts"]

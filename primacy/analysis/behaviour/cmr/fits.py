@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from primacy.analysis.behaviour.cmr.grid import FIT_LAGS, CMRGrid
-from primacy.analysis.behaviour.cmr.simulate import VARIANTS
+from primacy.analysis.behaviour.cmr.simulation import VARIANTS
 from primacy.checks import one_of
 from primacy.errors import UsageError
 

@@ -17,21 +17,16 @@ import multiprocessing
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Unpack
 
 import numpy as np
 import torch
 
 from primacy.analysis.behaviour.cmr.closed_form import closed_form_crps, has_closed_form
-from primacy.analysis.behaviour.cmr.simulate import (
-    DEFAULT_SAMPLES,
-    DEFAULT_TEMPERATURE,
-    VARIANTS,
-    Variant,
-    check_simulation,
-    cmr_crps,
-)
+from primacy.analysis.behaviour.cmr.simulate import cmr_crps
+from primacy.analysis.behaviour.cmr.simulation import VARIANTS, Simulation, SimulationSettings
 from primacy.checks import one_of
 from primacy.errors import UsageError
 
@@ -41,18 +36,19 @@ PAPER_VALUES = {
     "beta_rec": np.round(np.arange(0, 21) * 0.05, 2),  # 0..1.0
     "gamma_ft": np.round(np.arange(0, 11) * 0.1, 1),  # 0..1.0
 }
-_SETTINGS = ("variant", "temperature", "seed", "n_items", "n_starts", "n_chains", "max_samples", "max_lag", "dtype",
-             "closed_form")
+# What a grid simulates when its caller gives no Simulation: float32, which matches float64 within Monte-Carlo noise.
+GRID_SIMULATION = Simulation(dtype=torch.float32)
+_SETTINGS = (*(f.name for f in fields(Simulation)), "closed_form")  # what a grid file records of its simulation
 _BLOCK = 20  # parameter sets per task handed to a worker (and per progress report)
 FIT_LAGS = np.arange(-5, 6)  # the CRP is compared on lags -5..+5 (fits.py); a grid must hold each
 PUBLISHED_FILE = "cmr_crp_avg_20_11.npy"  # the authors' grid in the package's data folder, under its published name
 
 
-def _simulate(params: np.ndarray, simulation: dict) -> np.ndarray:
+def _simulate(params: np.ndarray, simulation: Simulation) -> np.ndarray:
     """One block of CRPs (B, K), in a worker process with one thread (threads of one process contend badly with
     other jobs on a shared machine; separate processes do not)."""
     torch.set_num_threads(1)
-    return cmr_crps(torch.from_numpy(params), **simulation)[1].numpy()
+    return cmr_crps(torch.from_numpy(params), simulation)[1].numpy()
 
 
 @dataclass(frozen=True)
@@ -74,43 +70,35 @@ class CMRGrid:
         beta_enc: np.ndarray,
         beta_rec: np.ndarray,
         gamma_ft: np.ndarray,
+        simulation: Simulation | None = None,
         *,
-        variant: Variant = "paper",
-        temperature: float = DEFAULT_TEMPERATURE,
-        seed: int = 0,
-        n_items: int = 100,
-        n_starts: int = 20,
-        n_chains: int = 1000,
-        max_samples: int | None = None,
-        max_lag: int = 8,
-        dtype: torch.dtype = torch.float32,
         workers: int = 1,
         progress: Callable[[int, int], None] | None = None,
         closed_form: bool | None = None,
+        **settings: Unpack[SimulationSettings],
     ) -> CMRGrid:
         """Every combination of the given values, simulated by ``cmr_crps`` (the batched path; float32 by default,
         which matches float64 within Monte-Carlo noise). ``workers`` > 1 splits the sets over that many processes
         of one thread each; the result does not depend on it. ``progress(done, total)`` is called after each block.
         ``max_samples`` None: ``DEFAULT_SAMPLES`` of the variant. ``closed_form`` (None: true for the paper variant,
         the only one it applies to) puts the authors' closed-form curves in the cells γ_FT = 0, β_rec = 0 or 1
-        (``closed_form``), as their published grid has them."""
+        (``closed_form``), as their published grid has them. The simulation is ``simulation`` (None:
+        ``GRID_SIMULATION``) with the keyword ``settings`` over it."""
         if workers < 1:
             raise UsageError(f"workers={workers} is invalid: it must be >= 1")
-        one_of("variant", variant, VARIANTS)
+        base = GRID_SIMULATION if simulation is None else simulation
+        variant = one_of("variant", settings.get("variant", base.variant), VARIANTS)
         closed_form = variant == "paper" if closed_form is None else closed_form
         if closed_form and variant != "paper":
             raise UsageError(f"closed_form=True is for variant='paper' (the authors' closed forms), not {variant!r}")
-        max_samples = DEFAULT_SAMPLES[variant] if max_samples is None else max_samples
         combos = np.array(np.meshgrid(beta_enc, beta_rec, gamma_ft, indexing="ij"), dtype=np.float64)
         combos = combos.reshape(3, -1).T  # G 3
-        simulation = {"variant": variant, "temperature": float(temperature), "seed": int(seed), "n_items": n_items,
-                      "n_starts": n_starts, "n_chains": n_chains, "max_samples": max_samples, "max_lag": max_lag,
-                      "dtype": dtype}
-        check_simulation(combos, **simulation)  # before any long simulation
+        simulation = Simulation.of(base, settings)
+        simulation.check_params(combos)  # before any long simulation
         blocks = [combos[i : i + _BLOCK] for i in range(0, len(combos), _BLOCK)]
         curves, done = [], 0
         if workers == 1:
-            results = (cmr_crps(torch.from_numpy(b), **simulation)[1].numpy() for b in blocks)
+            results = (cmr_crps(torch.from_numpy(b), simulation)[1].numpy() for b in blocks)
             pool = None
         else:
             # fork where there is one (a child started by spawn needs an importable __main__), as DataLoader does.
@@ -128,11 +116,11 @@ class CMRGrid:
                 pool.shutdown(cancel_futures=True)
         crps = np.concatenate(curves)
         if closed_form:
-            rows, exact = closed_form_crps(combos, n_items, n_starts, max_lag)
+            rows, exact = closed_form_crps(combos, simulation.n_items, simulation.n_starts, simulation.max_lag)
             crps[rows] = exact
         crps = crps.astype(np.float32).astype(np.float64)
-        settings = {**simulation, "dtype": str(dtype).removeprefix("torch."), "closed_form": closed_form}
-        return cls(combos, crps, np.arange(-max_lag, max_lag + 1), settings)
+        lags = np.arange(-simulation.max_lag, simulation.max_lag + 1)
+        return cls(combos, crps, lags, {**simulation.recorded(), "closed_form": closed_form})
 
     @property
     def variant(self) -> str:

@@ -4,47 +4,30 @@ draw."""
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import torch
 
-from primacy.analysis.behaviour.cmr.simulate import (
-    DEFAULT_TEMPERATURE,
-    Variant,
-    association,
-    check_simulation,
-    draw,
-    draws_per_chain,
-    drift,
-    mean_lag_curve,
-)
+from primacy.analysis.behaviour.cmr.simulate import association, draw, drift, mean_lag_curve
+from primacy.analysis.behaviour.cmr.simulation import Simulation, SimulationSettings, check_simulation
 
 
-def reference_crp(
-    beta_enc: float,
-    beta_rec: float,
-    gamma_ft: float,
-    *,
-    variant: Variant = "paper",
-    temperature: float = DEFAULT_TEMPERATURE,
-    seed: int = 0,
-    n_items: int = 100,
-    n_starts: int = 20,
-    n_chains: int = 1000,
-    max_samples: int | None = None,
-    max_lag: int = 8,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_crp(beta_enc: float, beta_rec: float, gamma_ft: float, simulation: Simulation | None = None,
+                  **settings: Unpack[SimulationSettings]) -> tuple[torch.Tensor, torch.Tensor]:
     """``cmr_crp`` written plainly, float64, one set: the check on the fast path (same draws for the same seed).
     ``paper``: the simulation before the batched path (about 0.5 s per set at the paper's size on an idle core,
     5 to 6 times the batched float32 path): a = Mᵀt kept whole, updated from rows of (1 - γ) M + γ MᵀM, a cumulative
     sum per draw (the tests check it against explicit context vectors t).
-    ``canonical``: explicit study contexts built by ``drift``, explicit M_CF and M_FC, explicit contexts per chain."""
-    max_samples = draws_per_chain(variant, max_samples)
-    check_simulation(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), variant=variant,
-                     temperature=temperature, n_items=n_items, n_starts=n_starts, n_chains=n_chains,
-                     max_samples=max_samples, max_lag=max_lag, dtype=torch.float64)
-    generator = torch.Generator().manual_seed(seed)
-    starts = torch.arange(n_starts).repeat_interleave(n_chains)  # R: R = starts · chains
+    ``canonical``: explicit study contexts built by ``drift``, explicit M_CF and M_FC, explicit contexts per chain.
+    The settings are ``simulation``'s with the keyword ``settings`` over it; its dtype is not used."""
+    sim = check_simulation(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), simulation,
+                           **settings)
+    variant, temperature, n_items, n_starts, max_lag = (sim.variant, sim.temperature, sim.n_items, sim.n_starts,
+                                                        sim.max_lag)
+    generator = torch.Generator().manual_seed(sim.seed)
+    starts = torch.arange(n_starts).repeat_interleave(sim.n_chains)  # R: R = starts · chains
     rows = torch.arange(len(starts))
-    counts = torch.zeros(len(starts), 2 * max_lag + 1, dtype=torch.float64)  # R lags
+    counts = torch.zeros(len(starts), sim.n_lags, dtype=torch.float64)  # R lags
     draws = torch.zeros(len(starts), dtype=torch.float64)  # R
     previous = starts.clone()
     active = torch.ones(len(starts), dtype=torch.bool)
@@ -66,7 +49,7 @@ def reference_crp(
         m_fc = (1 - g) * torch.eye(n_items + 1, dtype=torch.float64)[:, 1:] + g * m_cf.T  # n+1 n
         c = torch.stack(contexts)[starts + 1]  # R n+1: c_s
 
-    for _ in range(max_samples):
+    for _ in range(sim.draws):
         if variant == "paper":
             item = draw(a, generator)  # R
             active &= item != n_items  # the end state absorbs
@@ -93,6 +76,6 @@ def reference_crp(
 
     recalled = draws > 0
     per_chain = counts[recalled] / draws[recalled, None]  # R' lags
-    per_start = torch.zeros(n_starts, 2 * max_lag + 1, dtype=torch.float64).index_add_(0, starts[recalled], per_chain)
+    per_start = torch.zeros(n_starts, sim.n_lags, dtype=torch.float64).index_add_(0, starts[recalled], per_chain)
     chains = torch.bincount(starts[recalled], minlength=n_starts).double()
-    return torch.arange(-max_lag, max_lag + 1), mean_lag_curve(per_start, chains)
+    return sim.lags(), mean_lag_curve(per_start, chains)

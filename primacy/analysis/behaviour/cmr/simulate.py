@@ -39,27 +39,17 @@ reached the end state are dropped. The random numbers are one uniform per chain 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Unpack
 
 import torch
 
-from primacy.checks import one_of
-from primacy.errors import UsageError
-
-Variant = Literal["paper", "canonical"]
-VARIANTS = ("paper", "canonical")
-# Canonical activations are cosines in [0, 1] and n = 100 items compete, so the temperature must sit well below
-# 1 / ln(n) ≈ 0.22 for the best-cued item to outweigh the many weakly cued ones. At 0.1 an item at cosine 1 is
-# e^10 ≈ 2·10^4 times as likely as one at cosine 0: a clear +1 peak over graded tails, like the paper variant's
-# curves (at (0.5, 0.5, 0.5) lag +1 holds 0.41 of the mass; paper variant 0.20). At 0.5 the curve is nearly flat
-# (+1: 0.10; uniform over 17 lags: 0.06), at 0.05 lag +1 takes 0.70.
-DEFAULT_TEMPERATURE = 0.1
-# Draws per chain when a caller does not say. Paper: 50, what made the authors' published grid (corxyz/icl-cmr
-# saved_crps/cmr_crp_avg_20_11.npy; its cells are reproduced within noise at 50 draws and are not at 100, although
-# their published script says max_samps = 100). Canonical: 50 too; its chains never end early (no end state), so that
-# every chain costs 50 steps.
-DEFAULT_SAMPLES = {"paper": 50, "canonical": 50}
-
+# The settings live in simulation.py; their names stay importable from here, where they were defined before.
+from primacy.analysis.behaviour.cmr.simulation import DEFAULT_SAMPLES as DEFAULT_SAMPLES
+from primacy.analysis.behaviour.cmr.simulation import DEFAULT_TEMPERATURE as DEFAULT_TEMPERATURE
+from primacy.analysis.behaviour.cmr.simulation import VARIANTS as VARIANTS
+from primacy.analysis.behaviour.cmr.simulation import Simulation, SimulationSettings, check_simulation
+from primacy.analysis.behaviour.cmr.simulation import Variant as Variant
+from primacy.analysis.behaviour.cmr.simulation import draws_per_chain as draws_per_chain
 
 _CHUNK_ROWS = 4096  # chains per batch: the activation and the gathered H rows (each rows × (n+2)) stay in cache
 
@@ -106,56 +96,6 @@ def draw(weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return _search(weights.cumsum(1), u)
 
 
-def _check(beta_enc: float, beta_rec: float, gamma_ft: float, variant: str) -> None:
-    one_of("variant", variant, VARIANTS)
-    if not 0 < beta_enc <= 1:
-        raise UsageError(f"beta_enc={beta_enc} is invalid: it must lie in (0, 1]")
-    for name, value in (("beta_rec", beta_rec), ("gamma_ft", gamma_ft)):
-        if not 0 <= value <= 1:
-            raise UsageError(f"{name}={value} is invalid: it must lie in [0, 1]")
-
-
-def draws_per_chain(variant: str, max_samples: int | None) -> int:
-    """``max_samples``, or the variant's ``DEFAULT_SAMPLES`` when it is None."""
-    one_of("variant", variant, VARIANTS)
-    return DEFAULT_SAMPLES[variant] if max_samples is None else max_samples
-
-
-def _check_settings(variant: str, temperature: float, n_items: int, n_starts: int, n_chains: int,
-                    max_samples: int | None, max_lag: int, dtype: torch.dtype) -> None:
-    max_samples = draws_per_chain(variant, max_samples)
-    if not temperature > 0:
-        raise UsageError(f"temperature={temperature} is invalid: it must be > 0")
-    if not 1 <= n_starts <= n_items:
-        raise UsageError(f"n_starts={n_starts} is invalid: it must lie in [1, n_items={n_items}]")
-    for name, value, least in (("n_chains", n_chains, 1), ("max_samples", max_samples, 1), ("max_lag", max_lag, 0)):
-        if value < least:
-            raise UsageError(f"{name}={value} is invalid: it must be >= {least}")
-    if dtype not in (torch.float32, torch.float64):
-        raise UsageError(f"dtype={dtype} is invalid: choose torch.float32 or torch.float64")
-
-
-def check_simulation(
-    params: torch.Tensor,
-    *,
-    variant: Variant = "paper",
-    temperature: float = DEFAULT_TEMPERATURE,
-    seed: int = 0,
-    n_items: int = 100,
-    n_starts: int = 20,
-    n_chains: int = 1000,
-    max_samples: int | None = None,
-    max_lag: int = 8,
-    dtype: torch.dtype = torch.float64,
-) -> None:
-    """Raise a UsageError for the first parameter row (G, 3) or setting of ``cmr_crps`` that is not allowed (every
-    seed is; it is a parameter so that one settings dict serves both functions). ``max_samples`` None: the
-    variant's ``DEFAULT_SAMPLES``."""
-    _check_settings(variant, temperature, n_items, n_starts, n_chains, max_samples, max_lag, dtype)
-    for row in torch.as_tensor(params, dtype=torch.float64).reshape(-1, 3).tolist():
-        _check(*row, variant)
-
-
 def mean_lag_curve(per_start: torch.Tensor, chains: torch.Tensor) -> torch.Tensor:
     """(..., starts, lags) sums of per-chain curves and (..., starts) numbers of chains -> (..., lags): averaged
     per start, normalised to sum 1, averaged over the starts whose curve is not empty."""
@@ -166,21 +106,8 @@ def mean_lag_curve(per_start: torch.Tensor, chains: torch.Tensor) -> torch.Tenso
     return shares.sum(-2) / usable.sum(-2)
 
 
-def cmr_crp(
-    beta_enc: float,
-    beta_rec: float,
-    gamma_ft: float,
-    *,
-    variant: Variant = "paper",
-    temperature: float = DEFAULT_TEMPERATURE,
-    seed: int = 0,
-    n_items: int = 100,
-    n_starts: int = 20,
-    n_chains: int = 1000,
-    max_samples: int | None = None,
-    max_lag: int = 8,
-    dtype: torch.dtype = torch.float64,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def cmr_crp(beta_enc: float, beta_rec: float, gamma_ft: float, simulation: Simulation | None = None,
+            **settings: Unpack[SimulationSettings]) -> tuple[torch.Tensor, torch.Tensor]:
     """The simulated lag-CRP over lags -max_lag..+max_lag: (lags (2·max_lag+1,), crp (2·max_lag+1,) float64).
 
     Chains start at each of the first ``n_starts`` positions, ``n_chains`` each, at most ``max_samples`` draws
@@ -189,25 +116,16 @@ def cmr_crp(
     draws; chains are averaged, the curve is normalised to sum 1 over the lags, and the start positions are
     averaged. Chains that end before drawing an item do not enter. ``temperature`` is the softmax temperature of
     ``canonical`` (unused by ``paper``). Deterministic given ``seed``; equal to the matching row of ``cmr_crps``.
+    The settings are ``simulation`` (None: every default of ``Simulation``) with the keyword ``settings`` over it.
     """
-    lags, crps = cmr_crps(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), variant=variant,
-                          temperature=temperature, seed=seed, n_items=n_items, n_starts=n_starts, n_chains=n_chains,
-                          max_samples=max_samples, max_lag=max_lag, dtype=dtype)
+    lags, crps = cmr_crps(torch.tensor([[beta_enc, beta_rec, gamma_ft]], dtype=torch.float64), simulation, **settings)
     return lags, crps[0]
 
 
 def cmr_crps(
     params: torch.Tensor,
-    *,
-    variant: Variant = "paper",
-    temperature: float = DEFAULT_TEMPERATURE,
-    seed: int = 0,
-    n_items: int = 100,
-    n_starts: int = 20,
-    n_chains: int = 1000,
-    max_samples: int | None = None,
-    max_lag: int = 8,
-    dtype: torch.dtype = torch.float64,
+    simulation: Simulation | None = None,
+    **settings: Unpack[SimulationSettings],
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``cmr_crp`` for every row (β_enc, β_rec, γ_FT) of ``params`` (G, 3) at once: (lags (K,), crps (G, K)).
 
@@ -216,15 +134,15 @@ def cmr_crps(
     float32 is faster than float64; its curves differ only where a rounding moves a draw across a boundary.
     """
     params = torch.as_tensor(params, dtype=torch.float64).reshape(-1, 3)
-    max_samples = draws_per_chain(variant, max_samples)
-    check_simulation(params, variant=variant, temperature=temperature, n_items=n_items, n_starts=n_starts,
-                     n_chains=n_chains, max_samples=max_samples, max_lag=max_lag, dtype=dtype)
-    per_set = n_starts * n_chains
-    generator = torch.Generator().manual_seed(seed)
-    uniforms = torch.rand(max_samples, per_set, generator=generator, dtype=torch.float64).to(dtype)  # T C
+    sim = check_simulation(params, simulation, **settings)
+    variant, temperature, n_items, n_starts, max_lag, dtype = (
+        sim.variant, sim.temperature, sim.n_items, sim.n_starts, sim.max_lag, sim.dtype)
+    per_set = n_starts * sim.n_chains
+    generator = torch.Generator().manual_seed(sim.seed)
+    uniforms = torch.rand(sim.draws, per_set, generator=generator, dtype=torch.float64).to(dtype)  # T C
     below_one = torch.nextafter(torch.ones((), dtype=dtype), torch.zeros((), dtype=dtype))
     uniforms.clamp_(max=below_one)  # float64 -> float32 can round up to 1
-    n_lags = 2 * max_lag + 1
+    n_lags = sim.n_lags
     sums = torch.zeros(len(params) * n_starts, n_lags, dtype=torch.float64)  # (G · starts) K
     chains = torch.zeros(len(params) * n_starts, dtype=torch.float64)
     per_block = max(1, _CHUNK_ROWS // per_set)  # sets whose tables are built together: one set, or what fills a chunk
@@ -237,7 +155,7 @@ def cmr_crps(
         for lo in range(0, len(block) * per_set, _CHUNK_ROWS):
             rows = torch.arange(lo, min(lo + _CHUNK_ROWS, len(block) * per_set))  # r: chain index in the block
             sets, within = rows // per_set, rows % per_set
-            starts = within // n_chains
+            starts = within // sim.n_chains
             if variant == "paper":
                 history = _run_paper(tables, sets, starts, uniforms[:, within])
             else:
@@ -248,7 +166,7 @@ def cmr_crps(
             sums.index_add_(0, group, counts[recalled] / draws[recalled, None])
             chains.index_add_(0, group, torch.ones(len(group), dtype=torch.float64))
     crps = mean_lag_curve(sums.view(len(params), n_starts, n_lags), chains.view(len(params), n_starts))
-    return torch.arange(-max_lag, max_lag + 1), crps
+    return sim.lags(), crps
 
 
 def _count_lags(history: torch.Tensor, starts: torch.Tensor, end: int, max_lag: int) -> tuple[torch.Tensor, ...]:

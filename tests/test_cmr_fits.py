@@ -128,9 +128,9 @@ def test_humans_fit_fits_people_and_seeds_alike_and_sets_bic_beside_the_grid_cel
     main([*args, "--jobs", "2"])
     printed = capsys.readouterr().out
     assert "2 of 4 jobs need nothing; running 2 (5 participants at most)" in printed, printed
-    assert "fits.csv, parameters.png" in printed
-    assert {p.name for p in out.iterdir()} >= {"fits.csv", "parameters.png", "parameters.pdf", "fits", "grid-fits",
-                                               "summary.json"}
+    assert "fits.csv, fits.md, parameters.png" in printed
+    assert {p.name for p in out.iterdir()} >= {"fits.csv", "fits.md", "parameters.png", "parameters.pdf", "fits",
+                                               "grid-fits", "summary.json"}
     with (out / "fits.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["group"], r["participant"]) for r in rows] == [("people", s) for s in ("ann", "bo", "cy")] + [
@@ -167,6 +167,20 @@ def test_humans_fit_fits_people_and_seeds_alike_and_sets_bic_beside_the_grid_cel
         assert grid["likelihood_bic"] == pytest.approx(fit["groups"][label]["bic"])
         assert grid["delta_bic"] == pytest.approx(grid["bic"] - grid["likelihood_bic"])
         assert grid["members_better"] == sum(float(r["bic"]) < one["bic"] for r, one in zip(own, at_cell))
+    # fits.md: the tables docs/humans.md holds, read off summary.json (a parameter's mean, SD and interval; the BICs)
+    parameters, _, grid_table = (out / "fits.md").read_text().strip().partition("\n\n")
+    header, _, *by_parameter, totals = [line.strip("| ").split(" | ") for line in parameters.splitlines()]
+    assert header == ["parameter", "eight people (n = 3)", "model (n = 2)"]
+    assert [row[0] for row in by_parameter] == fit["free"]
+    entry = people_fit["parameters"]["B_enc"]
+    assert by_parameter[0][1] == (f"{entry['mean']:.3f}, SD {entry['sd']:.3f} "
+                                  f"[{entry['ci_low']:.3f}, {entry['ci_high']:.3f}]")
+    assert totals[2] == (f"{fit['groups']['model']['log_likelihood']:,.1f}, {fit['groups']['model']['n']:,}, "
+                         f"{fit['groups']['model']['bic']:,.1f}").replace("-", "−")
+    grid_rows = [line.strip("| ").split(" | ") for line in grid_table.splitlines()[2:]]
+    assert [row[0] for row in grid_rows] == ["eight people", "model, L = 8"]
+    assert grid_rows[1][4] == f"{fit['grid']['model']['delta_bic']:+,.1f}".replace("-", "−")
+    assert grid_rows[1][5] == f"{fit['grid']['model']['members_better']} of 2"
     main([*args, "--status"])  # the same command again would read every fit back and launch nothing
     assert capsys.readouterr().out.splitlines()[-1] == "4 done"
 

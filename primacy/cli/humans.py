@@ -75,7 +75,7 @@ def command(args: list[str]) -> None:
         if fitted is None:
             return
     page.write([comparison], out, f"Free recall: models beside people ({comparison.dataset.reference})", fitted)
-    written = "humans.png, curves.csv, summary.json" + (", fits.csv, parameters.png" if fitted else "")
+    written = "humans.png, curves.csv, summary.json" + (", fits.csv, fits.md, parameters.png" if fitted else "")
     print(f"models beside people ({name}) -> {out}: {written}")
 
 

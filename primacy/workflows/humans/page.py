@@ -7,8 +7,9 @@ Each person's curves come from their own lists, each seed's from its test lists,
 lag-CRP, people in black), curves.csv (every curve of every group: mean, se, n by position or lag) and summary.json
 (each group's indices and CMR fit of its mean lag-CRP, each model's distances to the people) and humans.md (the table
 docs/humans.md holds: ``markdown``). With --fit, CMR is also
-fitted by likelihood to every person and every seed alike (``cmr_fits``): fits.csv, parameters.png/.pdf and
-summary.json's likelihood_fit, whose ``grid`` sets each group's BIC beside that of its lag-CRP grid cell.
+fitted by likelihood to every person and every seed alike (``cmr_fits``): fits.csv, parameters.png/.pdf,
+summary.json's likelihood_fit, whose ``grid`` sets each group's BIC beside that of its lag-CRP grid cell, and fits.md
+(the two tables of them docs/humans.md holds: ``fits_markdown``).
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ def compare(models: dict[str, list[Path]], dataset: str | human_data.Dataset,
 def write(comparisons: list[Comparison], out: Path, title: str = "", fitted: FitResults | None = None) -> list[Path]:
     """humans.png/.pdf (one row per comparison), curves.csv, humans.md and summary.json (one entry per dataset) in
     ``out``;
-    with ``fitted`` (the likelihood fits of the one comparison's groups) also fits.csv, parameters.png/.pdf and
-    summary.json's ``likelihood_fit``."""
+    with ``fitted`` (the likelihood fits of the one comparison's groups) also fits.csv, parameters.png/.pdf, fits.md
+    and summary.json's ``likelihood_fit``."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [row for comparison in comparisons for row in _curve_rows(comparison)]
     written = figures.save(figures.humans.beside_people(
@@ -123,6 +124,7 @@ def write(comparisons: list[Comparison], out: Path, title: str = "", fitted: Fit
         summary[comparison.dataset.name]["likelihood_fit"] = {"free": fitted.free, "settings": fitted.settings,
                                                               "groups": fit_summary, "grid": fitted.grid}
         written.append(files.write_csv(out / "fits.csv", cmr_fits.fit_rows(fitted.fits)))
+        written.append(files.write_text(out / "fits.md", fits_markdown(comparison, fit_summary, fitted)))
         groups = {label: (np.array([[fit.parameters[name] for name in fitted.free] for fit in members.values()]),
                           {name: (entry["ci_low"], entry["ci_high"])
                            for name, entry in fit_summary[label]["parameters"].items()})
@@ -222,6 +224,45 @@ def markdown(comparisons: list[Comparison], summary: dict[str, dict[str, Any]]) 
                      "—" if far is None else " / ".join(f"{far[f'rmse_{key}']:.3f}" for key in RMSE_CURVES)]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def fits_markdown(comparison: Comparison, fit_summary: dict[str, Any], fitted: FitResults) -> str:
+    """The likelihood fits' two tables for docs. First, each free parameter's mean over a group's members (people,
+    then each model's seeds), its SD and the bootstrap 95% interval of the mean [low, high], and each group's summed
+    log-likelihood, events and BIC. Then each group's BIC at its lag-CRP grid cell beside its own fits' (the rows of
+    ``summary.json``'s ``likelihood_fit.grid``; groups without a grid cell are left out)."""
+    name, n_items = comparison.dataset.name, comparison.people.n_items
+    labels = list(fit_summary)
+    title = {label: f"{name} people" if label == PEOPLE else label for label in labels}
+    header = ["parameter", *(f"{title[label]} (n = {fit_summary[label]['members']})" for label in labels)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for parameter in fitted.free:
+        cells = []
+        for label in labels:
+            entry = fit_summary[label]["parameters"][parameter]
+            sd = "" if entry["sd"] is None else f", SD {entry['sd']:.3f}"
+            cells.append(f"{entry['mean']:.3f}{sd} [{entry['ci_low']:.3f}, {entry['ci_high']:.3f}]")
+        lines.append("| " + " | ".join([parameter, *cells]) + " |")
+    totals = [f"{_number(g['log_likelihood'])}, {g['n']:,}, {_number(g['bic'])}" for g in map(fit_summary.get, labels)]
+    lines.append("| " + " | ".join(["summed log-likelihood, n events, BIC", *totals]) + " |")
+    header = ["group", "grid cell (β_enc, β_rec, γ_FT)", "log-likelihood at the cell / fitted",
+              "BIC at the cell / fitted", "ΔBIC", "members better fitted"]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, grid in fitted.grid.items():
+        if grid is None:
+            continue
+        cell = ", ".join(f"{grid['cell'][key]:.2f}" for key in cmr_fits.GRID_CELL)
+        lines.append("| " + " | ".join([
+            title[label] if label == PEOPLE else f"{label}, L = {n_items}", cell,
+            f"{_number(grid['log_likelihood'])} / {_number(grid['likelihood_log_likelihood'])}",
+            f"{_number(grid['bic'])} / {_number(grid['likelihood_bic'])}",
+            _number(grid["delta_bic"], signed=True), f"{grid['members_better']} of {grid['members']}"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _number(x: float, signed: bool = False) -> str:
+    """A log-likelihood or BIC as the docs write it: thousands separated, one decimal, a true minus sign."""
+    return (f"{x:+,.1f}" if signed else f"{x:,.1f}").replace("-", "−")
 
 
 def _pm(group: GroupCurves, curve: str, index: int) -> str:

@@ -2,6 +2,7 @@
 
 Modules:
     base              the Backbone contract every backbone keeps
+    block             the one pre-norm residual block every stack of mixers is built from
     conv              the short causal depthwise convolution of the matrix-memory mixers
     deltanet          DeltaNet and gated DeltaNet
     gla               gated linear attention

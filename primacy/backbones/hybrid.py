@@ -2,8 +2,9 @@
 keep a compressed trace of the whole past, and sliding-window attention layers, which see the last few positions
 exactly. ``pattern`` says which layer comes where; the window trades how much of the recent past is kept verbatim.
 
-Each layer is a pre-norm residual block, x + Layer(RMSNorm(x)); attention blocks add a GELU MLP with ``mlp``. The
-attention has no positional encoding of its own (as in Jamba): position reaches it through the SSM layers before it.
+Each layer is a pre-norm residual block (``primacy.backbones.block``), x + Layer(RMSNorm(x)); attention blocks add a
+GELU MLP with ``mlp``. The attention has no positional encoding of its own (as in Jamba): position reaches it through
+the SSM layers before it.
 
 Legend: B batch, T time, D model width.
 """
@@ -18,52 +19,48 @@ import torch
 from torch import nn
 
 from primacy.backbones.base import Backbone, count_floats
+from primacy.backbones.block import Block, Parts, norm_layer
 from primacy.backbones.influence import Influence, ablating, unit_pair
 from primacy.backbones.s4d import S4DBackbone
-from primacy.backbones.transformer import Block as AttentionBlock
+from primacy.backbones.transformer import CausalSelfAttention
 from primacy.checks import one_of, positive
 from primacy.errors import UsageError
 
 Layer = Literal["ssm", "attention"]
 _LAYERS = ("ssm", "attention")
+# The attention layers' blocks as the hybrid's checkpoints hold them: the Transformer's names and order, but no second
+# norm without an MLP.
+WINDOW_PARTS = Parts(mixer="attn", norms_first=True)
 
 
-class SSMLayer(nn.Module):
-    """x + S4D(RMSNorm(x)): one S4D block (LegS, its own output GLU) in a pre-norm residual."""
+class SSMLayer(Block):
+    """x + S4D(RMSNorm(x)): one S4D block (LegS, its own output GLU) in a pre-norm residual, no MLP; its parts are
+    ``norm`` and ``ssm``, as the hybrid's checkpoints name them."""
 
     def __init__(self, d_model: int, d_state: int) -> None:
-        super().__init__()
-        self.norm, self.ssm = nn.RMSNorm(d_model, eps=1e-6), S4DBackbone(d_model=d_model, d_state=d_state)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.ssm(self.norm(x))
-
-    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        y_t, state = self.ssm.step(self.norm(x_t), state)
-        return x_t + y_t, state
+        super().__init__(d_model, S4DBackbone(d_model=d_model, d_state=d_state), "rms", parts=Parts("norm", "ssm"))
 
     def initial_state(self, batch_size: int) -> torch.Tensor:
-        return self.ssm.initial_state(batch_size)
+        return self.mixer.initial_state(batch_size)
 
     def influence(self, x: torch.Tensor) -> Influence:
-        return self.ssm.influence(self.norm(x))[0]
+        return self.mixer.influence(self.pre_norm(x))[0]
 
     def units(self) -> int:
-        return self.ssm.d_model
+        return self.mixer.d_model
 
     def ablate(self, units: list[int]) -> AbstractContextManager[None]:
-        return self.ssm.ablate([(0, unit) for unit in units])
+        return self.mixer.ablate([(0, unit) for unit in units])
 
 
 class WindowLayer(nn.Module):
-    """x + SlidingWindowAttention(RMSNorm(x)) (then x + MLP(RMSNorm(x))): a Transformer block with a window."""
+    """x + SlidingWindowAttention(RMSNorm(x)) (then x + MLP(RMSNorm(x))): a Transformer's block with a window and
+    RMSNorms, held as ``block`` (as the hybrid's checkpoints name it)."""
 
     def __init__(self, d_model: int, n_heads: int, window: int, mlp: bool, d_ff: int | None) -> None:
         super().__init__()
-        self.block = AttentionBlock(d_model, n_heads, d_ff or 4 * d_model, 0.0, mlp, layer_norm=False, window=window)
-        self.block.norm1 = nn.RMSNorm(d_model, eps=1e-6)  # the block's norms are identities without layer_norm
-        if mlp:
-            self.block.norm2 = nn.RMSNorm(d_model, eps=1e-6)
+        attention = CausalSelfAttention(d_model, n_heads, 0.0, window)
+        self.block = Block(d_model, attention, "rms", (d_ff or 4 * d_model) if mlp else None, parts=WINDOW_PARTS)
         self.n_heads = n_heads
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -74,16 +71,16 @@ class WindowLayer(nn.Module):
         return self.block.step(x_t, state)
 
     def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.block.attn.empty_cache(batch_size)
+        return self.block.mixer.empty_cache(batch_size)
 
     def influence(self, x: torch.Tensor) -> Influence:
-        return self.block.attn.influence(self.block.norm1(x))
+        return self.block.mixer.influence(self.block.pre_norm(x))
 
     def units(self) -> int:
         return self.n_heads
 
     def ablate(self, units: list[int]) -> AbstractContextManager[None]:
-        return ablating([self.block.attn], [(0, unit) for unit in units], [self.n_heads], "head")
+        return ablating([self.block.mixer], [(0, unit) for unit in units], [self.n_heads], "head")
 
 
 class HybridBackbone(Backbone):
@@ -115,7 +112,7 @@ class HybridBackbone(Backbone):
         self.d_model, self.pattern, self.window = d_model, list(pattern), window
         self.layers = nn.ModuleList(SSMLayer(d_model, d_state) if kind == "ssm"
                                     else WindowLayer(d_model, n_heads, window, mlp, d_ff) for kind in pattern)
-        self.norm = nn.RMSNorm(d_model, eps=1e-6)
+        self.norm = norm_layer("rms", d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:

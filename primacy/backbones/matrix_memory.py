@@ -1,5 +1,5 @@
 """The modern recurrent family's shared frame: token mixers whose state per head is a matrix S (d_k × d_v) that keys
-and values write and queries read, in a stack of pre-norm residual blocks.
+and values write and queries read, in a stack of pre-norm residual blocks (``primacy.backbones.block``).
 
 Every such mixer has two exact forms of the same map, and each family module (linear_attention, retnet, gla,
 deltanet) writes both from its paper's recurrence:
@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.backbones.block import Block, norm_layer
 from primacy.backbones.conv import causal_depthwise
 from primacy.backbones.influence import Influence, ablating, zero_units
 from primacy.checks import fits_in_memory, positive
@@ -185,28 +186,9 @@ class MatrixMemory(nn.Module):
             return Influence(self._weights(heads), heads.v, torch.stack(outputs, dim=2), "head")
 
 
-class Block(nn.Module):
-    """Pre-norm residual block: x + Mixer(RMSNorm(x)), then x + MLP(RMSNorm(x)) with a GELU feed-forward layer."""
-
-    def __init__(self, mixer: MatrixMemory, d_model: int, d_ff: int | None) -> None:
-        super().__init__()
-        self.norm1, self.mixer = nn.RMSNorm(d_model, eps=1e-6), mixer
-        self.norm2 = nn.RMSNorm(d_model, eps=1e-6) if d_ff else None
-        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model)) if d_ff else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.mixer(self.norm1(x))
-        return x if self.mlp is None else x + self.mlp(self.norm2(x))
-
-    def step(self, x_t: torch.Tensor, state: dict) -> tuple[torch.Tensor, dict]:
-        y_t, state = self.mixer.step(self.norm1(x_t), state)
-        x_t = x_t + y_t
-        return (x_t if self.mlp is None else x_t + self.mlp(self.norm2(x_t))), state
-
-
 class MatrixMemoryBackbone(Backbone):
-    """A stack of ``Block``s around one family's mixer, then a final RMSNorm. Subclasses build the mixers
-    (``_mixer``); one whose arguments are these, with these defaults, inherits this constructor.
+    """A stack of ``Block``s (RMSNorm, no dropout) around one family's mixer, then a final RMSNorm. Subclasses build
+    the mixers (``_mixer``); one whose arguments are these, with these defaults, inherits this constructor.
 
     Args:
         d_model: width D.
@@ -235,9 +217,9 @@ class MatrixMemoryBackbone(Backbone):
         fits_in_memory("the layers' weights", 4 * n_layers * d_model * width, d_model=d_model, n_layers=n_layers)
         self.d_model, self.n_heads, self.d_key, self.d_value = d_model, n_heads, d_key, d_value
         hidden = (d_ff or 4 * d_model) if mlp else None
-        self.blocks = nn.ModuleList(Block(self._mixer(d_model, n_heads, d_key, d_value, conv_kernel), d_model, hidden)
-                                    for _ in range(n_layers))
-        self.norm = nn.RMSNorm(d_model, eps=1e-6)
+        self.blocks = nn.ModuleList(Block(d_model, self._mixer(d_model, n_heads, d_key, d_value, conv_kernel), "rms",
+                                          hidden) for _ in range(n_layers))
+        self.norm = norm_layer("rms", d_model)
 
     @abstractmethod
     def _mixer(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int) -> MatrixMemory:

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
+from primacy.backbones.block import Block, Parts, norm_layer
 from primacy.backbones.influence import Influence, ablating, unit_pair, zero_units
 from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
@@ -150,34 +151,9 @@ class CausalSelfAttention(nn.Module):
         return F.dropout(weights, dropout, self.training) @ v  # B h T d_h
 
 
-def _norm(d_model: int, layer_norm: bool) -> nn.Module:
-    return nn.LayerNorm(d_model) if layer_norm else nn.Identity()
-
-
-class Block(nn.Module):
-    """Pre-norm residual block: x + Attn(LN(x)), then x + MLP(LN(x)) with a GELU feed-forward layer.
-
-    Without ``mlp`` the block is attention only; without ``layer_norm`` the LayerNorms are identities.
-    """
-
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, mlp: bool, layer_norm: bool,
-                 window: int | None = None, d_key: int | None = None) -> None:
-        super().__init__()
-        self.norm1, self.norm2 = _norm(d_model, layer_norm), _norm(d_model, layer_norm)
-        self.attn = CausalSelfAttention(d_model, n_heads, dropout, window, d_key)
-        self.mlp = (nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model), nn.Dropout(dropout))
-                    if mlp else None)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.norm1(x)))
-        return x if self.mlp is None else x + self.mlp(self.norm2(x))
-
-    def step(self, x: torch.Tensor, cache: KeyValues) -> tuple[torch.Tensor, KeyValues]:
-        """forward for the next position alone: x (B, D) -> (B, D), with the attention's key-value cache."""
-        attended, cache = self.attn.step(self.norm1(x), cache)
-        x = x + self.drop(attended)
-        return (x if self.mlp is None else x + self.mlp(self.norm2(x))), cache
+# The Transformer's blocks as its checkpoints hold them: the attention is ``attn``, both norms come before it, and the
+# second is built (and saved) even without an MLP.
+PARTS = Parts(mixer="attn", norms_first=True, spare_norm=True)
 
 
 class TransformerBackbone(Backbone):
@@ -249,10 +225,11 @@ class TransformerBackbone(Backbone):
         if self.position is not None:
             nn.init.normal_(self.position.weight, std=0.02)
         self.drop = nn.Dropout(dropout)
-        width = d_ff or 4 * d_model
-        self.blocks = nn.ModuleList(Block(d_model, n_heads, width, dropout, mlp, layer_norm, window, d_key)
-                                    for _ in range(n_layers))
-        self.norm = _norm(d_model, layer_norm)
+        norm = "layer" if layer_norm else "none"
+        width = (d_ff or 4 * d_model) if mlp else None
+        self.blocks = nn.ModuleList(Block(d_model, CausalSelfAttention(d_model, n_heads, dropout, window, d_key), norm,
+                                          width, dropout, PARTS) for _ in range(n_layers))
+        self.norm = norm_layer(norm, d_model)
 
     def _positions(self, length: int, device: torch.device, start: int = 0) -> torch.Tensor:
         """The encodings of positions start..length-1, (T, D)."""

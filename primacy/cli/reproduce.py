@@ -52,7 +52,9 @@ def command(args: list[str]) -> None:
     positive(seeds=options.seeds, jobs=options.jobs)
     check_draw(options)
     check_launcher(options)
-    whole = figure(options.figure)
+    whole, missing = figure(options.figure).installed()  # panels whose plugin backbone is absent are left out
+    for line in missing:
+        print(line)
     spec = whole.select(options.panels)
     out = Path(options.out or f"runs/{spec.name}-{options.scale}")
     others = panels_left_out(whole, spec, options.scale, out)

@@ -14,12 +14,12 @@ MODEL_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", 
 Row = tuple[str, GroupCurves, dict[str, GroupCurves]]  # dataset name, its people, the models by label
 
 
-def beside_people(rows: list[Row], title: str = "") -> Figure:
+def beside_people(rows: list[Row], title: str = "", row_titles: list[str] | None = None) -> Figure:
     """One row per dataset: recall probability and probability of first recall by serial position, and the lag-CRP
     over COMPARED_LAGS; people in black, each model in a colour, each a line with a standard-error band (over people,
-    over a model's seeds); the legend gives each group's n."""
+    over a model's seeds); the legend gives each group's n. ``row_titles``: what each row shows, before its L."""
     fig, axes = plt.subplots(len(rows), 3, figsize=(12.0, 3.3 * len(rows)), squeeze=False, constrained_layout=True)
-    for (name, people, models), row in zip(rows, axes):
+    for i, ((name, people, models), row) in enumerate(zip(rows, axes)):
         positions = np.arange(1, people.n_items + 1)
         groups = [(f"people ({name}), n={people.members}", people, PEOPLE_COLOR, "o-")]
         groups += [(f"{label}, n={group.members}", group, color, "s-")
@@ -41,7 +41,8 @@ def beside_people(rows: list[Row], title: str = "") -> Figure:
             ax.set_ylim(0.0, 1.0)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
-        row[0].set_title(f"L = {people.n_items}", fontsize=9, loc="left")
+        shows = f"{row_titles[i]}, " if row_titles else ""
+        row[0].set_title(f"{shows}L = {people.n_items}", fontsize=9, loc="left")
         row[2].legend(fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=10)
     return fig

@@ -59,15 +59,22 @@ class Comparison:
 
 def person_curves(persons: list[human_data.Person]) -> GroupCurves:
     """``persons``, each through ``free_recall_counts`` of their own lists."""
-    members = []
-    for person in persons:
-        positions = recall_positions(person.study, person.recalls)
-        members.append(summarize(free_recall_counts(positions, person.study.shape[1])))
-    return group_curves(members)
+    return group_curves(person_members(persons))
+
+
+def person_members(persons: list[human_data.Person]) -> list[FreeRecallCurves]:
+    """Each person's curves, from their own lists."""
+    return [summarize(free_recall_counts(recall_positions(person.study, person.recalls), person.study.shape[1]))
+            for person in persons]
 
 
 def run_curves(run_dirs: list[Path], dataset: human_data.Dataset) -> GroupCurves:
     """One member per free-recall run (its test lists), after checking each is one and has the dataset's lists."""
+    return group_curves(run_members(run_dirs, dataset))
+
+
+def run_members(run_dirs: list[Path], dataset: human_data.Dataset) -> list[FreeRecallCurves]:
+    """Each free-recall run's curves (its test lists), after checking it is one and has the dataset's lists."""
     members = []
     for run in map(RunDir, run_dirs):
         kind = kinds.for_run(run)
@@ -84,7 +91,7 @@ def run_curves(run_dirs: list[Path], dataset: human_data.Dataset) -> GroupCurves
             *(torch.from_numpy(loaded[key]) for key in ("serial_position_curve", "first_recall_curve", "lag_crp_lags",
                                                         "lag_crp")),
             loaded["intrusion_rate"], loaded["repetition_rate"], loaded["mean_recalled"]))
-    return group_curves(members)
+    return members
 
 
 def _task(run: RunDir) -> str:

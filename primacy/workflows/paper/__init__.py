@@ -5,6 +5,8 @@ above the study packages; no study imports it.
 Modules:
     figure_files  a figure of your own for primacy reproduce
     pages         which config draws each panel, and how runs become a figure
+    phenomena     recall-like-people: backbones x objectives x delays scored on human phenomena
     reproduce     a figure's runs planned, and the figure drawn from them
     selection     Delta by token for the figure pages
+    spec          a figure's panels, layout and reference
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.analysis.behaviour.serial_position import quarter
 from primacy.analysis.heads.emergence import across_seeds, emergence_step, measures
 from primacy.analysis.heads.probes import early_minus_late
-from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.kinds import StudyQueryResults
 from primacy.rundir.layout import HeadsDir, ProbesDir, RunDir
@@ -35,7 +34,9 @@ from primacy.workflows.induction.analyses import (
 )
 from primacy.workflows.induction.probes import ProbeRun, analyze_probes
 from primacy.workflows.induction.sources import TrainedCheckpoint, trained_checkpoints
+from primacy.workflows.paper import phenomena
 from primacy.workflows.paper.selection import PanelDt, panel_dt
+from primacy.workflows.paper.spec import AGGREGATES, FigureSpec, Panel, _panel
 from primacy.workflows.runs import SCALES
 from primacy.workflows.tables import (
     DT_QUANTILES,
@@ -46,46 +47,6 @@ from primacy.workflows.tables import (
     unrounded,
     weights_table,
 )
-
-AGGREGATES = "aggregates"  # the layout of a figure of any kinds of result: each panel's aggregate and one table
-
-
-@dataclass(frozen=True)
-class Panel:
-    label: str  # the paper's letter or column
-    title: str
-    configs: tuple[str, str]  # config names at the cpu and the paper scale ("": none at that scale)
-    groups: tuple[int, int] = (1, 1)  # units read as one head at each scale, for a backbone without attention
-
-    def config(self, scale: str) -> str:
-        return self.configs[SCALES.index(scale)]
-
-
-@dataclass(frozen=True)
-class FigureSpec:
-    name: str
-    title: str
-    panels: tuple[Panel, ...]
-    layout: str  # "heatmaps" (Fig. 3), "dt" (Fig. 4 and 5), "probes", "emergence" (induction), "humans" or
-    # AGGREGATES (a figure file's, the tasks': each panel's aggregate, whatever its kind of result, and a table)
-    reference: str | None = None  # the panel the others are compared with in the figure's markdown table
-    config_root: Path | None = None  # where its configs are (a figure file's folder); None: configs/<scale>/
-
-    def select(self, names: list[str] | None) -> FigureSpec:
-        """The figure restricted to some panels, named by label or config name."""
-        if not names:
-            return self
-        known = {key: panel for panel in self.panels for key in (panel.label, *panel.configs)}
-        unknown = [name for name in names if name not in known]
-        if unknown:
-            raise UsageError(f"panels={unknown} are not panels of {self.name}: choose from "
-                             f"{', '.join(p.label for p in self.panels)} or their config names")
-        return replace(self, panels=tuple(p for p in self.panels if any(known[n] is p for n in names)))
-
-
-def _panel(label: str, title: str, cpu: str, paper: str, groups: tuple[int, int] = (1, 1)) -> Panel:
-    return Panel(label, title, (cpu, paper), groups)
-
 
 B = ("fig3b-hippo-legs-L32", "fig3b-hippo-legs-L128")
 E = ("fig3e-hippo-legs-dt1-L32", "fig3e-hippo-legs-dt1-L128")
@@ -156,6 +117,7 @@ FIGURES = {
         _panel("xLSTM", "mLSTM heads", "induction-v64-xlstm-2L", "induction-v64-xlstm-4L"),
         _panel("S4D", "channels, convolution kernel", "induction-v64-s4d", "induction-v64-s4d", (16, 32)),
     ), "emergence"),
+    phenomena.NAME: phenomena.figure(),  # backbones x objectives x delays beside people (issue 71)
 }
 
 
@@ -168,6 +130,8 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
         return _draw_humans(spec, scale, out, runs)
     if spec.layout == "weights":
         return _draw_weights(spec, scale, out, runs)
+    if spec.layout == phenomena.LAYOUT:
+        return phenomena.draw(spec, scale, out, runs)
     panels = []
     for panel in spec.panels:
         name = panel.config(scale)

@@ -1,0 +1,161 @@
+"""`primacy reproduce recall-like-people`: the phenomena of one member are what hand-made recall sequences give, the
+table's directions follow the one rule (>= 2 SE) against people's and the literature's, and the command trains,
+scores and draws the grid (tiny runs) with a row per cell and a column per phenomenon."""
+
+import csv
+import math
+
+import pytest
+import torch
+from conftest import extra_module
+
+from primacy import figures, registry
+from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
+from primacy.analysis.behaviour.phenomena import first_recall_chance, phenomena
+from primacy.analysis.evidence import Estimate, word
+from primacy.cli import main
+from primacy.workflows.paper import phenomena as page
+from primacy.workflows.paper.pages import FIGURES
+
+
+def scores(study, recalls):
+    study, recalls = torch.tensor(study), torch.tensor(recalls)
+    return phenomena(summarize(free_recall_counts(recall_positions(study, recalls), study.shape[1])))
+
+
+def test_a_recall_that_starts_at_the_end_has_recency_and_starts_from_the_last_items():
+    # L = 4 (q = 1). List 1 recalls positions 3, 0, 1; list 2 positions 3, 2, 0. Recall probability 1, .5, .5, 1;
+    # both start with the last item; transitions -3, +1 (list 1) and -1, -2 (list 2): lag +1 was possible once and
+    # taken once, lag -1 possible three times (from 3 twice, from 2 once) and taken once.
+    found = scores([[10, 11, 12, 13]] * 2, [[13, 10, 11, -1], [13, 12, 10, -1]])
+    assert found == pytest.approx({"recency_index": 0.5, "primacy_index": 0.5, "first_recall_last": 1.0,
+                                   "forward_asymmetry": 1 - 1 / 3}, abs=1e-12)
+
+
+def test_intrusions_before_the_first_recall_are_skipped_and_a_list_without_recall_has_no_start():
+    # L = 8, q = 2: the first correct outputs are positions 0 and 7 (an intrusion, 99, before the second): one of two
+    # lists starts among the last two items
+    found = scores([list(range(8))] * 2, [[0, 1, 2, -1], [99, 7, 6, -1]])
+    assert found["first_recall_last"] == pytest.approx(0.5, abs=1e-12)
+    # lag +1 taken at both of its chances (0 -> 1 -> 2), lag -1 at its one (7 -> 6): 1 - 1
+    assert found["forward_asymmetry"] == pytest.approx(0.0, abs=1e-12)
+    nothing = scores([[0, 1, 2, 3]], [[99, 98, -1, -1]])  # only intrusions: no first recall, no transition
+    assert math.isnan(nothing["first_recall_last"]) and math.isnan(nothing["forward_asymmetry"])
+    assert first_recall_chance(24) == 0.25 and first_recall_chance(8) == 0.25
+
+
+def test_the_docstrings_example():
+    lags = torch.arange(-3, 4)
+    crp = torch.tensor([0.0, 0.0, 0.2, float("nan"), 0.6, 0.0, 0.0], dtype=torch.float64)
+    curves = FreeRecallCurves(torch.tensor([1.0, 0.5, 0.5, 1.0], dtype=torch.float64),
+                              torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64), lags, crp, 0.0, 0.0, 3.0)
+    assert phenomena(curves) == pytest.approx({"recency_index": 0.5, "primacy_index": 0.5, "first_recall_last": 1.0,
+                                               "forward_asymmetry": 0.4}, abs=1e-12)
+
+
+def estimate(mean, se, n=3):
+    return Estimate(mean, se, n)
+
+
+def test_directions_follow_the_one_rule_against_people_and_the_literature():
+    people = {"recency_index": estimate(0.23, 0.02, 40), "primacy_index": estimate(0.03, 0.02, 40),
+              "first_recall_last": estimate(0.95, 0.01, 40), "forward_asymmetry": estimate(0.0, 0.01, 40)}
+    cell = {"recency_index": estimate(0.05, 0.025), "primacy_index": estimate(-0.1, 0.01),
+            "first_recall_last": estimate(0.27, 0.01), "forward_asymmetry": estimate(0.3, 0.2)}
+    groups = {("S4D", "reward", "immediate"): cell,
+              ("S4D", "reward", "delayed"): {**cell, "recency_index": estimate(0.0, 0.01)},
+              ("S4D", "reward", "continual"): {**cell, "recency_index": estimate(0.02, 0.015)}}
+    rows = page.table_rows(people, groups, {key: "config" for key in groups})
+    assert [(r["model"], r["condition"]) for r in rows] == [("people", "immediate"), ("S4D", "immediate"),
+                                                             ("S4D", "delayed"), ("S4D", "continual")]
+    human, immediate, delayed, continual = rows
+    assert human["recency_index_direction"] == "positive" and human["primacy_index_direction"] == "neither"
+    assert human["recency_index_matches"] is None  # people are the reference, not checked against themselves
+    # exactly 2 SE is an effect; the first recall is read against its chance, 0.25: 0.27 ± 0.01 is 2 SE above it
+    assert immediate["recency_index_direction"] == "positive" and immediate["recency_index_matches"] is True
+    assert immediate["primacy_index_direction"] == "negative" and immediate["primacy_index_matches"] is False
+    assert immediate["first_recall_last_direction"] == "positive" and immediate["first_recall_last_matches"] is True
+    assert immediate["forward_asymmetry_direction"] == "neither" and immediate["forward_asymmetry_matches"] is True
+    assert immediate["delay_loss"] is None and immediate["delay_loss_matches"] is None
+    # delayed: no recency, as Glanzer & Cunitz; its loss 0.0 - 0.05 with SE hypot(0.01, 0.025) = 0.0269: 1.86 SE
+    assert delayed["recency_index_matches"] is True and delayed["primacy_index_expected"] is None
+    assert delayed["delay_loss"] == pytest.approx(-0.05) and delayed["delay_loss_se"] == pytest.approx(
+        math.hypot(0.01, 0.025))
+    assert delayed["delay_loss_direction"] == "neither" and delayed["delay_loss_matches"] is False
+    # continual: 0.02 ± 0.015 is no recency, and its return over delayed (0.02 ± 0.018) is none: both differ
+    assert continual["recency_index_direction"] == "neither" and continual["recency_index_matches"] is False
+    assert continual["continual_return_direction"] == "neither" and continual["continual_return_matches"] is False
+    assert continual["continual_return_n"] == 3
+    table = page.markdown(rows, {("Mamba", "reward", "delayed"): "not installed"}, ["primacy humans ..."])
+    lines = table.splitlines()
+    assert lines[0].count("|") == 4 + len(page.COLUMNS) + 1 and len([x for x in lines if x.startswith("| S4D")]) == 3
+    assert "+0.050 ± 0.025 (+ ✓)" in lines[3] and "−0.100 ± 0.010 (− ✗)" in lines[3]
+    assert "- Mamba/reward/delayed: not installed" in table and "Glanzer & Cunitz (1966)" in table
+
+
+def test_the_grid_is_every_backbone_objective_and_condition_at_the_cpu_scale_only():
+    spec = FIGURES["recall-like-people"]
+    assert len(spec.panels) == 36 - len(page.LEFT_OUT)
+    assert {panel.config("paper") for panel in spec.panels} == {""}
+    assert {panel.requires for panel in spec.panels} == {"", "MambaBackbone"}
+
+
+def test_without_the_mamba_plugin_its_panels_are_left_out_saying_so(tmp_path, capsys, monkeypatch):
+    names = registry.names
+    monkeypatch.setattr(registry, "names", lambda kind="backbone": [n for n in names(kind) if n != "MambaBackbone"])
+    main(["reproduce", "recall-like-people", "--panels", "S4D/reward/delayed", "--status", "--seeds", "1", "--out",
+          str(tmp_path / "out")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("recall-like-people: leaving out 6 panels (Mamba/order-agnostic/immediate, ")
+    assert "backbone MambaBackbone is not installed; install primacy-mamba" in lines[0]
+    assert lines[1].split() == ["recall-like-people-s4d-reward-delayed-L24/seed0", "missing"]
+
+
+# The grid's own configs, cut to a second a run: two steps of a narrow model on a few lists.
+TINY = ["--trainer.max_steps", "2", "--trainer.logger", "false", "--trainer.val_check_interval", "2",
+        "--trainer.enable_model_summary", "false", "--trainer.enable_progress_bar", "false",
+        "--data.init_args.num_test_sets", "4", "--data.init_args.num_val_sets", "2", "--data.init_args.batch_size", "4",
+        "--data.init_args.num_held_out", "16", "--results.formats", "[png]", "--model.init_args.warmup_steps", "1",
+        "--model.init_args.backbone.init_args.d_model", "8", "--model.init_args.backbone.init_args.d_state", "4"]
+
+
+def test_the_command_trains_scores_and_draws_the_table_and_figure(tmp_path, capsys, monkeypatch):
+    extra_module("psifr.fr")
+    monkeypatch.setattr(figures, "FORMATS", ("png",))
+    from primacy.cli.lightning import parse_run
+    from primacy.workflows.paper.reproduce import plan
+
+    out = tmp_path / "out"
+    panels = ["S4D/order-agnostic/immediate", "S4D/order-agnostic/delayed"]
+    runs, _ = plan(FIGURES["recall-like-people"].select(panels), "cpu", 2, out, TINY, parse_run)
+    for run in runs:  # trained here, in this process (a launched run would pay its imports again)
+        main(list(run.fit_args()))
+    capsys.readouterr()
+    main(["reproduce", "recall-like-people", "--panels", *panels, "--seeds", "2", "--out", str(out), *TINY])
+    assert f"wrote {out / 'recall-like-people.md'}" in capsys.readouterr().out
+    with open(out / "recall-like-people.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["model"], r["objective"], r["condition"]) for r in rows] == [
+        ("people", "", "immediate"), ("S4D", "order-agnostic", "immediate"), ("S4D", "order-agnostic", "delayed")]
+    assert rows[0]["recency_index_n"] == "40" and rows[1]["recency_index_n"] == "2"
+    assert rows[0]["recency_index_direction"] == "positive"  # Morton2013's people: recency +0.23
+    delayed = rows[2]
+    assert float(delayed["delay_loss"]) == pytest.approx(float(delayed["recency_index"]) - float(
+        rows[1]["recency_index"]), abs=1e-9)
+    for row in rows[1:]:  # every verdict is the rule applied to the row's own mean and SE
+        for key in page.COLUMNS:
+            if not row[key]:
+                continue
+            tested = Estimate(float(row[key]) - (0.25 if key == "first_recall_last" else 0), float(row[f"{key}_se"]),
+                              int(row[f"{key}_n"]))
+            assert row[f"{key}_direction"] == word(tested), (row["condition"], key)
+            if row[f"{key}_expected"]:
+                assert row[f"{key}_matches"] == str(word(tested) == row[f"{key}_expected"]), key
+    table = (out / "recall-like-people.md").read_text().splitlines()
+    headers = " | ".join(page.HEADERS[key] for key in page.COLUMNS)
+    assert table[0] == f"| model | objective | condition | n | {headers} |"
+    assert len([line for line in table if line.startswith("| ")]) == 1 + 3  # header and the three rows
+    assert (out / "recall-like-people.png").is_file()
+    assert any(line.startswith("primacy humans ") and "--fit" in line for line in table)
+    main(["reproduce", "recall-like-people", "--panels", *panels, "--seeds", "2", "--out", str(out), "--status", *TINY])
+    assert capsys.readouterr().out.splitlines()[-1] == "4 done"

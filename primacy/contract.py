@@ -1,7 +1,9 @@
 """The contract between a model and a task, where LightningCLI meets them: the task's sizes linked into the model
-(``link_task_to_model``) and a pair that cannot work refused in one line when the config is parsed (``check_pairing``:
-the batch fields a model reads, ``TaskModel.requires``, against those a task's batches hold, ``Task.provides``; the
-sizes a model takes from its task, ``TaskModel.task_sizes``)."""
+(``link_task_to_model``, each derived once by ``linked_sizes``) and a pair that cannot work refused in one line when
+the config is parsed (``check_pairing``: the batch fields a model reads, ``TaskModel.requires``, against those a task's
+batches hold, ``Task.provides``; the sizes a model takes from its task, ``TaskModel.task_sizes``; and
+``check_linked_sizes``, the one check of those sizes on their way from the task to the model, its metrics and the
+figures, which read the checked value)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from primacy import registry
+from primacy.checks import positive
 from primacy.errors import UsageError
 
 if TYPE_CHECKING:  # the parser LightningCLI builds; nothing here imports Lightning
@@ -44,12 +47,40 @@ def check_pairing(model: type, task: type, settings: dict[str, Any]) -> None:
 
 
 def check_parsed_pairing(model: Any, data: Any) -> None:
-    """``check_pairing`` for the ``model`` and ``data`` sections of a parsed config (Namespaces with class_path and
-    init_args); nothing to check while either is missing (``primacy fit --help``)."""
+    """``check_pairing`` and ``check_linked_sizes`` for the ``model`` and ``data`` sections of a parsed config
+    (Namespaces with class_path and init_args), before anything is built; nothing to check while either is missing
+    (``primacy fit --help``)."""
     task, settings = task_class_and_settings(data)
     if task is None or model is None or model.get("class_path") is None:
         return
-    check_pairing(registry.import_class(model.class_path), task, settings)
+    model_class = registry.import_class(model.class_path)
+    check_pairing(model_class, task, settings)
+    check_linked_sizes(model_class, settings)
+
+
+def check_linked_sizes(model: type, settings: dict[str, Any]) -> None:
+    """Refuses, in one UsageError line, a size that a task built with ``settings`` would hand ``model`` through
+    ``link_task_to_model`` and that no model can take: n_items, the list length L, must be at least 1. This is the
+    one check of n_items on its way from the task to the figures: the model, which takes it from the task, its
+    metrics and results read the checked value (a task and a metric built by hand refuse a bad one themselves, with
+    the same words, as their own argument)."""
+    if "n_items" in getattr(model, "task_sizes", ()) and "n_items" in settings:
+        positive(n_items=settings["n_items"])
+
+
+def linked_sizes(task: type, settings: dict[str, Any]) -> dict[str, Any]:
+    """The sizes a task class built with ``settings`` (its init args) hands its model, where LightningCLI links them
+    (``link_task_to_model``) and where the conformance kit builds a model for a task (``primacy.testing``): the
+    number of tokens its sequences use (``Task.model_vocabulary``; a task from elsewhere: its ``vocab_size``),
+    ``n_items``, the evaluation delays (``Task.eval_delays``) and the longest sequence, a backbone's
+    ``context_length`` (``Task.sequence_length``). A size the task does not have is None."""
+    return {
+        "vocab_size": (task.model_vocabulary(settings) if hasattr(task, "model_vocabulary")
+                       else settings.get("vocab_size")),
+        "n_items": settings.get("n_items"),
+        "delays": task.eval_delays(settings) if hasattr(task, "eval_delays") else None,
+        "context_length": task.sequence_length(settings) if hasattr(task, "sequence_length") else None,
+    }
 
 
 def _gaps(model: type, task: type, settings: dict[str, Any]) -> list[str]:
@@ -95,18 +126,19 @@ def task_class_and_settings(data: Any) -> tuple[type | None, dict]:
     return registry.import_class(data.class_path), settings
 
 
-def _task_vocabulary(data: Any) -> int | None:
+def _linked(data: Any, size: str) -> Any:
+    """One of ``linked_sizes`` of the parsed ``data`` section; None while the config names no task."""
     cls, settings = task_class_and_settings(data)
-    if hasattr(cls, "model_vocabulary"):
-        return cls.model_vocabulary(settings)
-    return settings.get("vocab_size")  # a LightningDataModule from elsewhere, or none
+    return None if cls is None else linked_sizes(cls, settings)[size]
+
+
+def _task_vocabulary(data: Any) -> int | None:
+    return _linked(data, "vocab_size")
 
 
 def _task_delays(data: Any) -> list[int] | None:
-    cls, settings = task_class_and_settings(data)
-    return cls.eval_delays(settings) if hasattr(cls, "eval_delays") else None
+    return _linked(data, "delays")
 
 
 def _task_length(data: Any) -> int | None:
-    cls, settings = task_class_and_settings(data)
-    return cls.sequence_length(settings) if hasattr(cls, "sequence_length") else None
+    return _linked(data, "context_length")

@@ -188,3 +188,21 @@ def _build_model(section) -> L.LightningModule:
     backbone = settings.pop("backbone")
     backbone = registry.import_class(backbone["class_path"])(**backbone.get("init_args", {}))
     return registry.import_class(section.class_path)(backbone=backbone, **settings)
+
+
+def test_n_items_is_checked_once_where_the_task_hands_it_to_the_model(tmp_path):
+    """A bad n_items is refused by the contract when the config is parsed, before the task, the model or its metrics
+    are built (parse_run builds nothing; they would refuse it in the same words), and the sizes linked into a model
+    are derived in one place."""
+    from primacy.contract import check_linked_sizes, linked_sizes
+    from primacy.models.language import LanguageModel
+
+    with pytest.raises(UsageError, match=r"^n_items=0 is invalid: it must be at least 1$"):
+        check_linked_sizes(SequenceModel, {"n_items": 0})
+    check_linked_sizes(LanguageModel, {"n_items": 0})  # takes no n_items from its task: the task's own check
+    with pytest.raises(UsageError, match="n_items=-2 is invalid: it must be at least 1"):
+        parse_run(["fit", "--config", str(ROOT / "configs" / "quickstart.yaml"), "--data.init_args.n_items", "-2",
+                   "--trainer.default_root_dir", str(tmp_path)])
+    settings = {"n_items": 6, "vocab_size": 40}
+    assert linked_sizes(VerificationTask, settings) == {"vocab_size": 40, "n_items": 6, "delays": None,
+                                                        "context_length": 12}

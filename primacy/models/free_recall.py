@@ -64,7 +64,7 @@ from torchmetrics import MeanMetric
 from primacy.analysis.behaviour.free_recall import PADDING, summarize
 from primacy.analysis.behaviour.serial_position import position_indices
 from primacy.backbones.base import Backbone
-from primacy.checks import fits_in_memory, one_of, positive
+from primacy.checks import fits_in_memory, one_of
 from primacy.errors import UsageError
 from primacy.metrics import FreeRecallStats
 from primacy.models import recall_reward
@@ -146,7 +146,9 @@ class FreeRecallModel(TaskModel):
         warmup_steps: int = 1000,
     ) -> None:
         super().__init__(backbone, vocab_size, lr, betas, eps, weight_decay, warmup_steps)
-        positive(n_items=n_items)
+        # n_items is the task's, checked where it is linked (primacy.contract.check_linked_sizes); built by hand, the
+        # metrics refuse a bad one, before the checks below that compare other settings with it
+        stats = FreeRecallStats(n_items), FreeRecallStats(n_items)
         if not temperature > 0:
             raise UsageError(f"temperature={temperature} is invalid: it must be > 0")
         one_of("loss", loss, LOSSES)
@@ -167,7 +169,7 @@ class FreeRecallModel(TaskModel):
         self.n_items, self.stop = n_items, vocab_size - 1
         self.loss_name, self.teacher_forcing = loss, teacher_forcing
         self.decoding, self.temperature, self.decoding_seed = decoding, temperature, decoding_seed
-        self.val_recall, self.test_recall = FreeRecallStats(n_items), FreeRecallStats(n_items)
+        self.val_recall, self.test_recall = stats
         self.objective, self.baseline, self.sampling_seed = objective, baseline, sampling_seed
         self.rewards = RewardSettings(recall_limit or n_items, repeat_cost, intrusion_cost, rewarded_recalls,
                                       reward_decay)

@@ -13,7 +13,7 @@ from torch import nn
 from torchmetrics import MeanMetric
 
 from primacy.backbones.base import Backbone
-from primacy.checks import fits_in_memory, positive
+from primacy.checks import fits_in_memory
 from primacy.metrics import StudyQueryAccuracy, old_new_correct
 from primacy.models.base import Batch, TaskModel
 
@@ -33,7 +33,8 @@ class ListModel(TaskModel):
     def __init__(self, backbone: Backbone, vocab_size: int, n_items: int, lr: float, betas: tuple[float, float],
                  eps: float, weight_decay: float, warmup_steps: int, delays: list[int] | None = None) -> None:
         super().__init__(backbone, vocab_size, lr, betas, eps, weight_decay, warmup_steps)
-        positive(n_items=n_items)
+        # n_items is the task's, checked where it is linked (primacy.contract.check_linked_sizes); built by hand, the
+        # accuracy matrices refuse a bad one
         fits_in_memory("the validation and test accuracy matrices", 2 * 2 * 8 * n_items**2, n_items=n_items)
         self.val_accuracy = StudyQueryAccuracy(n_items, delays)
         self.test_accuracy = StudyQueryAccuracy(n_items, delays)

@@ -15,6 +15,7 @@ import torch
 
 from primacy.backbones.base import Backbone
 from primacy.callbacks.results import ResultsWriter
+from primacy.contract import linked_sizes
 from primacy.errors import UsageError
 from primacy.rundir import kinds
 from primacy.rundir.layout import RunDir
@@ -36,18 +37,14 @@ def model_for(cls: type, task: L.LightningDataModule, **settings: Any) -> L.Ligh
     from primacy.backbones.lstm import LSTMBackbone
 
     takes = inspect.signature(cls.__init__).parameters
-    given, linked = task_settings(task), dict(settings)
-    if "vocab_size" in takes:
-        vocabulary = getattr(type(task), "model_vocabulary", lambda s: s.get("vocab_size"))(given)
-        linked.setdefault("vocab_size", vocabulary)
-    if "n_items" in takes and "n_items" in given:
-        linked.setdefault("n_items", given["n_items"])
-    if "delays" in takes and hasattr(type(task), "eval_delays"):
-        linked.setdefault("delays", type(task).eval_delays(given))
+    sizes, linked = linked_sizes(type(task), task_settings(task)), dict(settings)
+    for size in ("vocab_size", "n_items", "delays"):
+        if size in takes:
+            linked.setdefault(size, sizes[size])
     if "backbone" in takes and "backbone" not in linked:
         linked["backbone"] = LSTMBackbone(d_model=8)
     backbone = linked.get("backbone")
-    length = getattr(type(task), "sequence_length", lambda s: None)(given)
+    length = sizes["context_length"]
     if isinstance(backbone, Backbone) and hasattr(backbone, "context_length") and backbone.context_length is None:
         backbone.context_length = length
     return cls(**{k: v for k, v in linked.items() if v is not None or k in settings})

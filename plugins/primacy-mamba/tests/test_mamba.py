@@ -213,7 +213,8 @@ def no_library(tmp_path, monkeypatch):
 def test_the_compiled_scan_is_built_once_into_the_cache_and_then_loaded(no_library, monkeypatch):
     library = primacy_mamba.compiled.library()
     [built] = no_library.iterdir()  # the library alone: no partial file is left beside it
-    assert built.name.startswith("primacy_scan_") and built.suffix == ".so" and library.primacy_scan_abi() == 1
+    assert built.name.startswith("primacy_scan_") and built.suffix == ".so"
+    assert library.primacy_scan_abi() == primacy_mamba.compiled.ABI
     primacy_mamba.compiled.library.cache_clear()
     monkeypatch.setattr(primacy_mamba.compiled.subprocess, "run", lambda *args, **kwargs: pytest.fail("rebuilt"))
     MambaBackbone(scan="compiled")  # a new process: finds the build in the cache
@@ -397,8 +398,8 @@ def test_fused_path_passes_the_kernel_what_it_expects(monkeypatch):
         ({"dt_min": 0.2, "dt_max": 0.1}, "dt_min=0.2, dt_max=0.1 is not a valid Δt range"),
         ({"dt_min": 0.0}, "dt_min=0.0, dt_max=0.1 is not a valid Δt range"),
         ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of 'auto', 'pure', 'fused'"),
-        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'recurrent', 'chunked', 'compiled', 'parallel', "
-                           "'sequential'"),
+        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'recurrent', 'chunked', 'compiled', "
+                           "'compiled_mixer', 'parallel', 'sequential'"),
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):

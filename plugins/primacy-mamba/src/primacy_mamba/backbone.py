@@ -20,8 +20,8 @@ from primacy_mamba.block import MambaLayer
 from primacy_mamba.compiled import check_compiled
 from primacy_mamba.kernels import Kernel, check_kernel, log, use_fused
 
-Scan = Literal["recurrent", "chunked", "compiled", "parallel", "sequential"]
-_SCANS = ("recurrent", "chunked", "compiled", "parallel", "sequential")
+Scan = Literal["recurrent", "chunked", "compiled", "compiled_mixer", "parallel", "sequential"]
+_SCANS = ("recurrent", "chunked", "compiled", "compiled_mixer", "parallel", "sequential")
 
 
 class MambaBackbone(Backbone):
@@ -47,7 +47,9 @@ class MambaBackbone(Backbone):
             of about √T positions for T > 128; equal to ``recurrent`` up to rounding and faster on a CPU),
             ``compiled`` (``primacy_mamba.compiled``: the recurrence as C++ loops, built on first use by the machine's
             C++ compiler, float32 and float64 on a CPU; the fastest on a CPU, and refused in one line where no
-            compiler works),
+            compiler works), ``compiled_mixer`` (``primacy_mamba.compiled_mixer``: the compiled scan with the mixer's
+            softplus(Δ + bias), D·u and SiLU(z) gate in the same loops, as mamba_ssm's CUDA kernel; the same maps
+            to rounding),
             ``parallel`` (mambapy's Blelloch scan, which keeps the states for backward; the
             default before primacy-mamba 0.2) or ``sequential`` (mambapy's step-by-step loop, the slow reference).
     """
@@ -75,7 +77,7 @@ class MambaBackbone(Backbone):
         check_dt_range(dt_min, dt_max)
         one_of("scan", scan, _SCANS)
         check_kernel(kernel)
-        if scan == "compiled":
+        if scan.startswith("compiled"):
             check_compiled()
         self.d_model, self.kernel, self.scan = d_model, kernel, scan
         self.config = MambaConfig(

@@ -15,6 +15,7 @@ from torch import nn
 
 from primacy_mamba.chunked import chunked_selective_scan
 from primacy_mamba.compiled import compiled_selective_scan
+from primacy_mamba.compiled_mixer import compiled_mixer_scan
 from primacy_mamba.kernels import fused_scan
 from primacy_mamba.scan import selective_scan
 
@@ -59,19 +60,33 @@ class MambaMixer(MambaBlock):
             y = self._fused_scan(u, dt_raw, a, b, c, z)  # B T E·D, already gated by silu(z)
             with torch.no_grad():
                 self.last_dt = F.softplus(dt_raw + self.dt_proj.bias).mean(dim=(0, 1)).detach()  # E·D
+        elif self.scan == "compiled_mixer":
+            y = self._compiled_mixer(u, dt_raw, a, b, c, z)  # B T E·D, gated by silu(z)
         else:
             dt = F.softplus(dt_raw + self.dt_proj.bias)  # B T E·D
             self.last_dt = dt.detach().mean(dim=(0, 1))  # E·D
             y = self._pure_scan(u, dt, a, b, c) * F.silu(z)  # B T E·D
         return self.out_proj(zero_units(y, self.ablated, dim=-1))  # B T D
 
+    def _compiled_mixer(self, u: torch.Tensor, dt_raw: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                        c: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """softplus(Δ + bias), the scan, D·u and the silu(z) gate in one compiled kernel (primacy_mamba.compiled_mixer),
+        y (B, T, E·D); it also gives Δ's mean, which last_dt keeps."""
+        with torch.autocast(device_type=u.device.type, enabled=False):  # never below float32, as _pure_scan
+            dtype = torch.promote_types(u.dtype, torch.float32)
+            u, dt_raw, b, c, z = (tensor.to(dtype) for tensor in (u, dt_raw, b, c, z))
+            y, self.last_dt = compiled_mixer_scan(u, dt_raw, self.dt_proj.bias, a, b, c, self.D.float(), z)
+        return y
+
     def _pure_scan(self, u: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor
                    ) -> torch.Tensor:
         """The scan on the pure path, y (B, T, E·D) before the gate, by ``self.scan``: ``recurrent``
-        (primacy_mamba.scan), ``chunked`` (primacy_mamba.chunked), ``compiled`` (primacy_mamba.compiled), ``parallel``
+        (primacy_mamba.scan), ``chunked`` (primacy_mamba.chunked), ``compiled`` (primacy_mamba.compiled; also for
+        ``compiled_mixer``, whose forward folds the gate in, when a caller wants the scan alone), ``parallel``
         (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop, the reference)."""
         scans = {"recurrent": selective_scan, "chunked": chunked_selective_scan, "compiled": compiled_selective_scan,
-                 "parallel": self.selective_scan, "sequential": self.selective_scan_seq}
+                 "compiled_mixer": compiled_selective_scan, "parallel": self.selective_scan,
+                 "sequential": self.selective_scan_seq}
         # Never below float32, as mamba_ssm's kernel keeps its state: under autocast u, B and C come in bfloat16.
         with torch.autocast(device_type=u.device.type, enabled=False):
             dtype = torch.promote_types(u.dtype, torch.float32)

@@ -38,7 +38,7 @@ from primacy.errors import UsageError
 SOURCE = Path(__file__).with_name("native") / "scan.cpp"
 # No -march (a cache may be shared by machines); no fused multiply-adds, so every build rounds alike.
 FLAGS = ("-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
-ABI = 1  # primacy_scan_abi() of the source this module calls
+ABI = 2  # primacy_scan_abi() of the source this module calls
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 
 
@@ -109,11 +109,18 @@ def compiled_selective_scan(u: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, 
                             d: torch.Tensor) -> torch.Tensor:
     """y (B, T, E) of the scan above from u, dt (B, T, E), a (E, N), b, c (B, T, N) and d (E,), on CPU tensors of
     float32 or float64, as ``primacy_mamba.scan.selective_scan``. Differentiable in every input."""
-    if u.device.type != "cpu" or u.dtype not in _SUFFIX or any(x.dtype != u.dtype for x in (dt, b, c)):
-        found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in (u, dt, b, c)}))
+    check_tensors(u, dt, b, c)
+    return _CompiledScan.apply(u, dt, a, b, c, d)
+
+
+def check_tensors(*tensors: torch.Tensor) -> None:
+    """Refuses, in one line, tensors the compiled loops cannot take: they run on CPU tensors of float32 or float64,
+    all of one dtype."""
+    first = tensors[0]
+    if first.device.type != "cpu" or first.dtype not in _SUFFIX or any(x.dtype != first.dtype for x in tensors):
+        found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in tensors}))
         raise UsageError(f"scan='compiled' runs on float32 or float64 CPU tensors of one dtype, not {found}: "
                          "use scan='chunked' (or kernel='fused' on a GPU)")
-    return _CompiledScan.apply(u, dt, a, b, c, d)
 
 
 def _pointer(x: torch.Tensor) -> ctypes.c_void_p:

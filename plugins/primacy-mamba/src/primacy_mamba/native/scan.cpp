@@ -60,6 +60,35 @@ PRIMACY_INLINE float fast_exp(float x) {
 // float64 is for verification against the other scans: the library's exp, exact to rounding.
 PRIMACY_INLINE double fast_exp(double x) { return std::exp(x); }
 
+// The mixer's elementwise maps around the scan (mixer_forward, mixer_backward), as torch computes them: softplus(x) =
+// log(1 + e^x), x itself above 20 (torch's threshold), its derivative e^x / (e^x + 1) (1 above 20), σ(x) for SiLU.
+// float32: from fast_exp, and log(1 + w) for w = e^-|x| ∈ (0, 1] as 2 atanh(s), s = w / (2 + w) ≤ 1/3, by its
+// series to s^13 (truncation below 3e-8 relative); float64: the C library's, so that it equals torch to rounding.
+PRIMACY_INLINE float softplus(float x) {
+    const float w = fast_exp(x < 0.0f ? x : -x);
+    const float s = w / (2.0f + w), s2 = s * s;
+    float p = 1.0f / 13;
+    p = p * s2 + 1.0f / 11;
+    p = p * s2 + 1.0f / 9;
+    p = p * s2 + 1.0f / 7;
+    p = p * s2 + 1.0f / 5;
+    p = p * s2 + 1.0f / 3;
+    p = p * s2 + 1.0f;
+    const float soft = (x > 0.0f ? x : 0.0f) + 2.0f * s * p;
+    return x > 20.0f ? x : soft;
+}
+PRIMACY_INLINE double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+PRIMACY_INLINE float softplus_grad(float x) {
+    const float e = fast_exp(x);
+    return x > 20.0f ? 1.0f : e / (e + 1.0f);
+}
+PRIMACY_INLINE double softplus_grad(double x) {
+    const double e = std::exp(x);
+    return x > 20.0 ? 1.0 : e / (e + 1.0);
+}
+PRIMACY_INLINE float sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+PRIMACY_INLINE double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
 // Σ_n x_n y_n in a fixed order, in four interleaved partial sums (which compilers keep in one vector register).
 template <typename R>
 PRIMACY_INLINE R dot(int64_t N, const R* __restrict__ x, const R* __restrict__ y) {
@@ -173,11 +202,124 @@ PRIMACY_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t E, 
     }
 }
 
+// One position's rows of E channels, in loops of their own so that compilers vectorise them: Δ = softplus(x + bias)
+// (forward), and the gate silu(z), its derivative and softplus's (backward; any of them may be null).
+template <typename R>
+PRIMACY_INLINE void step_row(int64_t E, const R* __restrict__ x, const R* __restrict__ bias, R* __restrict__ steps) {
+    for (int64_t e = 0; e < E; ++e) steps[e] = softplus(x[e] + bias[e]);
+}
+template <typename R>
+PRIMACY_INLINE void gate_row(int64_t E, const R* __restrict__ z, R* __restrict__ gates) {
+    for (int64_t e = 0; e < E; ++e) gates[e] = z[e] * sigmoid(z[e]);
+}
+template <typename R>
+PRIMACY_INLINE void gradient_rows(int64_t E, const R* __restrict__ x, const R* __restrict__ bias,
+                                  const R* __restrict__ z, R* __restrict__ gates, R* __restrict__ gate_grads,
+                                  R* __restrict__ step_grads) {
+    for (int64_t e = 0; e < E; ++e) {
+        const R sig = sigmoid(z[e]);
+        gates[e] = z[e] * sig;
+        gate_grads[e] = sig * (1 + z[e] * (1 - sig));  // torch's silu backward
+        step_grads[e] = softplus_grad(x[e] + bias[e]);
+    }
+}
+
+// The scan with the mixer's elementwise work folded in (primacy_mamba.compiled_mixer), as mamba_ssm's CUDA kernel
+// does it: from x = dtr + bias (Δ before its bias and softplus), u, z (B, T, E), b, c (B, T, N), a (E, N), bias and
+// d (E,),
+//
+//     Δ_t = softplus(x_t),   h_t = exp(Δ_t A) ⊙ h_{t-1} + (Δ_t u_t) B_t,   out_t = (h_t C_t + D ⊙ u_t) ⊙ silu(z_t)
+//
+// and dt_sums (B, E), each batch element's Σ_t Δ_t (the mixer reports Δ's mean). Scratch h as forward's, and 2 E.
+template <typename R>
+PRIMACY_INLINE void mixer_forward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u,
+                                  const R* dtr, const R* bias, const R* a, const R* b, const R* c, const R* d,
+                                  const R* z, R* out, R* dt_sums, R* h) {
+    R* steps = h + 2 * E * N + N;  // one position's Δ and gates (E each), after h_{t-1}, h_t and the decays
+    R* gates = steps + E;
+    for (int64_t i = first; i < last; ++i) {
+        const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * T * E;
+        const R *bi = b + i * T * N, *ci = c + i * T * N;
+        R* outi = out + i * T * E;
+        R* sums = dt_sums + i * E;
+        std::memset(h, 0, sizeof(R) * E * N);  // h_{-1}
+        std::memset(sums, 0, sizeof(R) * E);
+        for (int64_t t = 0; t < T; ++t) {
+            const R* before = h + (t % 2) * E * N;
+            R* now = h + (1 - t % 2) * E * N;
+            step_row(E, xi + t * E, bias, steps);
+            gate_row(E, zi + t * E, gates);
+            for (int64_t e = 0; e < E; ++e) sums[e] += steps[e];
+            for (int64_t e = 0; e < E; ++e) {
+                const int64_t at = t * E + e;
+                const R step = steps[e], value = ui[at];
+                channel_step(N, step, step * value, a + e * N, bi + t * N, before + e * N, now + e * N, h + 2 * E * N);
+                outi[at] = (dot(N, now + e * N, ci + t * N) + d[e] * value) * gates[e];
+            }
+        }
+    }
+}
+
+// mixer_forward's gradients for [first, last): gu, gdtr, gz (B, T, E), gb, gc (B, T, N), and per batch element the
+// partial sums of ∂L/∂A, ∂L/∂bias and ∂L/∂D, ga_parts (B, E, N), gbias_parts and gd_parts (B, E), summed by the caller
+// in batch order. Scratch as backward's, and steps (T E + 3 E): one element's Δ, then one position's rows.
+template <typename R>
+PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u,
+                                   const R* dtr, const R* bias, const R* a, const R* b, const R* c, const R* d,
+                                   const R* z, const R* gout, R* gu, R* gdtr, R* gb, R* gc, R* gz, R* ga_parts,
+                                   R* gbias_parts, R* gd_parts, R* states, R* carry, R* decays, R* steps,
+                                   R* __restrict__ g, R* __restrict__ g_log) {
+    R* gates = steps + T * E;  // one position's rows (E each) after the Δ of every position
+    R* gate_grads = gates + E;
+    R* step_grads = gate_grads + E;
+    for (int64_t i = first; i < last; ++i) {
+        const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * T * E, *gi = gout + i * T * E;
+        const R *bi = b + i * T * N, *ci = c + i * T * N;
+        R *gui = gu + i * T * E, *gxi = gdtr + i * T * E, *gzi = gz + i * T * E;
+        R *gbi = gb + i * T * N, *gci = gc + i * T * N, *gai = ga_parts + i * E * N;
+        R *gbiasi = gbias_parts + i * E, *gdi = gd_parts + i * E;
+        std::memset(states, 0, sizeof(R) * E * N);  // h_{-1}
+        for (int64_t t = 0; t < T; ++t) {  // Δ_t and h_t of every t, as mixer_forward computes them
+            step_row(E, xi + t * E, bias, steps + t * E);
+            for (int64_t e = 0; e < E; ++e) {
+                const int64_t at = t * E + e;
+                channel_step(N, steps[at], steps[at] * ui[at], a + e * N, bi + t * N, states + at * N,
+                             states + (E + at) * N, decays + at * N);
+            }
+        }
+        std::memset(carry, 0, sizeof(R) * E * N);
+        std::memset(gai, 0, sizeof(R) * E * N);
+        std::memset(gbi, 0, sizeof(R) * T * N);
+        std::memset(gci, 0, sizeof(R) * T * N);
+        std::memset(gbiasi, 0, sizeof(R) * E);
+        std::memset(gdi, 0, sizeof(R) * E);
+        for (int64_t t = T - 1; t >= 0; --t) {
+            const R* before = states + t * E * N;  // h_{t-1}, then h_t
+            gradient_rows(E, xi + t * E, bias, zi + t * E, gates, gate_grads, step_grads);
+            for (int64_t e = 0; e < E; ++e) {
+                const int64_t at = t * E + e;
+                const R step = steps[at], value = ui[at];
+                const R y = dot(N, before + (E + e) * N, ci + t * N) + d[e] * value;  // before the gate
+                const R gy = gi[at] * gates[e];  // ∂L/∂y
+                gzi[at] = gi[at] * y * gate_grads[e];
+                channel_backward(N, step, step * value, gy, decays + at * N, before + e * N, before + (E + e) * N,
+                                 ci + t * N, carry + e * N, gai + e * N, gbi + t * N, gci + t * N, g, g_log);
+                const R inject = dot(N, g, bi + t * N);  // ∂L/∂(Δ_t u_t)
+                gui[at] = inject * step + gy * d[e];
+                const R gx = (inject * value + dot(N, g_log, a + e * N)) * step_grads[e];
+                gxi[at] = gx;
+                gbiasi[e] += gx;
+                gdi[e] += gy * value;
+            }
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" {
 
-int primacy_scan_abi() { return 1; }
+int primacy_scan_abi() { return 2; }
 
 PRIMACY_CLONES void primacy_scan_forward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
                                              const float* u, const float* dt, const float* a, const float* b,
@@ -206,5 +348,23 @@ PRIMACY_CLONES void primacy_scan_backward_f64(int64_t first, int64_t last, int64
                                               double* carry, double* decays, double* g, double* g_log) {
     backward(first, last, T, E, N, u, dt, a, b, c, gy, gu, gdt, gb, gc, ga_parts, states, carry, decays, g, g_log);
 }
+
+#define PRIMACY_MIXER_ENTRIES(R, SUFFIX)                                                                              \
+    PRIMACY_CLONES void primacy_mixer_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, \
+                                                       const R* u, const R* dtr, const R* bias, const R* a,          \
+                                                       const R* b, const R* c, const R* d, const R* z, R* out,       \
+                                                       R* dt_sums, R* h) {                                           \
+        mixer_forward(first, last, T, E, N, u, dtr, bias, a, b, c, d, z, out, dt_sums, h);                          \
+    }                                                                                                                 \
+    PRIMACY_CLONES void primacy_mixer_backward_##SUFFIX(                                                              \
+        int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dtr, const R* bias,       \
+        const R* a, const R* b, const R* c, const R* d, const R* z, const R* gout, R* gu, R* gdtr, R* gb, R* gc,      \
+        R* gz, R* ga_parts, R* gbias_parts, R* gd_parts, R* states, R* carry, R* decays, R* steps, R* g, R* g_log) {  \
+        mixer_backward(first, last, T, E, N, u, dtr, bias, a, b, c, d, z, gout, gu, gdtr, gb, gc, gz, ga_parts,      \
+                       gbias_parts, gd_parts, states, carry, decays, steps, g, g_log);                               \
+    }
+
+PRIMACY_MIXER_ENTRIES(float, f32)
+PRIMACY_MIXER_ENTRIES(double, f64)
 
 }  // extern "C"

@@ -1,0 +1,100 @@
+"""The compiled scan with the mixer's elementwise work folded in, on the CPU: ``native/scan.cpp``'s mixer kernels.
+
+    Δ_t = softplus(x_t + bias),   h_t = exp(Δ_t A) ⊙ h_{t-1} + (Δ_t u_t) B_t,   out_t = (h_t C_t + D ⊙ u_t) ⊙ silu(z_t)
+
+What mamba_ssm's CUDA kernel computes (``selective_scan_fn`` with ``delta_bias``, ``delta_softplus`` and ``z``), and
+what ``MambaMixer`` otherwise computes as softplus, the scan, D·u and the gate, each a pass over (B, T, E) tensors
+in memory forward and backward. Here they are done per position and channel inside the compiled loops of
+``primacy_mamba.compiled`` (same library, same build, same threads, same batch-ordered sums), and the backward
+returns every input's gradient at once, ∂L/∂bias and ∂L/∂D as batch-ordered sums of per-element partials.
+
+float32 uses the library's vectorisable exp (relative error ≤ 3e-7) and a log1p of its own for the softplus (module
+``native/scan.cpp``); float64 the C library's, so the float64 result equals ``mixer_reference`` (softplus, any of the
+other scans, the gate, in PyTorch) to rounding, gradients included.
+
+Legend: B batch, T time, E the scan's channels (E·D of the mixer), N state size.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from primacy_mamba.compiled import _SUFFIX, _parts, _pointer, _run, _sizes, check_tensors, library
+
+
+@torch.compiler.disable  # as compiled_selective_scan: torch.compile cannot trace ctypes
+def compiled_mixer_scan(u: torch.Tensor, dt_raw: torch.Tensor, bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                        c: torch.Tensor, d: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, Δ's mean) of the map above: out (B, T, E) from u, dt_raw (Δ before bias and softplus), z (B, T, E), b, c
+    (B, T, N), a (E, N), bias and d (E,), on CPU tensors of float32 or float64; Δ's mean over batch and time (E,),
+    without gradient. Differentiable in every input."""
+    check_tensors(u, dt_raw, b, c, z)
+    return _CompiledMixer.apply(u, dt_raw, bias, a, b, c, d, z)
+
+
+def mixer_reference(scan, u: torch.Tensor, dt_raw: torch.Tensor, bias: torch.Tensor, a: torch.Tensor,
+                    b: torch.Tensor, c: torch.Tensor, d: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """The same out in PyTorch around ``scan`` (any of ``selective_scan``'s signature): what MambaMixer computes on
+    the other scans."""
+    return scan(u, F.softplus(dt_raw + bias), a, b, c, d) * F.silu(z)
+
+
+class _CompiledMixer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, dt_raw, bias, a, b, c, d, z):
+        ctx.dtypes = bias.dtype, a.dtype, d.dtype  # mambapy passes A and D in float32 even in a float64 model
+        u, dt_raw, b, c, z = (x.contiguous() for x in (u, dt_raw, b, c, z))
+        bias, a, d = (x.to(u.dtype).contiguous() for x in (bias, a, d))
+        batch, length, channels = u.shape
+        n = a.shape[1]
+        out = torch.empty_like(u)  # B T E
+        dt_sums = u.new_empty(batch, channels)  # B E: Σ_t Δ_t per batch element
+        parts = _parts(batch)
+        scratch = u.new_empty(len(parts), 2 * channels * n + n + 2 * channels)
+        kernel = getattr(library(), f"primacy_mixer_forward_{_SUFFIX[u.dtype]}")
+
+        def work(i: int, first: int, last: int) -> None:
+            kernel(*_sizes(first, last, length, channels, n),
+                   *map(_pointer, (u, dt_raw, bias, a, b, c, d, z, out, dt_sums, scratch[i])))
+
+        _run(work, parts)
+        ctx.save_for_backward(u, dt_raw, bias, a, b, c, d, z)
+        dt_mean = _batch_sum(dt_sums) / (batch * length)  # E
+        ctx.mark_non_differentiable(dt_mean)
+        return out, dt_mean
+
+    @staticmethod
+    def backward(ctx, gout, _):
+        u, dt_raw, bias, a, b, c, d, z = ctx.saved_tensors
+        gout = gout.contiguous()
+        batch, length, channels = u.shape
+        n = a.shape[1]
+        gu, gdt, gz, gb, gc = (torch.empty_like(x) for x in (u, dt_raw, z, b, c))
+        ga_parts = u.new_empty(batch, channels, n)  # B E N
+        gbias_parts, gd_parts = u.new_empty(batch, channels), u.new_empty(batch, channels)  # B E each
+        parts = _parts(batch)
+        states = u.new_empty(len(parts), length + 1, channels, n)  # each thread's h_{-1}, ..., h_{T-1}
+        decays = u.new_empty(len(parts), length, channels, n)  # ... exp(Δ_t A)
+        carry = u.new_empty(len(parts), channels, n)
+        steps = u.new_empty(len(parts), (length + 3) * channels)  # ... Δ_t, and three rows of one t
+        small = u.new_empty(len(parts), 2, n)  # ... G_t and ∂L/∂(Δ_t A) of one channel
+        kernel = getattr(library(), f"primacy_mixer_backward_{_SUFFIX[u.dtype]}")
+
+        def work(i: int, first: int, last: int) -> None:
+            kernel(*_sizes(first, last, length, channels, n),
+                   *map(_pointer, (u, dt_raw, bias, a, b, c, d, z, gout, gu, gdt, gb, gc, gz, ga_parts, gbias_parts,
+                                   gd_parts, states[i], carry[i], decays[i], steps[i], *small[i])))
+
+        _run(work, parts)
+        bias_dtype, a_dtype, d_dtype = ctx.dtypes
+        return (gu, gdt, _batch_sum(gbias_parts).to(bias_dtype), _batch_sum(ga_parts).to(a_dtype), gb, gc,
+                _batch_sum(gd_parts).to(d_dtype), gz)
+
+
+def _batch_sum(parts: torch.Tensor) -> torch.Tensor:
+    """Σ over the first axis in its order, however the batch was split across threads (the same bits on any number)."""
+    total = parts[0].clone()
+    for part in parts[1:]:
+        total += part
+    return total

@@ -6,6 +6,7 @@ Legend: B batch, T time, D model width.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -99,3 +100,13 @@ class Block(nn.Module):
         cache)."""
         y_t, state = self.mixer.step(self.pre_norm(x_t), state)
         return self._feed_forward(x_t + self.drop(y_t)), state
+
+
+def step_blocks(blocks: Iterable[nn.Module], x_t: torch.Tensor, states: Iterable[Any]) -> tuple[torch.Tensor, list]:
+    """A stack's blocks (or layers with ``step``) one position on: x_t (B, D) through each block's ``step`` with its
+    state, in order; returns the last output (B, D) and the blocks' new states."""
+    new = []
+    for block, state in zip(blocks, states):
+        x_t, state = block.step(x_t, state)
+        new.append(state)
+    return x_t, new

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from primacy.backbones.base import Backbone, count_floats
-from primacy.backbones.block import Block, Parts, norm_layer
+from primacy.backbones.block import Block, Parts, norm_layer, step_blocks
 from primacy.backbones.influence import Influence, ablating, unit_pair
 from primacy.backbones.s4d import S4DBackbone
 from primacy.backbones.transformer import CausalSelfAttention
@@ -129,10 +129,7 @@ class HybridBackbone(Backbone):
         return [layer.initial_state(batch_size) for layer in self.layers]
 
     def step(self, x_t: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
-        states = []
-        for layer, layer_state in zip(self.layers, state):
-            x_t, layer_state = layer.step(x_t, layer_state)
-            states.append(layer_state)
+        x_t, states = step_blocks(self.layers, x_t, state)
         return self.norm(x_t), states
 
     def state_size(self, length: int) -> int:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
-from primacy.backbones.block import Block, norm_layer
+from primacy.backbones.block import Block, norm_layer, step_blocks
 from primacy.backbones.conv import causal_depthwise
 from primacy.backbones.influence import Influence, ablating, zero_units
 from primacy.checks import fits_in_memory, positive
@@ -237,10 +237,7 @@ class MatrixMemoryBackbone(Backbone):
 
     def step(self, x_t: torch.Tensor, state: list[dict]) -> tuple[torch.Tensor, list[dict]]:
         """One position, x_t (B, D) -> y_t (B, D), by each layer's recurrent form."""
-        states = []
-        for block, layer_state in zip(self.blocks, state):
-            x_t, layer_state = block.step(x_t, layer_state)
-            states.append(layer_state)
+        x_t, states = step_blocks(self.blocks, x_t, state)
         return self.norm(x_t), states
 
     def influence(self, x: torch.Tensor) -> list[Influence]:

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primacy.backbones.base import Backbone
-from primacy.backbones.block import Block, Parts, norm_layer
+from primacy.backbones.block import Block, Parts, norm_layer, step_blocks
 from primacy.backbones.influence import Influence, ablating, unit_pair, zero_units
 from primacy.checks import fits_in_memory, one_of, positive
 from primacy.errors import UsageError
@@ -255,10 +255,7 @@ class TransformerBackbone(Backbone):
         capture_attention."""
         t = state[0][0].shape[2]
         h = self.drop(x_t + self._positions(t + 1, x_t.device, start=t)[0].to(x_t.dtype))  # B D: position t alone
-        caches = []
-        for block, cache in zip(self.blocks, state):
-            h, cache = block.step(h, cache)
-            caches.append(cache)
+        h, caches = step_blocks(self.blocks, h, state)
         return self.norm(h), caches
 
     def state_size(self, length: int) -> int:

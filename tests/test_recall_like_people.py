@@ -111,6 +111,14 @@ def test_without_the_mamba_plugin_its_panels_are_left_out_saying_so(tmp_path, ca
     assert lines[1].split() == ["recall-like-people-s4d-reward-delayed-L24/seed0", "missing"]
 
 
+def test_the_paper_scale_is_refused_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "recall-like-people", "--scale", "paper", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "figure recall-like-people has no paper-scale config for panel" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 # The grid's own configs, cut to a second a run: two steps of a narrow model on a few lists.
 TINY = ["--trainer.max_steps", "2", "--trainer.logger", "false", "--trainer.val_check_interval", "2",
         "--trainer.enable_model_summary", "false", "--trainer.enable_progress_bar", "false",
@@ -119,6 +127,8 @@ TINY = ["--trainer.max_steps", "2", "--trainer.logger", "false", "--trainer.val_
         "--model.init_args.backbone.init_args.d_model", "8", "--model.init_args.backbone.init_args.d_state", "4"]
 
 
+@pytest.mark.slow  # 45 s on 2 busy cores (4 tiny runs, Morton2013's people, the figure); the rule's verdicts and the
+# scores are checked above in milliseconds, the command's plan and --status by the Mamba test
 def test_the_command_trains_scores_and_draws_the_table_and_figure(tmp_path, capsys, monkeypatch):
     extra_module("psifr.fr")
     monkeypatch.setattr(figures, "FORMATS", ("png",))

@@ -38,7 +38,7 @@ from primacy.errors import UsageError
 SOURCE = Path(__file__).with_name("native") / "scan.cpp"
 # No -march (a cache may be shared by machines); no fused multiply-adds, so every build rounds alike.
 FLAGS = ("-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
-ABI = 2  # primacy_scan_abi() of the source this module calls
+ABI = 3  # primacy_scan_abi() of the source this module calls
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 
 

@@ -4,9 +4,11 @@
 
 What mamba_ssm's CUDA kernel computes (``selective_scan_fn`` with ``delta_bias``, ``delta_softplus`` and ``z``), and
 what ``MambaMixer`` otherwise computes as softplus, the scan, D·u and the gate, each a pass over (B, T, E) tensors
-in memory forward and backward. Here they are done per position and channel inside the compiled loops of
-``primacy_mamba.compiled`` (same library, same build, same threads, same batch-ordered sums), and the backward
-returns every input's gradient at once, ∂L/∂bias and ∂L/∂D as batch-ordered sums of per-element partials.
+in memory forward and backward. Here they are done per position inside compiled loops (the library, build, threads
+and batch-ordered sums of ``primacy_mamba.compiled``), and the backward returns every input's gradient at once,
+∂L/∂bias and ∂L/∂D as batch-ordered sums of per-element partials. Unlike ``compiled``'s loops, these keep a state
+(N, E), channels innermost: each loop runs over the E channels of one state index, long and vectorised, without
+sums across vector lanes; the backward recomputes exp(Δ A) rather than keep it, and keeps one element's states.
 
 float32 uses the library's vectorisable exp (relative error ≤ 3e-7) and a log1p of its own for the softplus (module
 ``native/scan.cpp``); float64 the C library's, so the float64 result equals ``mixer_reference`` (softplus, any of the
@@ -45,50 +47,48 @@ class _CompiledMixer(torch.autograd.Function):
     def forward(ctx, u, dt_raw, bias, a, b, c, d, z):
         ctx.dtypes = bias.dtype, a.dtype, d.dtype  # mambapy passes A and D in float32 even in a float64 model
         u, dt_raw, b, c, z = (x.contiguous() for x in (u, dt_raw, b, c, z))
-        bias, a, d = (x.to(u.dtype).contiguous() for x in (bias, a, d))
+        bias, d = (x.to(u.dtype).contiguous() for x in (bias, d))
+        a_t = a.to(u.dtype).t().contiguous()  # N E: the kernels keep states channels innermost
         batch, length, channels = u.shape
         n = a.shape[1]
         out = torch.empty_like(u)  # B T E
         dt_sums = u.new_empty(batch, channels)  # B E: Σ_t Δ_t per batch element
         parts = _parts(batch)
-        scratch = u.new_empty(len(parts), 2 * channels * n + n + 2 * channels)
+        scratch = u.new_empty(len(parts), (n + 4) * channels)
         kernel = getattr(library(), f"primacy_mixer_forward_{_SUFFIX[u.dtype]}")
 
         def work(i: int, first: int, last: int) -> None:
             kernel(*_sizes(first, last, length, channels, n),
-                   *map(_pointer, (u, dt_raw, bias, a, b, c, d, z, out, dt_sums, scratch[i])))
+                   *map(_pointer, (u, dt_raw, bias, a_t, b, c, d, z, out, dt_sums, scratch[i])))
 
         _run(work, parts)
-        ctx.save_for_backward(u, dt_raw, bias, a, b, c, d, z)
+        ctx.save_for_backward(u, dt_raw, bias, a_t, b, c, d, z)
         dt_mean = _batch_sum(dt_sums) / (batch * length)  # E
         ctx.mark_non_differentiable(dt_mean)
         return out, dt_mean
 
     @staticmethod
     def backward(ctx, gout, _):
-        u, dt_raw, bias, a, b, c, d, z = ctx.saved_tensors
+        u, dt_raw, bias, a_t, b, c, d, z = ctx.saved_tensors
         gout = gout.contiguous()
         batch, length, channels = u.shape
-        n = a.shape[1]
+        n = a_t.shape[0]
         gu, gdt, gz, gb, gc = (torch.empty_like(x) for x in (u, dt_raw, z, b, c))
-        ga_parts = u.new_empty(batch, channels, n)  # B E N
+        ga_parts = u.new_empty(batch, n, channels)  # B N E
         gbias_parts, gd_parts = u.new_empty(batch, channels), u.new_empty(batch, channels)  # B E each
         parts = _parts(batch)
-        states = u.new_empty(len(parts), length + 1, channels, n)  # each thread's h_{-1}, ..., h_{T-1}
-        decays = u.new_empty(len(parts), length, channels, n)  # ... exp(Δ_t A)
-        carry = u.new_empty(len(parts), channels, n)
-        steps = u.new_empty(len(parts), (length + 3) * channels)  # ... Δ_t, and three rows of one t
-        small = u.new_empty(len(parts), 2, n)  # ... G_t and ∂L/∂(Δ_t A) of one channel
+        # each thread's h_{-1}, ..., h_{T-1} (N E each), carry (N E), Δ_t (E each), 9 rows (E)
+        scratch = u.new_empty(len(parts), (length + 2) * n * channels + (length + 9) * channels)
         kernel = getattr(library(), f"primacy_mixer_backward_{_SUFFIX[u.dtype]}")
 
         def work(i: int, first: int, last: int) -> None:
             kernel(*_sizes(first, last, length, channels, n),
-                   *map(_pointer, (u, dt_raw, bias, a, b, c, d, z, gout, gu, gdt, gb, gc, gz, ga_parts, gbias_parts,
-                                   gd_parts, states[i], carry[i], decays[i], steps[i], *small[i])))
+                   *map(_pointer, (u, dt_raw, bias, a_t, b, c, d, z, gout, gu, gdt, gb, gc, gz, ga_parts, gbias_parts,
+                                   gd_parts, scratch[i])))
 
         _run(work, parts)
         bias_dtype, a_dtype, d_dtype = ctx.dtypes
-        return (gu, gdt, _batch_sum(gbias_parts).to(bias_dtype), _batch_sum(ga_parts).to(a_dtype), gb, gc,
+        return (gu, gdt, _batch_sum(gbias_parts).to(bias_dtype), _batch_sum(ga_parts).t().to(a_dtype), gb, gc,
                 _batch_sum(gd_parts).to(d_dtype), gz)
 
 

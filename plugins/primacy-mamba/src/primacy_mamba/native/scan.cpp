@@ -224,93 +224,185 @@ PRIMACY_INLINE void gradient_rows(int64_t E, const R* __restrict__ x, const R* _
     }
 }
 
+template <typename R>
+PRIMACY_INLINE void forward_rows(int64_t E, const R* __restrict__ steps, const R* __restrict__ ut,
+                                 const R* __restrict__ d, R* __restrict__ sums, R* __restrict__ injected,
+                                 R* __restrict__ y) {
+    for (int64_t e = 0; e < E; ++e) {
+        sums[e] += steps[e];
+        injected[e] = steps[e] * ut[e];
+        y[e] = d[e] * ut[e];
+    }
+}
+
 // The scan with the mixer's elementwise work folded in (primacy_mamba.compiled_mixer), as mamba_ssm's CUDA kernel
-// does it: from x = dtr + bias (Δ before its bias and softplus), u, z (B, T, E), b, c (B, T, N), a (E, N), bias and
-// d (E,),
+// does it: from x = dtr + bias (Δ before its bias and softplus), u, z (B, T, E), b, c (B, T, N), A given transposed,
+// at (N, E), bias and d (E,),
 //
 //     Δ_t = softplus(x_t),   h_t = exp(Δ_t A) ⊙ h_{t-1} + (Δ_t u_t) B_t,   out_t = (h_t C_t + D ⊙ u_t) ⊙ silu(z_t)
 //
-// and dt_sums (B, E), each batch element's Σ_t Δ_t (the mixer reports Δ's mean). Scratch h as forward's, and 2 E.
+// and dt_sums (B, E), each batch element's Σ_t Δ_t (the mixer reports Δ's mean). Unlike forward above, the state is
+// kept (N, E), channels innermost: every loop runs over the E channels of one state index (long, contiguous,
+// vectorised), and sums over n are accumulated per channel, in order, with no reduction across vector lanes.
+// Scratch: h (N E + 4 E).
 template <typename R>
 PRIMACY_INLINE void mixer_forward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u,
-                                  const R* dtr, const R* bias, const R* a, const R* b, const R* c, const R* d,
-                                  const R* z, R* out, R* dt_sums, R* h) {
-    R* steps = h + 2 * E * N + N;  // one position's Δ and gates (E each), after h_{t-1}, h_t and the decays
-    R* gates = steps + E;
+                                  const R* dtr, const R* bias, const R* at, const R* b, const R* c, const R* d,
+                                  const R* z, R* out, R* dt_sums, R* scratch) {
+    R* __restrict__ h = scratch;
+    R* __restrict__ steps = h + N * E;
+    R* __restrict__ gates = steps + E;
+    R* __restrict__ injected = gates + E;
+    R* __restrict__ y = injected + E;
     for (int64_t i = first; i < last; ++i) {
         const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * T * E;
         const R *bi = b + i * T * N, *ci = c + i * T * N;
         R* outi = out + i * T * E;
-        R* sums = dt_sums + i * E;
-        std::memset(h, 0, sizeof(R) * E * N);  // h_{-1}
+        R* __restrict__ sums = dt_sums + i * E;
+        std::memset(h, 0, sizeof(R) * N * E);  // h_{-1}
         std::memset(sums, 0, sizeof(R) * E);
         for (int64_t t = 0; t < T; ++t) {
-            const R* before = h + (t % 2) * E * N;
-            R* now = h + (1 - t % 2) * E * N;
+            const R* __restrict__ ut = ui + t * E;
             step_row(E, xi + t * E, bias, steps);
             gate_row(E, zi + t * E, gates);
-            for (int64_t e = 0; e < E; ++e) sums[e] += steps[e];
-            for (int64_t e = 0; e < E; ++e) {
-                const int64_t at = t * E + e;
-                const R step = steps[e], value = ui[at];
-                channel_step(N, step, step * value, a + e * N, bi + t * N, before + e * N, now + e * N, h + 2 * E * N);
-                outi[at] = (dot(N, now + e * N, ci + t * N) + d[e] * value) * gates[e];
+            forward_rows(E, steps, ut, d, sums, injected, y);
+            for (int64_t n = 0; n < N; ++n) {
+                const R bn = bi[t * N + n], cn = ci[t * N + n];
+                const R* __restrict__ an = at + n * E;
+                R* __restrict__ hn = h + n * E;
+                for (int64_t e = 0; e < E; ++e) {
+                    hn[e] = fast_exp(steps[e] * an[e]) * hn[e] + injected[e] * bn;
+                    y[e] += hn[e] * cn;
+                }
             }
+            R* __restrict__ outt = outi + t * E;
+            for (int64_t e = 0; e < E; ++e) outt[e] = y[e] * gates[e];
         }
     }
 }
 
+// mixer_backward's loops over the E channels of one position, as functions of their own: compilers vectorise them
+// once their arrays are known not to overlap (__restrict__ parameters).
+template <typename R>
+PRIMACY_INLINE void start_rows(int64_t E, const R* __restrict__ d, const R* __restrict__ ut, const R* __restrict__ st,
+                               const R* __restrict__ got, const R* __restrict__ gates, R* __restrict__ y,
+                               R* __restrict__ injected, R* __restrict__ gy, R* __restrict__ inject,
+                               R* __restrict__ glog) {
+    for (int64_t e = 0; e < E; ++e) {
+        y[e] = d[e] * ut[e];
+        injected[e] = st[e] * ut[e];
+        gy[e] = got[e] * gates[e];
+        inject[e] = 0;
+        glog[e] = 0;
+    }
+}
+
+// State index n at one position: G = gy C_n + carry (into grad), ∂L/∂(Δ A_n) = G h_{t-1} exp(Δ A_n); adds to the
+// element's ∂L/∂A_n, to Σ_n ∂L/∂(Δ A_n) A_n (glog) and to ∂L/∂(Δ u) (inject), and sets carry for t - 1.
+template <typename R>
+PRIMACY_INLINE void state_backward(int64_t E, R bn, R cn, const R* __restrict__ an, const R* __restrict__ hb,
+                                   const R* __restrict__ st, const R* __restrict__ gy,
+                                   R* __restrict__ cr, R* __restrict__ gan, R* __restrict__ glog,
+                                   R* __restrict__ inject, R* __restrict__ grad) {
+    for (int64_t e = 0; e < E; ++e) {
+        const R decay = fast_exp(st[e] * an[e]);  // recomputed: cheaper than a (T, N, E) array read back
+        const R g = gy[e] * cn + cr[e];
+        const R through_decay = g * hb[e] * decay;
+        grad[e] = g;
+        gan[e] += through_decay * st[e];
+        glog[e] += through_decay * an[e];
+        inject[e] += g * bn;
+        cr[e] = decay * g;
+    }
+}
+
+template <typename R>
+PRIMACY_INLINE void input_gradients(int64_t E, const R* __restrict__ st, const R* __restrict__ ut,
+                                    const R* __restrict__ d, const R* __restrict__ gy, const R* __restrict__ inject,
+                                    const R* __restrict__ glog, const R* __restrict__ step_grads, R* __restrict__ gut,
+                                    R* __restrict__ gxt, R* __restrict__ gbiasi, R* __restrict__ gdi) {
+    for (int64_t e = 0; e < E; ++e) {
+        gut[e] = inject[e] * st[e] + gy[e] * d[e];
+        const R gx = (inject[e] * ut[e] + glog[e]) * step_grads[e];
+        gxt[e] = gx;
+        gbiasi[e] += gx;
+        gdi[e] += gy[e] * ut[e];
+    }
+}
+
 // mixer_forward's gradients for [first, last): gu, gdtr, gz (B, T, E), gb, gc (B, T, N), and per batch element the
-// partial sums of ∂L/∂A, ∂L/∂bias and ∂L/∂D, ga_parts (B, E, N), gbias_parts and gd_parts (B, E), summed by the caller
-// in batch order. Scratch as backward's, and steps (T E + 3 E): one element's Δ, then one position's rows.
+// partial sums of ∂L/∂A (transposed, (B, N, E)), ∂L/∂bias and ∂L/∂D ((B, E) each), summed by the caller in batch
+// order. Scratch ((T + 2) N E + T E + 9 E): every h_t of one element ((T + 1) N E; exp(Δ_t A) is computed again, not
+// kept), the carry exp(Δ_{t+1} A) ⊙ G_{t+1} (N E), every Δ_t (T E), and rows of one position.
 template <typename R>
 PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u,
-                                   const R* dtr, const R* bias, const R* a, const R* b, const R* c, const R* d,
+                                   const R* dtr, const R* bias, const R* at, const R* b, const R* c, const R* d,
                                    const R* z, const R* gout, R* gu, R* gdtr, R* gb, R* gc, R* gz, R* ga_parts,
-                                   R* gbias_parts, R* gd_parts, R* states, R* carry, R* decays, R* steps,
-                                   R* __restrict__ g, R* __restrict__ g_log) {
-    R* gates = steps + T * E;  // one position's rows (E each) after the Δ of every position
-    R* gate_grads = gates + E;
-    R* step_grads = gate_grads + E;
+                                   R* gbias_parts, R* gd_parts, R* scratch) {
+    R* __restrict__ states = scratch;  // h_{-1} = 0, h_0, ..., h_{T-1}, (N, E) each
+    R* __restrict__ carry = states + (T + 1) * N * E;
+    R* __restrict__ steps = carry + N * E;
+    R* __restrict__ gates = steps + T * E;
+    R* __restrict__ gate_grads = gates + E;
+    R* __restrict__ step_grads = gate_grads + E;
+    R* __restrict__ injected = step_grads + E;
+    R* __restrict__ gy = injected + E;  // ∂L/∂y_t before the gate
+    R* __restrict__ inject = gy + E;  // ∂L/∂(Δ_t u_t)
+    R* __restrict__ glog = inject + E;  // Σ_n ∂L/∂(Δ_t A_n) A_n
+    R* __restrict__ grad = glog + E;  // G_t of one state index: ∂L/∂h_t
+    R* __restrict__ y = grad + E;
     for (int64_t i = first; i < last; ++i) {
         const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * T * E, *gi = gout + i * T * E;
         const R *bi = b + i * T * N, *ci = c + i * T * N;
-        R *gui = gu + i * T * E, *gxi = gdtr + i * T * E, *gzi = gz + i * T * E;
-        R *gbi = gb + i * T * N, *gci = gc + i * T * N, *gai = ga_parts + i * E * N;
-        R *gbiasi = gbias_parts + i * E, *gdi = gd_parts + i * E;
-        std::memset(states, 0, sizeof(R) * E * N);  // h_{-1}
+        R *gbi = gb + i * T * N, *gci = gc + i * T * N;
+        R* __restrict__ gai = ga_parts + i * N * E;
+        R* __restrict__ gbiasi = gbias_parts + i * E;
+        R* __restrict__ gdi = gd_parts + i * E;
+        std::memset(states, 0, sizeof(R) * N * E);  // h_{-1}
         for (int64_t t = 0; t < T; ++t) {  // Δ_t and h_t of every t, as mixer_forward computes them
-            step_row(E, xi + t * E, bias, steps + t * E);
-            for (int64_t e = 0; e < E; ++e) {
-                const int64_t at = t * E + e;
-                channel_step(N, steps[at], steps[at] * ui[at], a + e * N, bi + t * N, states + at * N,
-                             states + (E + at) * N, decays + at * N);
+            const R* __restrict__ ut = ui + t * E;
+            R* __restrict__ st = steps + t * E;
+            step_row(E, xi + t * E, bias, st);
+            for (int64_t e = 0; e < E; ++e) injected[e] = st[e] * ut[e];
+            for (int64_t n = 0; n < N; ++n) {
+                const R bn = bi[t * N + n];
+                const R* __restrict__ an = at + n * E;
+                const R* __restrict__ hb = states + (t * N + n) * E;
+                R* __restrict__ hn = states + ((t + 1) * N + n) * E;
+                for (int64_t e = 0; e < E; ++e) hn[e] = fast_exp(st[e] * an[e]) * hb[e] + injected[e] * bn;
             }
         }
-        std::memset(carry, 0, sizeof(R) * E * N);
-        std::memset(gai, 0, sizeof(R) * E * N);
-        std::memset(gbi, 0, sizeof(R) * T * N);
-        std::memset(gci, 0, sizeof(R) * T * N);
+        std::memset(carry, 0, sizeof(R) * N * E);
+        std::memset(gai, 0, sizeof(R) * N * E);
         std::memset(gbiasi, 0, sizeof(R) * E);
         std::memset(gdi, 0, sizeof(R) * E);
         for (int64_t t = T - 1; t >= 0; --t) {
-            const R* before = states + t * E * N;  // h_{t-1}, then h_t
+            const R* __restrict__ ut = ui + t * E;
+            const R* __restrict__ st = steps + t * E;
+            const R* __restrict__ got = gi + t * E;
             gradient_rows(E, xi + t * E, bias, zi + t * E, gates, gate_grads, step_grads);
-            for (int64_t e = 0; e < E; ++e) {
-                const int64_t at = t * E + e;
-                const R step = steps[at], value = ui[at];
-                const R y = dot(N, before + (E + e) * N, ci + t * N) + d[e] * value;  // before the gate
-                const R gy = gi[at] * gates[e];  // ∂L/∂y
-                gzi[at] = gi[at] * y * gate_grads[e];
-                channel_backward(N, step, step * value, gy, decays + at * N, before + e * N, before + (E + e) * N,
-                                 ci + t * N, carry + e * N, gai + e * N, gbi + t * N, gci + t * N, g, g_log);
-                const R inject = dot(N, g, bi + t * N);  // ∂L/∂(Δ_t u_t)
-                gui[at] = inject * step + gy * d[e];
-                const R gx = (inject * value + dot(N, g_log, a + e * N)) * step_grads[e];
-                gxi[at] = gx;
-                gbiasi[e] += gx;
-                gdi[e] += gy * value;
+            start_rows(E, d, ut, st, got, gates, y, injected, gy, inject, glog);
+            for (int64_t n = 0; n < N; ++n) {  // y_t before the gate, as forward sums it
+                const R cn = ci[t * N + n];
+                const R* __restrict__ hn = states + ((t + 1) * N + n) * E;
+                for (int64_t e = 0; e < E; ++e) y[e] += hn[e] * cn;
             }
+            R* __restrict__ gzt = gz + (i * T + t) * E;
+            for (int64_t e = 0; e < E; ++e) gzt[e] = got[e] * y[e] * gate_grads[e];
+            for (int64_t n = 0; n < N; ++n) {
+                const R bn = bi[t * N + n], cn = ci[t * N + n];
+                const R* __restrict__ an = at + n * E;
+                const R* __restrict__ hb = states + (t * N + n) * E;  // h_{t-1}
+                const R* __restrict__ hn = states + ((t + 1) * N + n) * E;  // h_t
+                R* __restrict__ cr = carry + n * E;
+                R* __restrict__ gan = gai + n * E;
+                state_backward(E, bn, cn, an, hb, st, gy, cr, gan, glog, inject, grad);
+                gci[t * N + n] = dot(E, gy, hn);
+                gbi[t * N + n] = dot(E, grad, injected);
+            }
+            R* __restrict__ gut = gu + (i * T + t) * E;
+            R* __restrict__ gxt = gdtr + (i * T + t) * E;
+            input_gradients(E, st, ut, d, gy, inject, glog, step_grads, gut, gxt, gbiasi, gdi);
         }
     }
 }
@@ -319,7 +411,7 @@ PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64
 
 extern "C" {
 
-int primacy_scan_abi() { return 2; }
+int primacy_scan_abi() { return 3; }
 
 PRIMACY_CLONES void primacy_scan_forward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
                                              const float* u, const float* dt, const float* a, const float* b,
@@ -351,17 +443,17 @@ PRIMACY_CLONES void primacy_scan_backward_f64(int64_t first, int64_t last, int64
 
 #define PRIMACY_MIXER_ENTRIES(R, SUFFIX)                                                                              \
     PRIMACY_CLONES void primacy_mixer_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, \
-                                                       const R* u, const R* dtr, const R* bias, const R* a,          \
+                                                       const R* u, const R* dtr, const R* bias, const R* at,         \
                                                        const R* b, const R* c, const R* d, const R* z, R* out,       \
-                                                       R* dt_sums, R* h) {                                           \
-        mixer_forward(first, last, T, E, N, u, dtr, bias, a, b, c, d, z, out, dt_sums, h);                          \
+                                                       R* dt_sums, R* scratch) {                                     \
+        mixer_forward(first, last, T, E, N, u, dtr, bias, at, b, c, d, z, out, dt_sums, scratch);                   \
     }                                                                                                                 \
     PRIMACY_CLONES void primacy_mixer_backward_##SUFFIX(                                                              \
         int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dtr, const R* bias,       \
-        const R* a, const R* b, const R* c, const R* d, const R* z, const R* gout, R* gu, R* gdtr, R* gb, R* gc,      \
-        R* gz, R* ga_parts, R* gbias_parts, R* gd_parts, R* states, R* carry, R* decays, R* steps, R* g, R* g_log) {  \
-        mixer_backward(first, last, T, E, N, u, dtr, bias, a, b, c, d, z, gout, gu, gdtr, gb, gc, gz, ga_parts,      \
-                       gbias_parts, gd_parts, states, carry, decays, steps, g, g_log);                               \
+        const R* at, const R* b, const R* c, const R* d, const R* z, const R* gout, R* gu, R* gdtr, R* gb, R* gc,     \
+        R* gz, R* ga_parts, R* gbias_parts, R* gd_parts, R* scratch) {                                               \
+        mixer_backward(first, last, T, E, N, u, dtr, bias, at, b, c, d, z, gout, gu, gdtr, gb, gc, gz, ga_parts,     \
+                       gbias_parts, gd_parts, scratch);                                                              \
     }
 
 PRIMACY_MIXER_ENTRIES(float, f32)

@@ -84,7 +84,7 @@ def _mamba(width: int) -> tuple[dict[str, nn.Module], dict[str, nn.Module], str]
         config.pscan = True
         peer = MambapyPeer(config)
         state = {(f"mamba.{key}" if key.startswith("layers.") else key): value
-                 for key, value in first.state_dict().items()}
+                 for key, value in first.state_dict().items() if key != "_extra_state"}  # primacy's record of its scan
         peer.load_state_dict(state)
         peers["mambapy Mamba (parallel scan)"] = peer
     except ImportError:

@@ -342,14 +342,15 @@ def test_dt_is_the_mean_input_dependent_step_of_the_last_pass():
     assert torch.allclose(model.dt()["layer0"], direct_dt(model, 2 * x), atol=1e-6), "the last pass only"
 
 
-def test_auto_uses_the_pure_scan_on_cpu_and_says_so_once(caplog):
+def test_auto_uses_the_compiled_mixer_on_cpu_and_says_so_once(caplog):
     model = MambaBackbone(d_model=8)
     with caplog.at_level(logging.INFO, logger="primacy_mamba"):
         model(torch.randn(1, 4, 8))
         model(torch.randn(1, 4, 8))
     records = [r for r in caplog.records if r.name == "primacy_mamba"]
     assert len(records) == 1
-    assert "pure-PyTorch recurrent scan" in records[0].getMessage() and "on cpu" in records[0].getMessage()
+    message = records[0].getMessage()
+    assert "compiled compiled_mixer scan" in message and "on cpu" in message and "C++ compiler built" in message
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
@@ -398,13 +399,54 @@ def test_fused_path_passes_the_kernel_what_it_expects(monkeypatch):
         ({"dt_min": 0.2, "dt_max": 0.1}, "dt_min=0.2, dt_max=0.1 is not a valid Δt range"),
         ({"dt_min": 0.0}, "dt_min=0.0, dt_max=0.1 is not a valid Δt range"),
         ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of 'auto', 'pure', 'fused'"),
-        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'recurrent', 'chunked', 'compiled', "
+        ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'auto', 'recurrent', 'chunked', 'compiled', "
                            "'compiled_mixer', 'parallel', 'sequential'"),
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):
     with pytest.raises(UsageError, match=message):
         MambaBackbone(**kwargs)
+
+
+def test_without_a_compiler_auto_falls_back_to_the_chunked_scan_and_says_why(no_library, monkeypatch, caplog):
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    model = MambaBackbone(d_model=8)
+    assert model.scan == "chunked" and all(layer.mixer.scan == "chunked" for layer in model.layers)
+    with caplog.at_level(logging.INFO, logger="primacy_mamba"):
+        model(torch.randn(1, 4, 8))
+    [record] = [r for r in caplog.records if r.name == "primacy_mamba"]
+    assert "pure-PyTorch chunked scan" in record.getMessage() and "cannot be built here" in record.getMessage()
+
+
+def test_a_checkpoint_resumes_on_the_scan_it_was_trained_on_under_auto(no_library, monkeypatch):
+    trained = MambaBackbone(d_model=8, scan="chunked")
+    state = trained.state_dict()
+    assert state["_extra_state"] == {"scan": "chunked"}
+    resumed = MambaBackbone(d_model=8)  # auto: compiled_mixer here
+    resumed.load_state_dict(state)
+    assert resumed.scan == "chunked" and all(layer.mixer.scan == "chunked" for layer in resumed.layers)
+    x = torch.randn(2, 5, 8)
+    assert torch.equal(resumed(x), trained(x))  # the same path, the same bits
+    explicit = MambaBackbone(d_model=8, scan="recurrent")
+    explicit.load_state_dict(state)  # an explicit setting is honoured
+    assert explicit.scan == "recurrent"
+    compiled_state = MambaBackbone(d_model=8, scan="compiled_mixer").state_dict()
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    primacy_mamba.compiled.library.cache_clear()
+    elsewhere = MambaBackbone(d_model=8)  # auto on a machine without a compiler: chunked
+    with pytest.raises(UsageError, match=r"^this checkpoint was trained with scan='compiled_mixer', which cannot run "
+                                         r"here \(scan='compiled' needs a C\+\+ compiler") as err:
+        elsewhere.load_state_dict(compiled_state)
+    assert "\n" not in str(err.value)
+
+
+def test_a_state_dict_from_before_auto_still_loads_strictly():
+    model = MambaBackbone(d_model=8, scan="chunked")
+    old = {key: value for key, value in model.state_dict().items() if key != "_extra_state"}
+    fresh = MambaBackbone(d_model=8)
+    fresh.load_state_dict(old)
+    assert fresh.scan == "compiled_mixer"  # its config names the scan it ran on
+    torch.testing.assert_close(fresh.state_dict()["norm_f.weight"], old["norm_f.weight"])
 
 
 def test_state_dict_uses_mambapys_names():

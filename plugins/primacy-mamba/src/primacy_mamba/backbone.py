@@ -20,8 +20,9 @@ from primacy_mamba.block import MambaLayer
 from primacy_mamba.compiled import check_compiled
 from primacy_mamba.kernels import Kernel, check_kernel, log, use_fused
 
-Scan = Literal["recurrent", "chunked", "compiled", "compiled_mixer", "parallel", "sequential"]
-_SCANS = ("recurrent", "chunked", "compiled", "compiled_mixer", "parallel", "sequential")
+Scan = Literal["auto", "recurrent", "chunked", "compiled", "compiled_mixer", "parallel", "sequential"]
+_SCANS = ("auto", "recurrent", "chunked", "compiled", "compiled_mixer", "parallel", "sequential")
+_RECORD = "_extra_state"  # torch's state dict key for get_extra_state, under the backbone's prefix
 
 
 class MambaBackbone(Backbone):
@@ -41,7 +42,11 @@ class MambaBackbone(Backbone):
         kernel: ``pure`` runs the scan in PyTorch (``scan``); ``fused`` mamba_ssm's CUDA kernel (needs
             ``pip install 'primacy-mamba[cuda]'`` and the model on a GPU); ``auto`` the fused kernel when both
             hold, otherwise the pure one. Both use the same parameters, so checkpoints move between them.
-        scan: the pure path's algorithm: ``recurrent`` (``primacy_mamba.scan``: a loop over time with a
+        scan: the pure path's algorithm: ``auto`` (the default since primacy-mamba 0.3) is ``compiled_mixer`` where the
+            machine's C++ compiler builds it and ``chunked`` (pure PyTorch) where not, said once in the log; the
+            scan it resolved to is kept in the state dict, and a checkpoint loaded with ``auto`` runs on the scan it
+            was trained on (refused in one line where that scan cannot run); an explicit setting is always honoured.
+            ``recurrent (``primacy_mamba.scan``: a loop over time with a
             hand-derived backward that recomputes the states; lean in memory), ``chunked``
             (``primacy_mamba.chunked``: the same recurrence and backward over cache-sized reused buffers, in chunks
             of about √T positions for T > 128; equal to ``recurrent`` up to rounding and faster on a CPU),
@@ -65,7 +70,7 @@ class MambaBackbone(Backbone):
         dt_max: float = 1e-1,
         dt_rank: int | None = None,
         kernel: Kernel = "auto",
-        scan: Scan = "recurrent",
+        scan: Scan = "auto",
     ) -> None:
         super().__init__()
         for name, value in (("d_model", d_model), ("n_layers", n_layers), ("d_state", d_state), ("d_conv", d_conv),
@@ -75,10 +80,9 @@ class MambaBackbone(Backbone):
         if dt_rank is not None and dt_rank < 1:
             raise UsageError(f"dt_rank={dt_rank} is invalid: it must be at least 1 (or null for ceil(d_model / 16))")
         check_dt_range(dt_min, dt_max)
-        one_of("scan", scan, _SCANS)
         check_kernel(kernel)
-        if scan.startswith("compiled"):
-            check_compiled()
+        self.scan_setting = scan
+        scan, self._scan_reason = resolve_scan(scan)
         self.d_model, self.kernel, self.scan = d_model, kernel, scan
         self.config = MambaConfig(
             d_model=d_model, n_layers=n_layers, d_state=d_state, d_conv=d_conv, expand_factor=expand,
@@ -88,6 +92,34 @@ class MambaBackbone(Backbone):
         self.layers = nn.ModuleList(MambaLayer(self.config, scan) for _ in range(n_layers))
         self.norm_f = RMSNorm(d_model, self.config.rms_norm_eps)
         self._logged: str | None = None
+
+    def get_extra_state(self) -> dict[str, str]:
+        """What the state dict records besides parameters: the scan this backbone runs (``auto`` resolved)."""
+        return {"scan": self.scan}
+
+    def set_extra_state(self, state: dict[str, str | None]) -> None:
+        """With ``scan='auto'``, runs on the scan the state dict was trained on (a run resumes on its path), or
+        refuses in one line where that scan cannot run; an explicit scan is honoured (checkpoints move between
+        scans, which agree to rounding)."""
+        recorded = state.get("scan")
+        if self.scan_setting != "auto" or recorded is None or recorded == self.scan:
+            return
+        try:
+            resolve_scan(recorded)
+        except UsageError as err:
+            raise UsageError(f"this checkpoint was trained with scan={recorded!r}, which cannot run here ({err}); "
+                             "set scan explicitly to run it on another scan (they agree to float rounding)") from None
+        self._use_scan(recorded, f"scan='auto' and the checkpoint was trained with scan={recorded!r}")
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        """A state dict from before 0.3 records no scan: it loads as before (strictly), its config names its scan."""
+        state_dict.setdefault(prefix + _RECORD, {"scan": None})
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _use_scan(self, scan: str, reason: str) -> None:
+        self.scan, self._scan_reason, self._logged = scan, reason, None
+        for layer in self.layers:
+            layer.mixer.scan = scan
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fused, reason = use_fused(self.kernel, x.device)
@@ -148,9 +180,10 @@ class MambaBackbone(Backbone):
 
     def _log_choice(self, fused: bool, reason: str) -> None:
         """Logs the kernel on the first forward pass, and again only if it changes (say, after moving to a GPU)."""
-        choice = "the fused mamba_ssm kernel" if fused else f"the pure-PyTorch {self.scan} scan"
+        kind = "compiled" if self.scan.startswith("compiled") else "pure-PyTorch"
+        choice = "the fused mamba_ssm kernel" if fused else f"the {kind} {self.scan} scan"
         if choice != self._logged:
-            log.info("MambaBackbone uses %s (%s)", choice, reason)
+            log.info("MambaBackbone uses %s (%s; %s)", choice, reason, self._scan_reason)
             self._logged = choice
 
     def dt(self) -> dict[str, torch.Tensor]:
@@ -158,3 +191,19 @@ class MambaBackbone(Backbone):
         before any forward pass, Δt at zero input, softplus(dt_proj.bias)."""
         return {f"layer{i}": (layer.mixer.last_dt if layer.mixer.last_dt is not None else layer.mixer.bias_dt())
                 for i, layer in enumerate(self.layers)}
+
+
+def resolve_scan(scan: str) -> tuple[str, str]:
+    """The scan a ``scan`` setting runs, and why (for the log): ``auto`` is ``compiled_mixer`` where a C++ compiler
+    builds the library (it is built now) and ``chunked`` where not; a compiled scan asked for by name where none can
+    be built is a one-line UsageError."""
+    one_of("scan", scan, _SCANS)
+    if scan.startswith("compiled"):
+        check_compiled()
+    if scan != "auto":
+        return scan, f"scan={scan!r}"
+    try:
+        check_compiled()
+    except UsageError as err:
+        return "chunked", f"scan='auto', and the compiled scan cannot be built here: {err}"
+    return "compiled_mixer", "scan='auto' and the machine's C++ compiler built the compiled scan"

@@ -1,5 +1,6 @@
-"""Every YAML in configs/ parses and builds its trainer, model and task, whose first training batch gives a finite
-loss; one config of each task x backbone pair (the smallest: a quickstart or CPU-scale one) trains a batch, validates,
+"""Every YAML in configs/, and every run a figure composes from parts (the recall-like-people grid), parses and builds
+its trainer, model and task, whose first training batch gives a finite loss; one config of each task x backbone pair
+(the smallest: a quickstart or CPU-scale one, a composed run where no file has the pair) trains a batch, validates,
 tests and writes its results, as `primacy fit` does, and one config of each task its figures too (they depend on the
 task's kind of result, not on the backbone; drawing them is about a second a config)."""
 
@@ -15,11 +16,15 @@ from conftest import ROOT
 from primacy.cli import main
 from primacy.cli.lightning import PrimacyCLI
 from primacy.testing.runs import NO_FIGURES
+from primacy.workflows.paper import phenomena
 
 ATLAS_FILES = ROOT / "configs" / "atlas"  # atlas files (rows of backbones, tests/test_atlas.py); their configs below
 PARTS = ROOT / "configs" / "parts"  # pieces of runs, composed by several --config (tests/test_config_parts.py)
-CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml")
-                 if p.parent != ATLAS_FILES and PARTS not in p.parents)
+FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml")
+               if p.parent != ATLAS_FILES and PARTS not in p.parents)
+COMPOSED = {f"parts:{name}": tuple(f"configs/{part}" for part in parts)  # each a run's --config files, in order
+            for name, parts in phenomena.cells().items()}
+CONFIGS = FILES + sorted(COMPOSED)
 HELD_OUT = ["--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1"]
 TASK_SIZES = {  # the smallest evaluation of each task, by class name
     "VerificationTask": HELD_OUT, "ReconstructionTask": HELD_OUT, "AssociativeRecallTask": HELD_OUT,
@@ -28,17 +33,35 @@ TASK_SIZES = {  # the smallest evaluation of each task, by class name
 }
 
 
+def merged(base: dict, later: dict) -> dict:
+    """Two configs' content as several --config read them, for the keys read here: dictionaries merged, the later
+    one's values winning."""
+    out = dict(base)
+    for key, value in later.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+@functools.cache
+def content(config: str) -> dict:
+    """A config file's content, or a composed run's parts merged."""
+    found: dict = {}
+    for path in COMPOSED.get(config, (config,)):
+        found = merged(found, yaml.safe_load((ROOT / path).read_text()))
+    return found
+
+
 @functools.cache
 def pair(config: str) -> tuple[str, str]:
     """(task, backbone) class names of a config."""
-    content = yaml.safe_load((ROOT / config).read_text())
-    return (content["data"]["class_path"].rsplit(".", 1)[-1],
-            content["model"]["init_args"]["backbone"]["class_path"].rsplit(".", 1)[-1])
+    return (content(config)["data"]["class_path"].rsplit(".", 1)[-1],
+            content(config)["model"]["init_args"]["backbone"]["class_path"].rsplit(".", 1)[-1])
 
 
-# Paper-scale configs last, so each pair's representative is its smallest config.
+# Paper-scale configs last, so each pair's representative is its smallest config; a composed run only where no file
+# has its pair.
 REPRESENTATIVES = {}
-for _config in sorted(CONFIGS, key=lambda c: (c.startswith("configs/paper/"), c)):
+for _config in sorted(CONFIGS, key=lambda c: (c.startswith("configs/paper/"), c in COMPOSED, c)):
     REPRESENTATIVES.setdefault(pair(_config), _config)
 DRAWS = {}  # task -> the representative that also draws the figures, validation's and test's
 for _config in sorted(REPRESENTATIVES.values()):
@@ -48,7 +71,7 @@ for _config in sorted(REPRESENTATIVES.values()):
 @functools.cache
 def callbacks_without_figures(config: str) -> list[str]:
     """The config's callbacks (its trackers) given again with ``formats: []``: their histories without figures."""
-    callbacks = yaml.safe_load((ROOT / config).read_text())["trainer"].get("callbacks")
+    callbacks = content(config)["trainer"].get("callbacks")
     if not callbacks:
         return []
     quiet = [{**callback, "init_args": {**callback.get("init_args", {}), "formats": []}} for callback in callbacks]
@@ -57,7 +80,8 @@ def callbacks_without_figures(config: str) -> list[str]:
 
 def args(config: str, run, draw: bool = True) -> list[str]:
     figures = ["--results.formats", "[png]"] if draw else [*NO_FIGURES, *callbacks_without_figures(config)]
-    return ["fit", "--config", str(ROOT / config), "--trainer.logger", "false", "--trainer.enable_progress_bar",
+    files = [arg for path in COMPOSED.get(config, (config,)) for arg in ("--config", str(ROOT / path))]
+    return ["fit", *files, "--trainer.logger", "false", "--trainer.enable_progress_bar",
             "false", "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(run),
             "--trainer.accelerator", "cpu", "--trainer.max_steps", "1", "--trainer.val_check_interval", "1",
             "--trainer.limit_val_batches", "2",  # an int > 1 (as "1" would mean 100 %)

@@ -28,12 +28,14 @@ class Run:
     panel: str  # the config's name, and the panel's directory
     seed: int
     dir: Path
-    config: Path
+    config: Path | tuple[Path, ...]  # its config file, or the files that compose it, in order
     overrides: tuple[str, ...]
 
     def fit_args(self) -> tuple[str, ...]:
-        return ("fit", "--config", str(self.config), *self.overrides, "--seed_everything", str(self.seed),
-                "--data.init_args.seed", str(self.seed), "--trainer.default_root_dir", str(self.dir))
+        files = self.config if isinstance(self.config, tuple) else (self.config,)
+        return ("fit", *(arg for path in files for arg in ("--config", str(path))), *self.overrides,
+                "--seed_everything", str(self.seed), "--data.init_args.seed", str(self.seed),
+                "--trainer.default_root_dir", str(self.dir))
 
     def test_args(self) -> tuple[str, ...]:
         return RunDir(self.dir).test_args()

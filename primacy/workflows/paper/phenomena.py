@@ -28,6 +28,8 @@ MODELS = (("S4D", "s4d", ""), ("LSTM", "lstm", ""), ("Transformer", "transformer
           ("Mamba", "mamba", "MambaBackbone"), ("DeltaNet", "deltanet", ""), ("Seq2seq", "seq2seq", ""))
 OBJECTIVES = (("order-agnostic", "agnostic"), ("reward", "reward"))
 CONDITIONS = ("immediate", "delayed", "continual")
+PARTS = "parts/recall-like-people"  # the grid's config parts, under configs/
+BY_CONDITION = ("lstm",)  # backbone parts with a setting per condition (the LSTM's chrono span, the whole sequence)
 # Cells of the grid that are not run, and why (docs/humans.md, "Which ingredient makes recall human-like").
 LEFT_OUT: dict[tuple[str, str, str], str] = {
     ("Transformer", "reward", "continual"): "not affordable at the CPU scale: 100 steps took 333 s on one thread (2 "
@@ -52,13 +54,32 @@ MARKS = {"positive": "+", "negative": "−", "neither": "0"}
 
 
 def config_name(model: str, objective: str, condition: str) -> str:
+    """A cell's config name (its runs' folder), from its model's part, its objective's and its condition."""
     return f"{NAME}-{model}-{objective}-{condition}-L{N_ITEMS}"
 
 
+def config_parts(model: str, objective: str, condition: str) -> tuple[str, ...]:
+    """The files under configs/ that compose a cell's config, in order (later ones win): the CPU trainer, the grid's
+    task, the condition, the backbone with its own training (and its setting for the condition), then the objective,
+    whose reward part sets the budget every backbone gets by reward."""
+    backbone = [f"{PARTS}/backbone/{model}.yaml"] + [f"{PARTS}/backbone/{model}-{condition}.yaml"] * (
+        model in BY_CONDITION)
+    return ("parts/trainer/cpu.yaml", f"{PARTS}/task.yaml", f"{PARTS}/condition/{condition}.yaml", *backbone,
+            f"{PARTS}/objective/{objective}.yaml")
+
+
+def cells() -> dict[str, tuple[str, ...]]:
+    """Every cell of the grid, those in ``LEFT_OUT`` included: its config name and the parts that compose it."""
+    return {config_name(part, short, condition): config_parts(part, short, condition)
+            for _, part, _ in MODELS for _, short in OBJECTIVES for condition in CONDITIONS}
+
+
 def figure() -> FigureSpec:
-    """The grid as a figure of ``primacy reproduce``: a panel per cell not in ``LEFT_OUT``, CPU scale only."""
+    """The grid as a figure of ``primacy reproduce``: a panel per cell not in ``LEFT_OUT``, CPU scale only, each
+    composed from its parts (``config_parts``)."""
     panels = tuple(Panel(f"{label}/{objective}/{condition}", f"{label}, {objective}, {condition} recall",
-                         (config_name(part, short, condition), ""), requires=needs)
+                         (config_name(part, short, condition), ""), requires=needs,
+                         parts=(config_parts(part, short, condition), ()))
                    for label, part, needs in MODELS for objective, short in OBJECTIVES for condition in CONDITIONS
                    if (label, objective, condition) not in LEFT_OUT)
     return FigureSpec(NAME, "Free recall: which backbone, objective and delay recall like people", panels, LAYOUT)

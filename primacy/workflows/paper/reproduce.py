@@ -10,6 +10,7 @@ from typing import Any
 from primacy.errors import UsageError
 from primacy.workflows.paper import figure_files, pages
 from primacy.workflows.paper.pages import FIGURES, FigureSpec
+from primacy.workflows.paper.spec import Panel
 from primacy.workflows.runs import SCALES, Run, config_dir
 from primacy.workflows.tables import emergence_table, markdown_columns, markdown_table
 
@@ -63,14 +64,27 @@ def plan(spec: FigureSpec, scale: str, seeds: int, out: Path, overrides: list[st
             have = [other for other in SCALES if panel.config(other)]
             raise UsageError(f"scale={scale}: figure {spec.name} has no {scale}-scale config for panel {panel.label}; "
                              f"its panels run at --scale {' or '.join(have)}")
-        config = configs / f"{name}.yaml"
-        quickstart = configs.parent / f"{name}.yaml"  # a quickstart serves as a CPU panel of primacy's figures
-        if not config.is_file() and spec.config_root is None and quickstart.is_file():
-            config = quickstart
-        if not config.is_file():
-            raise UsageError(f"figure={spec.name}: its config {config} is missing")
+        config = _config(spec, panel, scale, configs)
         first = Run(name, 0, out / name / "seed0", config, tuple(overrides))
         parsed[name] = parse(list(first.fit_args()))
         runs += [Run(name, seed, out / name / f"seed{seed}", config, tuple(overrides)) for seed in range(seeds)]
     return runs, parsed
 
+
+def _config(spec: FigureSpec, panel: Panel, scale: str, configs: Path) -> Path | tuple[Path, ...]:
+    """The panel's config file at ``scale`` in ``configs``, or the files under its parent that compose it."""
+    name, parts = panel.config(scale), panel.config_parts(scale)
+    if parts:
+        files = tuple((spec.config_root or configs.parent) / part for part in parts)
+        missing = [str(path) for path in files if not path.is_file()]
+        if missing:
+            raise UsageError(f"figure={spec.name}: the config parts {', '.join(missing)} of panel {panel.label} are "
+                             "missing")
+        return files
+    config = configs / f"{name}.yaml"
+    quickstart = configs.parent / f"{name}.yaml"  # a quickstart serves as a CPU panel of primacy's figures
+    if not config.is_file() and spec.config_root is None and quickstart.is_file():
+        config = quickstart
+    if not config.is_file():
+        raise UsageError(f"figure={spec.name}: its config {config} is missing")
+    return config

@@ -19,9 +19,15 @@ class Panel:
     configs: tuple[str, str]  # config names at the cpu and the paper scale ("": none at that scale)
     groups: tuple[int, int] = (1, 1)  # units read as one head at each scale, for a backbone without attention
     requires: str = ""  # a registered backbone the panel needs ("": primacy's own); without it the panel is left out
+    # at each scale, the files (paths under configs/) that compose the panel's config in this order, each a --config
+    # of its runs, the panel's config name then naming only its runs' folder; (): the one file configs/<scale>/NAME.yaml
+    parts: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     def config(self, scale: str) -> str:
         return self.configs[SCALES.index(scale)]
+
+    def config_parts(self, scale: str) -> tuple[str, ...]:
+        return self.parts[SCALES.index(scale)]
 
 
 @dataclass(frozen=True)

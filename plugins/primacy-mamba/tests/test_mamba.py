@@ -353,6 +353,19 @@ def test_auto_uses_the_compiled_mixer_on_cpu_and_says_so_once(caplog):
     assert "compiled compiled_mixer scan" in message and "on cpu" in message and "C++ compiler built" in message
 
 
+def test_auto_on_a_gpu_without_the_fused_kernel_runs_the_chunked_scan_and_records_it():
+    # the compiled scans are CPU loops: on a GPU (here only named: this machine may have none) auto takes chunked
+    model, explicit = MambaBackbone(d_model=8, n_layers=2), MambaBackbone(d_model=8, scan="compiled")
+    assert model.scan == "compiled_mixer"
+    model.scan_on(torch.device("cuda"))
+    explicit.scan_on(torch.device("cuda"))
+    assert model.scan == "chunked" and {layer.mixer.scan for layer in model.layers} == {"chunked"}
+    assert model.state_dict()["_extra_state"] == {"scan": "chunked"}
+    assert explicit.scan == "compiled", "an explicit scan is left as asked"
+    model.scan_on(torch.device("cpu"))
+    assert model.scan == "chunked", "a run stays on the scan it runs"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
 def test_fused_without_mamba_ssm_or_cuda_is_refused_in_one_line():
     with pytest.raises(UsageError, match=r"^kernel='fused' needs (mamba_ssm|a CUDA device).*use kernel='auto' or "

@@ -43,7 +43,7 @@ class MambaBackbone(Backbone):
             ``pip install 'primacy-mamba[cuda]'`` and the model on a GPU); ``auto`` the fused kernel when both
             hold, otherwise the pure one. Both use the same parameters, so checkpoints move between them.
         scan: the pure path's algorithm: ``auto`` (the default since primacy-mamba 0.3) is ``compiled_mixer`` where the
-            machine's C++ compiler builds it and ``chunked`` (pure PyTorch) where not, said once in the log; the
+            machine's C++ compiler builds it and ``chunked`` (pure PyTorch) where not or on a GPU, said in the log; the
             scan it resolved to is kept in the state dict, and a checkpoint loaded with ``auto`` runs on the scan it
             was trained on (refused in one line where that scan cannot run); an explicit setting is always honoured.
             ``recurrent (``primacy_mamba.scan``: a loop over time with a
@@ -121,8 +121,17 @@ class MambaBackbone(Backbone):
         for layer in self.layers:
             layer.mixer.scan = scan
 
+    def scan_on(self, device: torch.device) -> None:
+        """``scan='auto'`` on a GPU without the fused kernel: the compiled scans are CPU loops, so the pure ``chunked``
+        scan runs there (and is what the state dict records from then on); an explicit scan is left as asked."""
+        if self.scan_setting == "auto" and device.type != "cpu" and self.scan.startswith("compiled"):
+            self._use_scan("chunked", f"scan='auto' and the model is on {device.type}, where the compiled scans (CPU "
+                                      "loops) cannot run")
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fused, reason = use_fused(self.kernel, x.device)
+        if not fused:
+            self.scan_on(x.device)
         self._log_choice(fused, reason)
         for layer in self.layers:
             x = layer(x, fused)  # B T D

@@ -1,9 +1,12 @@
 """`primacy reproduce recall-like-people`: the phenomena of one member are what hand-made recall sequences give, the
-table's directions follow the one rule (>= 2 SE) against people's and the literature's, and the command trains,
-scores and draws the grid (tiny runs) with a row per cell and a column per phenomenon."""
+table's directions follow the one rule (>= 2 SE) against people's and the literature's, and the command plans the
+grid's runs from their composed configs, says where each stands, resumes a stopped one, and scores and draws the grid
+(tiny runs, in the default tier) with a row per cell and a column per phenomenon."""
 
 import csv
+import json
 import math
+import signal
 
 import pytest
 import torch
@@ -14,6 +17,7 @@ from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall
 from primacy.analysis.behaviour.phenomena import first_recall_chance, phenomena
 from primacy.analysis.evidence import Estimate, word
 from primacy.cli import main
+from primacy.testing.runs import NO_FIGURES, QUIET
 from primacy.workflows.paper import phenomena as page
 from primacy.workflows.paper.pages import FIGURES
 
@@ -119,40 +123,60 @@ def test_the_paper_scale_is_refused_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-# The grid's own configs, cut to a second a run: two steps of a narrow model on a few lists.
-TINY = ["--trainer.max_steps", "2", "--trainer.logger", "false", "--trainer.val_check_interval", "2",
-        "--trainer.enable_model_summary", "false", "--trainer.enable_progress_bar", "false",
-        "--data.init_args.num_test_sets", "4", "--data.init_args.num_val_sets", "2", "--data.init_args.batch_size", "4",
-        "--data.init_args.num_held_out", "16", "--results.formats", "[png]", "--model.init_args.warmup_steps", "1",
-        "--model.init_args.backbone.init_args.d_model", "8", "--model.init_args.backbone.init_args.d_state", "4"]
+# The grid's own configs (composed from their parts), cut to under a second a run: three steps of a narrow model on a
+# few lists, without figures of its own (the page's figure is drawn).
+TINY = [*QUIET, *NO_FIGURES, "--trainer.max_steps", "3", "--trainer.val_check_interval", "3",
+        "--data.init_args.num_test_sets", "4", "--data.init_args.num_val_sets", "1", "--data.init_args.batch_size", "2",
+        "--data.init_args.num_held_out", "8", "--model.init_args.warmup_steps", "1",
+        "--model.init_args.backbone.init_args.d_model", "4"]
 
 
-@pytest.mark.slow  # 45 s on 2 busy cores (4 tiny runs, Morton2013's people, the figure); the rule's verdicts and the
-# scores are checked above in milliseconds, the command's plan and --status by the Mamba test
-def test_the_command_trains_scores_and_draws_the_table_and_figure(tmp_path, capsys, monkeypatch):
+def test_the_command_resumes_a_stopped_run_then_scores_and_draws_the_table_and_figure(tmp_path, capsys, monkeypatch):
+    """Two cells x two seeds, trained in this process as the command would launch them (a launched run pays its
+    imports again; launching is tests/test_reproduce.py's), one of them stopped at step 2 of 3: --status says so, it
+    resumes, and the command, finding every run done, trains nothing and writes the table (a row per cell after the
+    people, a column per phenomenon, each verdict the rule's) and the figure."""
     extra_module("psifr.fr")
     monkeypatch.setattr(figures, "FORMATS", ("png",))
-    from primacy.cli.lightning import parse_run
     from primacy.workflows.paper.reproduce import plan
 
     out = tmp_path / "out"
-    panels = ["S4D/order-agnostic/immediate", "S4D/order-agnostic/delayed"]
-    runs, _ = plan(FIGURES["recall-like-people"].select(panels), "cpu", 2, out, TINY, parse_run)
-    for run in runs:  # trained here, in this process (a launched run would pay its imports again)
+    panels = ["DeltaNet/order-agnostic/immediate", "DeltaNet/order-agnostic/delayed"]
+    command = ["reproduce", "recall-like-people", "--panels", *panels, "--seeds", "2", "--out", str(out), *TINY]
+    runs, _ = plan(FIGURES["recall-like-people"].select(panels), "cpu", 2, out, TINY, lambda args: args)  # unparsed
+    *trained, stopped = runs
+    for run in trained:
         main(list(run.fit_args()))
+    stop = {"class_path": "signals.SignalAt", "init_args": {"step": 2, "signum": int(signal.SIGINT)}}
+    with pytest.raises(SystemExit):  # Ctrl-C at step 2
+        main([*stopped.fit_args(), f"--trainer.callbacks+={json.dumps(stop)}"])
     capsys.readouterr()
-    main(["reproduce", "recall-like-people", "--panels", *panels, "--seeds", "2", "--out", str(out), *TINY])
-    assert f"wrote {out / 'recall-like-people.md'}" in capsys.readouterr().out
+    main([*command, "--status"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[:-1]] == [[run.label, "done"] for run in trained] + [
+        [stopped.label, "stopped"]]
+    assert "at step 2 of 3: resumes" in lines[-2] and lines[-1] == "3 done, 1 stopped"
+
+    main(list(stopped.fit_args()))  # what the command runs for it: the run resumes from its checkpoint to the end
+    assert torch.load(stopped.dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+    capsys.readouterr()
+    main(command)  # every run done: nothing is trained (nor said to be), the page is written
+    printed = capsys.readouterr().out
+    assert "running" not in printed and f"wrote {out / 'recall-like-people.md'}" in printed
     with open(out / "recall-like-people.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["model"], r["objective"], r["condition"]) for r in rows] == [
-        ("people", "", "immediate"), ("S4D", "order-agnostic", "immediate"), ("S4D", "order-agnostic", "delayed")]
-    assert rows[0]["recency_index_n"] == "40" and rows[1]["recency_index_n"] == "2"
+    assert [(r["model"], r["objective"], r["condition"], r["config"]) for r in rows] == [
+        ("people", "", "immediate", "Morton2013"),
+        ("DeltaNet", "order-agnostic", "immediate", "recall-like-people-deltanet-agnostic-immediate-L24"),
+        ("DeltaNet", "order-agnostic", "delayed", "recall-like-people-deltanet-agnostic-delayed-L24")]
+    assert rows[0]["recency_index_n"] == "40" and rows[1]["recency_index_n"] == rows[2]["recency_index_n"] == "2"
     assert rows[0]["recency_index_direction"] == "positive"  # Morton2013's people: recency +0.23
-    delayed = rows[2]
+    people, immediate, delayed = rows
     assert float(delayed["delay_loss"]) == pytest.approx(float(delayed["recency_index"]) - float(
-        rows[1]["recency_index"]), abs=1e-9)
-    for row in rows[1:]:  # every verdict is the rule applied to the row's own mean and SE
+        immediate["recency_index"]), abs=1e-9)
+    assert not immediate["delay_loss"] and delayed["recency_index_expected"] == "neither"
+    assert immediate["recency_index_expected"] == people["recency_index_direction"]
+    for row in (immediate, delayed):  # every verdict is the rule applied to the row's own mean and SE
         for key in page.COLUMNS:
             if not row[key]:
                 continue
@@ -164,8 +188,8 @@ def test_the_command_trains_scores_and_draws_the_table_and_figure(tmp_path, caps
     table = (out / "recall-like-people.md").read_text().splitlines()
     headers = " | ".join(page.HEADERS[key] for key in page.COLUMNS)
     assert table[0] == f"| model | objective | condition | n | {headers} |"
-    assert len([line for line in table if line.startswith("| ")]) == 1 + 3  # header and the three rows
+    assert [line.split(" | ")[:3] for line in table if line.startswith("| ")][1:] == [
+        ["| people (Morton2013)", "—", "immediate"], ["| DeltaNet", "order-agnostic", "immediate"],
+        ["| DeltaNet", "order-agnostic", "delayed"]]
     assert (out / "recall-like-people.png").is_file()
     assert any(line.startswith("primacy humans ") and "--fit" in line for line in table)
-    main(["reproduce", "recall-like-people", "--panels", *panels, "--seeds", "2", "--out", str(out), "--status", *TINY])
-    assert capsys.readouterr().out.splitlines()[-1] == "4 done"

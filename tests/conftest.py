@@ -73,6 +73,14 @@ def quiet(tmp_path):
             "--trainer.enable_model_summary", "false", "--trainer.default_root_dir", str(tmp_path / "run")]
 
 
+@pytest.fixture
+def three_people(tmp_path):
+    """Three subjects' lists as rows shuffled out of order, items as words; the file and the lists."""
+    from support.people import three_people_file  # torch and primacy, imported when a test asks
+
+    return three_people_file(tmp_path)
+
+
 def __getattr__(name: str):
     """QUIET and TINY_RUNS, which the tests import from here: tiny runs of each task (a few seconds), with a logger,
     progress bar and summary off (a seed, a run directory and trainer flags are added by each test). They live in

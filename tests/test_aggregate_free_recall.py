@@ -7,47 +7,15 @@ import numpy as np
 import pytest
 import torch
 from conftest import extra_module
-from test_aggregate_tasks import VERIFICATION, aggregate_fails
-from test_aggregate_tasks import fake_run as accuracy_run
+from support.accuracy_results import VERIFICATION, accuracy_run
+from support.cli import aggregate_fails
+from support.free_recall_results import L_ITEMS, SETTINGS, VOCAB, random_free_recall_run
 
-from primacy.analysis.behaviour.free_recall import free_recall_counts, recall_positions
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.workflows import aggregate as aggregate_module
 from primacy.workflows.aggregate import FREE_RECALL_CURVES, FREE_RECALL_SCALARS, aggregate
-
-L_ITEMS, VOCAB = 6, 16
-
-SETTINGS = {
-    "task": "free_recall", "condition": None, "n_items": L_ITEMS, "vocab_size": VOCAB, "backbone": "S4DBackbone",
-    "backbone_args": {"d_model": 8},
-    "data_args": {"n_items": L_ITEMS, "vocab_size": VOCAB, "num_test_sets": 60, "seed": 0},
-    "model_args": {"vocab_size": VOCAB + 2, "n_items": L_ITEMS, "loss": "set_mass", "lr": 0.003},
-}
-
-
-def random_recall(n_lists: int, generator: torch.Generator, p_studied: float = 0.8) -> tuple[torch.Tensor, ...]:
-    """study (B, L) of distinct items and recalls (B, L): a studied item (repetitions likely) with probability
-    ``p_studied``, else any id (intrusions), stopping after 0..L outputs (-1 after)."""
-    study = torch.rand(n_lists, VOCAB, generator=generator).argsort(dim=1)[:, :L_ITEMS]  # B L
-    studied = study.gather(1, torch.randint(L_ITEMS, (n_lists, L_ITEMS), generator=generator))  # B L
-    other = torch.randint(VOCAB, (n_lists, L_ITEMS), generator=generator)  # B L
-    recalls = torch.where(torch.rand(n_lists, L_ITEMS, generator=generator) < p_studied, studied, other)
-    length = torch.randint(L_ITEMS + 1, (n_lists, 1), generator=generator)  # B 1
-    return study, recalls.masked_fill(torch.arange(L_ITEMS) >= length, -1)
-
-
-def fake_run(root, name, seed, n_lists=60, recalls=None):
-    """A results directory as a free-recall test writes it: ``results.write_free_recall`` of random lists (or of
-    ``recalls``, a function of the study lists), with subject ``name``, as a run directory of that name has."""
-    study, random = random_recall(n_lists, torch.Generator().manual_seed(seed))
-    recalls = random if recalls is None else recalls(study)
-    counts = free_recall_counts(recall_positions(study, recalls), L_ITEMS)
-    settings = {**SETTINGS, "data_args": {**SETTINGS["data_args"], "seed": seed}}
-    run = root / name
-    results.write_free_recall(run / "results", counts, study, recalls, settings, subject=name, loss=1.5)
-    return run
 
 
 def run_summary(run):
@@ -60,7 +28,7 @@ def values(run_summaries, key):
 
 
 def test_rates_and_curves_are_averaged_over_seeds(tmp_path):
-    runs = [fake_run(tmp_path, f"seed{seed}", seed) for seed in range(3)]
+    runs = [random_free_recall_run(tmp_path, f"seed{seed}", seed) for seed in range(3)]
     per_run = [run_summary(r) for r in runs]
     summary = aggregate(runs, tmp_path / "agg")
     assert summary == json.loads((tmp_path / "agg" / "summary.json").read_text())
@@ -99,7 +67,7 @@ def test_rates_and_curves_are_averaged_over_seeds(tmp_path):
 
 
 def test_cmr_is_fitted_to_the_mean_lag_crp_and_to_each_run(tmp_path):
-    runs = [fake_run(tmp_path, f"seed{seed}", seed, n_lists=400) for seed in range(3)]
+    runs = [random_free_recall_run(tmp_path, f"seed{seed}", seed, n_lists=400) for seed in range(3)]
     summary = aggregate(runs, tmp_path / "agg")
     lags = np.array(summary["lag_crp_lags"])
     mean = np.array(summary["lag_crp"]["mean"], dtype=float)
@@ -123,7 +91,7 @@ def test_the_figure_draws_the_mean_curves_with_their_bands_and_the_fits_of_the_m
         return draw(spc, pfr, lags, lag_crp, title, cmr, se)
 
     monkeypatch.setattr(aggregate_module.figures.free_recall, "free_recall", recording)
-    runs = [fake_run(tmp_path, f"seed{seed}", seed, n_lists=400) for seed in range(3)]
+    runs = [random_free_recall_run(tmp_path, f"seed{seed}", seed, n_lists=400) for seed in range(3)]
     summary = aggregate(runs, tmp_path / "agg")
     [(spc, pfr, lags, lag_crp, title, cmr, se)] = calls
     arrays = np.load(tmp_path / "agg" / "free_recall.npz")
@@ -138,10 +106,10 @@ def test_the_figure_draws_the_mean_curves_with_their_bands_and_the_fits_of_the_m
 
 def test_a_lag_only_some_runs_have_is_averaged_over_those(tmp_path):
     # One output per list: no transition, so this run's lag-CRP is null at every lag, its spc defined everywhere.
-    lonely = fake_run(tmp_path, "lonely", 0, recalls=lambda study: torch.cat(
+    lonely = random_free_recall_run(tmp_path, "lonely", 0, recalls=lambda study: torch.cat(
         [study[:, :1], torch.full((study.shape[0], L_ITEMS - 1), -1)], dim=1))
     assert all(v is None for v in run_summary(lonely)["lag_crp"])
-    runs = [lonely, fake_run(tmp_path, "a", 1), fake_run(tmp_path, "b", 2)]
+    runs = [lonely, random_free_recall_run(tmp_path, "a", 1), random_free_recall_run(tmp_path, "b", 2)]
     summary = aggregate(runs, tmp_path / "agg")
     crp = values([run_summary(r) for r in runs[1:]], "lag_crp")  # the two runs with transitions
     lag1 = L_ITEMS  # index of lag +1
@@ -157,7 +125,7 @@ def test_a_lag_only_some_runs_have_is_averaged_over_those(tmp_path):
 
 def test_the_pooled_csv_is_one_subject_per_run_for_psifr(tmp_path):
     fr, pd = extra_module("psifr.fr"), extra_module("pandas")
-    runs = [fake_run(tmp_path, f"seed{seed}", seed, n_lists=40 + 10 * seed) for seed in range(3)]
+    runs = [random_free_recall_run(tmp_path, f"seed{seed}", seed, n_lists=40 + 10 * seed) for seed in range(3)]
     aggregate(runs, tmp_path / "agg")
     pooled = (tmp_path / "agg" / "free_recall.csv").read_text().splitlines()
     own = [(r / "results" / "free_recall.csv").read_text().splitlines() for r in runs]
@@ -179,7 +147,7 @@ def test_the_pooled_csv_is_one_subject_per_run_for_psifr(tmp_path):
 
 
 def test_two_runs_of_one_directory_name_are_refused_in_one_line(tmp_path, capsys):
-    runs = [fake_run(tmp_path / "sweep1", "seed0", 0), fake_run(tmp_path / "sweep2", "seed0", 1)]
+    runs = [random_free_recall_run(tmp_path / sweep, "seed0", seed) for seed, sweep in enumerate(("sweep1", "sweep2"))]
     err = aggregate_fails(capsys, *runs, "--out", tmp_path / "agg")
     assert f"runs {runs[0]} and {runs[1]} have the same subject 'seed0'" in err
     assert not (tmp_path / "agg").exists(), "nothing is written"
@@ -187,7 +155,7 @@ def test_two_runs_of_one_directory_name_are_refused_in_one_line(tmp_path, capsys
 
 @pytest.mark.parametrize("free_recall_first", [True, False])
 def test_a_free_recall_run_with_a_verification_run_is_refused_in_one_line(tmp_path, capsys, free_recall_first):
-    recall = fake_run(tmp_path, "recall", 0)
+    recall = random_free_recall_run(tmp_path, "recall", 0)
     verification = accuracy_run(tmp_path, "verification", 1, VERIFICATION, delays=None)
     runs = [recall, verification] if free_recall_first else [verification, recall]
     err = aggregate_fails(capsys, *runs, "--out", tmp_path / "agg")
@@ -197,7 +165,7 @@ def test_a_free_recall_run_with_a_verification_run_is_refused_in_one_line(tmp_pa
 
 
 def test_runs_of_different_list_lengths_are_refused(tmp_path):
-    runs = [fake_run(tmp_path, "a", 0), fake_run(tmp_path, "b", 1)]
+    runs = [random_free_recall_run(tmp_path, "a", 0), random_free_recall_run(tmp_path, "b", 1)]
     path = runs[1] / "results" / "free_recall.npz"
     arrays = dict(np.load(path))
     for key in ("spc", "first_recall"):
@@ -215,7 +183,7 @@ def test_runs_of_different_list_lengths_are_refused(tmp_path):
     (lambda r: (r / "summary.json").write_text('{"task": "recall"}\n'), "has task 'recall'"),
 ])
 def test_a_damaged_free_recall_run_is_named_with_what_to_do(tmp_path, damage, what):
-    runs = [fake_run(tmp_path, "a", 0), fake_run(tmp_path, "b", 1)]
+    runs = [random_free_recall_run(tmp_path, "a", 0), random_free_recall_run(tmp_path, "b", 1)]
     damage(runs[1] / "results")
     with pytest.raises(UsageError, match=rf"{what}.*primacy test --config"):
         aggregate(runs, tmp_path / "agg")
@@ -223,7 +191,7 @@ def test_a_damaged_free_recall_run_is_named_with_what_to_do(tmp_path, damage, wh
 
 
 def test_the_command_prints_the_mean_number_recalled(tmp_path, capsys):
-    runs = [fake_run(tmp_path, f"seed{k}", k) for k in range(2)]
+    runs = [random_free_recall_run(tmp_path, f"seed{k}", k) for k in range(2)]
     main(["aggregate", *map(str, runs), "--out", str(tmp_path / "mean")])
     summary = json.loads((tmp_path / "mean" / "summary.json").read_text())
     line = capsys.readouterr().out.strip().splitlines()[-1]

@@ -5,70 +5,14 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from matplotlib.image import imread
+from support.accuracy_results import DELAYS, L_ITEMS, RECALL, RECONSTRUCTION, VERIFICATION, accuracy_run
+from support.cli import aggregate_fails
 
-from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.metrics import StudyQueryAccuracy
 from primacy.rundir import results
 from primacy.workflows import aggregate as aggregate_module
 from primacy.workflows.aggregate import aggregate
-
-L_ITEMS, DELAYS = 4, (0, 4, 8)
-
-RECONSTRUCTION = {
-    "task": "reconstruction", "condition": "forward", "n_items": L_ITEMS, "vocab_size": 16, "backbone": "S4DBackbone",
-    "backbone_args": {"d_model": 8},
-    "data_args": {"n_items": L_ITEMS, "vocab_size": 16, "delay": [0, 8], "test_delays": list(DELAYS),
-                  "condition": "forward", "seed": 0},
-    "model_args": {"lr": 0.001, "vocab_size": 18, "n_items": L_ITEMS, "delays": list(DELAYS)},
-}
-RECALL = {
-    "task": "recall", "condition": "half", "n_items": L_ITEMS, "vocab_size": None, "backbone": "S4DBackbone",
-    "backbone_args": {"d_model": 8},
-    "data_args": {"n_items": L_ITEMS, "n_keys": 16, "n_values": 8, "p_unseen": 0.25, "condition": "half", "seed": 0},
-    "model_args": {"lr": 0.001, "vocab_size": 25, "n_items": L_ITEMS, "delays": None},
-}
-VERIFICATION = {
-    "task": "verification", "condition": "half", "n_items": L_ITEMS, "vocab_size": 16, "backbone": "S4DBackbone",
-    "backbone_args": {"d_model": 8}, "data_args": {"n_items": L_ITEMS, "vocab_size": 16, "seed": 0},
-    "model_args": {"lr": 0.001},
-}
-
-
-def study_positions(condition: str, trials: int, generator: torch.Generator) -> torch.Tensor:
-    """(trials, L): forward asks study order; cued and seen a random order; half (and verification's half) every
-    other query about no studied item (-1)."""
-    if condition == "forward":
-        return torch.arange(L_ITEMS).expand(trials, -1)
-    order = torch.rand(trials, L_ITEMS, generator=generator).argsort(dim=1)
-    if condition == "half":
-        order = torch.where(torch.arange(L_ITEMS) % 2 == torch.randint(0, 2, (trials, 1), generator=generator), -1,
-                            order)
-    return order
-
-
-def fake_run(root, name, seed, settings=RECONSTRUCTION, delays=DELAYS, trials=600):
-    """A results directory as a test of the task writes it: a StudyQueryAccuracy (with ``delays``, or None) filled
-    with random answers, right more often early in the list and at short delays, then ``results.write``."""
-    generator = torch.Generator().manual_seed(seed)
-    metric = StudyQueryAccuracy(L_ITEMS, None if delays is None else list(delays))
-    study_pos = study_positions(settings["condition"], trials, generator)  # T L
-    delay = None
-    p = 0.9 - 0.1 * study_pos.clamp(min=0).double()  # T L
-    if delays is not None:
-        delay = torch.tensor(delays)[torch.randint(0, len(delays), (trials,), generator=generator)]  # T
-        p = p - 0.03 * delay[:, None]
-    correct = torch.rand(trials, L_ITEMS, generator=generator, dtype=torch.float64) < p
-    for rows in torch.arange(trials).split(64):  # in batches, as a test step does
-        metric.update(correct[rows], study_pos[rows], None if delay is None else delay[rows])
-    run = root / name
-    settings = {**settings, "data_args": {**settings["data_args"], "seed": seed}}
-    if settings.get("task") is None:  # an old verification summary, written before there were other tasks
-        settings = {k: v for k, v in settings.items() if k != "task"}
-    results.write(run / "results", metric.compute(), settings)
-    return run
 
 
 def per_run_curves(runs):
@@ -81,7 +25,7 @@ def per_run_curves(runs):
 
 
 def test_the_serial_position_curve_by_delay_is_averaged_over_seeds(tmp_path):
-    runs = [fake_run(tmp_path, name, seed) for seed, name in enumerate("abc")]
+    runs = [accuracy_run(tmp_path, name, seed) for seed, name in enumerate("abc")]
     summary = aggregate(runs, tmp_path / "agg")
     per_run = per_run_curves(runs)
     assert per_run.shape == (3, len(DELAYS), L_ITEMS) and not np.isnan(per_run).any()
@@ -120,7 +64,7 @@ def test_the_heatmap_of_forward_reconstruction_is_the_delay_figure(tmp_path, mon
     monkeypatch.setattr(aggregate_module.figures.accuracy, "delay_heatmap", recording)
     settings = {**RECONSTRUCTION, "condition": condition,
                 "data_args": {**RECONSTRUCTION["data_args"], "condition": condition}}
-    runs = [fake_run(tmp_path, name, seed, settings) for seed, name in enumerate("ab")]
+    runs = [accuracy_run(tmp_path, name, seed, settings) for seed, name in enumerate("ab")]
     aggregate(runs, tmp_path / "agg")
     for name in ("heatmap.png", "heatmap.pdf", "delay_heatmap.png", "delay_heatmap.pdf", "contiguity.png"):
         assert (tmp_path / "agg" / name).is_file(), name
@@ -142,7 +86,7 @@ def test_recall_runs_aggregate_with_none_on_the_heatmap(tmp_path, monkeypatch):
         return heatmap(matrix, distractor, title, **kwargs)
 
     monkeypatch.setattr(aggregate_module.figures.accuracy, "heatmap", recording)
-    runs = [fake_run(tmp_path, name, seed, RECALL, delays=None) for seed, name in enumerate("abc")]
+    runs = [accuracy_run(tmp_path, name, seed, RECALL, delays=None) for seed, name in enumerate("abc")]
     summary = aggregate(runs, tmp_path / "agg")
     assert "delays" not in summary and "serial_position_by_delay" not in summary
     assert "serial_position_by_delay_mean" not in np.load(tmp_path / "agg" / "accuracy.npz").files
@@ -155,9 +99,9 @@ def test_recall_runs_aggregate_with_none_on_the_heatmap(tmp_path, monkeypatch):
 
 
 def test_old_verification_summaries_without_a_task_aggregate_with_new_ones(tmp_path, monkeypatch):
-    old = fake_run(tmp_path, "old", 0, {**VERIFICATION, "task": None}, delays=None)
+    old = accuracy_run(tmp_path, "old", 0, {**VERIFICATION, "task": None}, delays=None)
     assert "task" not in json.loads((old / "results" / "summary.json").read_text())
-    new = fake_run(tmp_path, "new", 1, VERIFICATION, delays=None)
+    new = accuracy_run(tmp_path, "new", 1, VERIFICATION, delays=None)
     labels = []
     heatmap = aggregate_module.figures.accuracy.heatmap
     monkeypatch.setattr(aggregate_module.figures.accuracy, "heatmap",
@@ -167,22 +111,12 @@ def test_old_verification_summaries_without_a_task_aggregate_with_new_ones(tmp_p
     assert labels == [{"distractor_label": "new"}]
     assert (tmp_path / "agg" / "heatmap.png").is_file() and not (tmp_path / "agg" / "delay_heatmap.png").exists()
     with pytest.raises(UsageError, match=r"differs from .*old in task \('verification' vs 'reconstruction'\)"):
-        aggregate([old, fake_run(tmp_path, "recon", 2)], tmp_path / "agg2")
-
-
-def aggregate_fails(capsys, *args):
-    """Run `primacy aggregate ARGS`, expect exit status 2 and return its one line of stderr."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(["aggregate", *map(str, args)])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and "Traceback" not in err
-    assert len(err.splitlines()) == 1 and err.startswith("primacy: error: "), err
-    return err
+        aggregate([old, accuracy_run(tmp_path, "recon", 2)], tmp_path / "agg2")
 
 
 def test_runs_of_different_tasks_are_refused_in_one_line(tmp_path, capsys):
     recall = {**RECALL, "condition": "forward", "n_items": L_ITEMS}  # only the task differs at the top level
-    runs = [fake_run(tmp_path, "recon", 0), fake_run(tmp_path, "recall", 1, recall, delays=None)]
+    runs = [accuracy_run(tmp_path, "recon", 0), accuracy_run(tmp_path, "recall", 1, recall, delays=None)]
     err = aggregate_fails(capsys, *runs, "--out", tmp_path / "agg")
     assert f"run {runs[1]} differs from {runs[0]} in task ('reconstruction' vs 'recall')" in err
     assert not (tmp_path / "agg").exists(), "nothing is written"
@@ -190,7 +124,7 @@ def test_runs_of_different_tasks_are_refused_in_one_line(tmp_path, capsys):
 
 def test_runs_of_different_delays_are_refused_in_one_line(tmp_path, capsys):
     other = {**RECONSTRUCTION, "data_args": {**RECONSTRUCTION["data_args"], "test_delays": [0, 8]}}
-    runs = [fake_run(tmp_path, "a", 0), fake_run(tmp_path, "b", 1, other, delays=(0, 8))]
+    runs = [accuracy_run(tmp_path, "a", 0), accuracy_run(tmp_path, "b", 1, other, delays=(0, 8))]
     err = aggregate_fails(capsys, *runs, "--out", tmp_path / "agg")
     assert "differs from" in err and "data_args.test_delays ([0, 4, 8] vs [0, 8])" in err
     # The same, with summaries that lack the settings: the delays the runs were tested at still differ.
@@ -199,7 +133,7 @@ def test_runs_of_different_delays_are_refused_in_one_line(tmp_path, capsys):
     err = aggregate_fails(capsys, *runs, "--out", tmp_path / "agg")
     assert f"run {runs[1]} was tested at delays [0, 8], {runs[0]} at delays [0, 4, 8]" in err
     # and a run tested without delays against one with them
-    plain = fake_run(tmp_path, "plain", 2, delays=None)
+    plain = accuracy_run(tmp_path, "plain", 2, delays=None)
     (plain / "results" / "summary.json").write_text('{"data_args": null}\n')
     err = aggregate_fails(capsys, runs[0], plain, "--out", tmp_path / "agg")
     assert f"run {plain} was tested without delays, {runs[0]} at delays [0, 4, 8]" in err

@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 from conftest import QUIET, ROOT, TINY_RUNS, fake_slurm
+from support.cli import snapshot
 
 from primacy import registry
 from primacy.cli import main
@@ -224,10 +225,6 @@ def places(tmp_path_factory):
         assert right in free_recall, name
         (tmp / f"{name}.yaml").write_text(free_recall.replace(right, wrong))
     return {"tmp": tmp, "run": run, "lstm": lstm, "induction": induction, "file": tmp / "file", "damaged": damaged}
-
-
-def snapshot(directory) -> dict:
-    return {p: p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def fails_in_one_line(args: list[str], expected: str | tuple[str, ...], places: dict, capsys) -> None:

@@ -8,9 +8,9 @@ import shutil
 
 import numpy as np
 import pytest
-from test_aggregate_free_recall import fake_run
-from test_bad_input import snapshot
-from test_pretrained import save_model
+from support.cli import snapshot
+from support.free_recall_results import random_free_recall_run
+from support.pretrained import save_model
 
 from primacy.cli import main
 
@@ -100,7 +100,7 @@ def places(tmp_path_factory):
         (out / name).write_text(f"earlier {name}\n")
     _grids(tmp)
     _heads_tables(tmp)
-    no_item = fake_run(tmp, "no-item", 0)
+    no_item = random_free_recall_run(tmp, "no-item", 0)
     _without_column(no_item / "results" / "free_recall.csv", "item")
     gpt2 = save_model("gpt2", tmp / "gpt2")
     weights = (gpt2 / "model.safetensors").read_bytes()

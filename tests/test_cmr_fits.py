@@ -13,8 +13,9 @@ import time
 
 import numpy as np
 import pytest
-from test_humans import free_recall_run, refusal
-from test_people_files import lists, three_people, write  # noqa: F401 - three_people is a fixture
+from support.cli import refusal
+from support.free_recall_results import free_recall_run
+from support.people import lists, write
 
 from primacy.analysis.behaviour.cmr.fitting import count_events
 from primacy.analysis.behaviour.cmr.likelihood import cmr_log_likelihood
@@ -29,7 +30,7 @@ def fit_files(out):
     return sorted(path.name for path in out.glob("*.json"))
 
 
-def test_cmr_fit_writes_each_participant_as_it_ends_and_resumes(three_people, tmp_path, capsys):  # noqa: F811
+def test_cmr_fit_writes_each_participant_as_it_ends_and_resumes(three_people, tmp_path, capsys):
     path, _ = three_people
     out = tmp_path / "fits"
     main(["cmr_fit", "--data", str(path), "--out", str(out), "--only", "bo", *QUICK])
@@ -53,7 +54,7 @@ def test_cmr_fit_writes_each_participant_as_it_ends_and_resumes(three_people, tm
         assert fit["n"] == len(correct) + len(positions), "each correct recall (repeats dropped) and each stop"
 
 
-def test_a_fit_under_other_settings_or_a_damaged_one_is_refused_in_one_line(three_people, tmp_path, capsys):  # noqa: F811
+def test_a_fit_under_other_settings_or_a_damaged_one_is_refused_in_one_line(three_people, tmp_path, capsys):
     path, _ = three_people
     out = tmp_path / "fits"
     main(["cmr_fit", "--data", str(path), "--out", str(out), "--only", "ann", *QUICK])
@@ -76,7 +77,7 @@ def test_a_fit_under_other_settings_or_a_damaged_one_is_refused_in_one_line(thre
     assert fit_files(out) == ["ann.json"]
 
 
-def test_cmr_fit_fits_the_parameters_a_spec_file_frees(three_people, tmp_path):  # noqa: F811
+def test_cmr_fit_fits_the_parameters_a_spec_file_frees(three_people, tmp_path):
     path, _ = three_people
     spec = cmr_fits.FitSpec(free={"B_rec": (0.0, 1.0), "X2": (0.0, 5.0)}, dependent={"Dfc": "1 - Lfc"},
                             fixed={"Afc": 0.0, "Acf": 0.0, "B_enc": 0.5, "B_start": 0.1, "Lfc": 0.3, "Lcf": 0.6,
@@ -185,7 +186,7 @@ def test_humans_fit_fits_people_and_seeds_alike_and_sets_bic_beside_the_grid_cel
     assert capsys.readouterr().out.splitlines()[-1] == "4 done"
 
 
-def test_the_fit_options_need_fit(three_people, tmp_path, capsys):  # noqa: F811
+def test_the_fit_options_need_fit(three_people, tmp_path, capsys):
     path, _ = three_people
     for extra in (["--jobs", "2"], ["--status"], ["--fit_seed", "3"]):
         flag = extra[0]
@@ -205,7 +206,7 @@ def test_participant_names_become_file_names():
     assert cmr_fits.file_name("seed0") == "seed0.json"
 
 
-def test_recovery_simulates_each_fitted_participant_and_fits_it_again(three_people, tmp_path, capsys):  # noqa: F811
+def test_recovery_simulates_each_fitted_participant_and_fits_it_again(three_people, tmp_path, capsys):
     path, _ = three_people
     fits, recovered = tmp_path / "fits", tmp_path / "recovered"
     main(["cmr_fit", "--data", str(path), "--out", str(fits), *QUICK])

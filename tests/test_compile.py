@@ -6,7 +6,7 @@ import signal
 import pytest
 import torch
 from conftest import TINY_RUNS
-from test_resume import assert_same_state, checkpoint, fit, interrupt_at
+from support.resume import assert_same_state, checkpoint, fit, interrupt_at
 
 from primacy import registry
 from primacy.callbacks import compiling

@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT
+from support.configs import TASK_SIZES, BuildOnly, Built
 
 from primacy.cli import main
 from primacy.cli.lightning import PrimacyCLI
@@ -25,12 +26,6 @@ FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob(
 COMPOSED = {f"parts:{name}": tuple(f"configs/{part}" for part in parts)  # each a run's --config files, in order
             for name, parts in phenomena.cells().items()}
 CONFIGS = FILES + sorted(COMPOSED)
-HELD_OUT = ["--data.init_args.num_test_sets", "1", "--data.init_args.num_val_sets", "1"]
-TASK_SIZES = {  # the smallest evaluation of each task, by class name
-    "VerificationTask": HELD_OUT, "ReconstructionTask": HELD_OUT, "AssociativeRecallTask": HELD_OUT,
-    "FreeRecallTask": HELD_OUT, "MQARTask": HELD_OUT, "SelectiveCopyingTask": HELD_OUT,
-    "InductionTask": ["--data.init_args.num_test_prompts", "4", "--data.init_args.num_val_prompts", "4"],
-}
 
 
 def merged(base: dict, later: dict) -> dict:
@@ -87,19 +82,6 @@ def args(config: str, run, draw: bool = True) -> list[str]:
             "--trainer.limit_val_batches", "2",  # an int > 1 (as "1" would mean 100 %)
             "--trainer.limit_test_batches", "2", "--trainer.num_sanity_val_steps", "0",
             "--data.init_args.batch_size", "4", *TASK_SIZES[pair(config)[0]], *figures]
-
-
-class Built(Exception):  # noqa: N818 - carries the built objects out of the CLI
-    def __init__(self, cli: PrimacyCLI) -> None:
-        super().__init__()
-        self.model, self.datamodule = cli.model, cli.datamodule
-
-
-class BuildOnly(PrimacyCLI):
-    """`primacy fit` up to the moment training would start: everything parsed, checked and built."""
-
-    def before_fit(self) -> None:
-        raise Built(self)
 
 
 def test_every_pair_has_a_representative():

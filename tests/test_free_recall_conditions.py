@@ -8,8 +8,8 @@ import json
 
 import pytest
 import torch
-from test_aggregate_free_recall import fake_run
-from test_resume import assert_resumes_bitwise
+from support.free_recall_results import random_free_recall_run
+from support.resume import assert_resumes_bitwise
 
 from primacy.backbones.s4d import S4DBackbone
 from primacy.errors import UsageError
@@ -165,9 +165,9 @@ def test_a_continual_distractor_run_resumes_bitwise(tmp_path):
 
 
 def test_aggregate_takes_runs_from_before_the_conditions_with_immediate_ones_but_not_delayed_ones(tmp_path):
-    old = fake_run(tmp_path, "old", 0)
-    new = fake_run(tmp_path, "new", 1)
-    delayed = fake_run(tmp_path, "delayed", 2)
+    old = random_free_recall_run(tmp_path, "old", 0)
+    new = random_free_recall_run(tmp_path, "new", 1)
+    delayed = random_free_recall_run(tmp_path, "delayed", 2)
     for run, added in ((new, {"delay": 0, "gap": 0, "distractor_vocab": 0}),
                        (delayed, {"delay": 4, "gap": 0, "distractor_vocab": 8})):
         path = run / "results" / "summary.json"

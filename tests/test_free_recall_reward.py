@@ -5,8 +5,8 @@ settings refused in one line, and the default objective unchanged."""
 
 import pytest
 import torch
-from test_distributed import ddp
-from test_resume import assert_resumes_bitwise
+from support.distributed import ddp
+from support.resume import assert_resumes_bitwise
 
 from primacy.backbones.lstm import LSTMBackbone
 from primacy.cli import main

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import extra_module
+from support.cli import refusal
+from support.free_recall_results import free_recall_run
 
 from primacy.analysis.behaviour import comparison
 from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
 from primacy.cli import main
 from primacy.errors import UsageError
-from primacy.rundir import results
 from primacy.workflows.humans import people
 from primacy.workflows.paper.pages import FIGURES, draw
 
@@ -108,20 +109,6 @@ def test_indices_and_distances_are_read_off_the_mean_curves():
         comparison.distances(model, comparison.group_curves([curves([0.5] * 3, [0.3] * 3, [0.1] * 5)]))
 
 
-def free_recall_run(root, name: str, n_items: int, seed: int, task: str = "free_recall"):
-    """A free-recall results directory as a test writes it, of random recalls (primacy: early items more often)."""
-    generator = torch.Generator().manual_seed(seed)
-    study = torch.rand(40, 200, generator=generator).argsort(dim=1)[:, :n_items]  # B L
-    keep = torch.rand(40, n_items, generator=generator) < torch.linspace(0.9, 0.3, n_items)  # B L
-    order = torch.rand(40, n_items, generator=generator).argsort(dim=1)  # B L: output order
-    recalls = torch.where(keep, study, -1).gather(1, order)
-    recalls = recalls.gather(1, (recalls == -1).to(torch.int8).argsort(dim=1, stable=True))  # outputs first, then -1
-    counts = free_recall_counts(recall_positions(study, recalls), n_items)
-    settings = {"task": task, "n_items": n_items, "vocab_size": 200, "backbone": "S4DBackbone", "condition": None}
-    results.write_free_recall(root / name / "results", counts, study, recalls, settings, subject=name)
-    return root / name
-
-
 def test_primacy_humans_writes_the_figure_the_curves_and_the_distances(fr, tmp_path, capsys):
     model = tmp_path / "s4d"
     for seed in range(2):
@@ -159,15 +146,6 @@ def test_primacy_humans_writes_the_figure_the_curves_and_the_distances(fr, tmp_p
 def _lists(run):
     with np.load(run / "results" / "free_recall.npz") as arrays:
         return torch.from_numpy(arrays["study"]), torch.from_numpy(arrays["recalls"])
-
-
-def refusal(args, capsys) -> str:
-    with pytest.raises(SystemExit) as stopped:
-        main(args)
-    assert stopped.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):

@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 from conftest import QUIET, ROOT, TINY_RUNS
-from test_configs import TASK_SIZES
+from support.configs import TASK_SIZES
 
 from primacy import moved
 from primacy.cli import main

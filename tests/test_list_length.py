@@ -4,7 +4,7 @@ selective copying) grows it with the list, so the longer list is as dense as the
 
 import pytest
 from conftest import TINY_RUNS
-from test_configs import BuildOnly, Built
+from support.configs import BuildOnly, Built
 
 from primacy.tasks.mqar import MQARTask
 from primacy.tasks.selective_copying import SelectiveCopyingTask

@@ -10,7 +10,8 @@ import json
 import pytest
 import torch
 import transformers
-from test_pretrained import SPECIAL, V, _fails_in_one_line, _run, _tokenizer
+from support.cli import refused_in_one_line, run_command
+from support.pretrained import SPECIAL, V, save_model, word_tokenizer
 
 from primacy.analysis.heads.natural_text import frequent_tokens, text_windows, token_mask
 from primacy.errors import UsageError
@@ -28,7 +29,7 @@ def gpt2(tmp_path_factory):
     config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=512, vocab_size=V, bos_token_id=0,
                                      eos_token_id=1)
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(path)
-    _tokenizer(bos=True).save_pretrained(path)
+    word_tokenizer(bos=True).save_pretrained(path)
     return path
 
 
@@ -117,16 +118,16 @@ def test_the_paper_icl_score_on_text_windows_is_loss_500_minus_loss_50(gpt2, tex
     windows = torch.tensor([[0, *d[:511]] for d in documents if len(d) >= 511])  # BOS, then the text
     assert len(windows) == 6, "the short document gives no window"
     out = tmp_path / "icl"
-    _run("analyze", "icl", "--hf_model", gpt2, "--out", out, "--n_items", 11, "--prompts", 4, "--formats",
-         "--icl_score", "paper", "--texts", path, "--prompt_vocabulary", "frequent", "--sequences", 5)
+    run_command("analyze", "icl", "--hf_model", gpt2, "--out", out, "--n_items", 11, "--prompts", 4, "--formats",
+                "--icl_score", "paper", "--texts", path, "--prompt_vocabulary", "frequent", "--sequences", 5)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["icl_sequences"] == 5 and summary["icl_score_kind"] == "paper"
     assert summary["icl_score"] == pytest.approx(_paper_icl_score(gpt2, windows[:5]), abs=1e-5)
     assert summary["prompt_vocabulary"] == "frequent" and summary["prompt_tokens"] == 11
     assert len(summary["prompt_token_ids"]) == 11
     ablation = tmp_path / "ablation"
-    _run("analyze", "ablation", "--hf_model", gpt2, "--heads", out / "heads.csv", "--out", ablation, "--random", 2,
-         "--icl_score", "paper", "--texts", path, "--formats")
+    run_command("analyze", "ablation", "--hf_model", gpt2, "--heads", out / "heads.csv", "--out", ablation,
+                "--random", 2, "--icl_score", "paper", "--texts", path, "--formats")
     result = json.loads((ablation / "ablation.json").read_text())
     assert (result["early"], result["late"]) == (51, 501) and result["n_items"] is None
     assert sum(result["scores"]["intact"]) / 6 == pytest.approx(_paper_icl_score(gpt2, windows), abs=1e-5)
@@ -135,8 +136,8 @@ def test_the_paper_icl_score_on_text_windows_is_loss_500_minus_loss_50(gpt2, tex
 def test_prompts_from_a_token_file(gpt2, tmp_path):
     (tmp_path / "tokens.txt").write_text("\n".join(str(i) for i in range(20, 31)))
     out = tmp_path / "icl"
-    _run("analyze", "icl", "--hf_model", gpt2, "--out", out, "--n_items", 11, "--prompts", 3, "--formats",
-         "--prompt_vocabulary", tmp_path / "tokens.txt")
+    run_command("analyze", "icl", "--hf_model", gpt2, "--out", out, "--n_items", 11, "--prompts", 3, "--formats",
+                "--prompt_vocabulary", tmp_path / "tokens.txt")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["prompt_token_ids"] == list(range(20, 31)) and summary["icl_score_kind"] == "repeats"
 
@@ -155,8 +156,6 @@ def test_prompts_from_a_token_file(gpt2, tmp_path):
     ("windows-too-long", "the paper's ICL-score windows have 512 tokens: the model's positions allow at most 128"),
 ])
 def test_bad_text_settings_get_one_line(gpt2, texts, tmp_path, case, expected, capsys):
-    from test_pretrained import save_model
-
     (tmp_path / "words.txt").write_text("w3 w4")
     (tmp_path / "outside.txt").write_text("3 500")
     (tmp_path / "special.txt").write_text("1 3")
@@ -171,19 +170,19 @@ def test_bad_text_settings_get_one_line(gpt2, texts, tmp_path, case, expected, c
              "sequences-unused": ["--sequences", 5],
              "default-n-too-long": [],
              "windows-too-long": ["--icl_score", "paper", "--texts", texts[0], "--n_items", 11]}[case]
-    _fails_in_one_line(["analyze", "icl", "--hf_model", short, "--out", tmp_path / "out", "--prompts", 2, *extra],
-                       expected, capsys)
+    refused_in_one_line(["analyze", "icl", "--hf_model", short, "--out", tmp_path / "out", "--prompts", 2, *extra],
+                        expected, capsys)
     assert not (tmp_path / "out").exists(), "nothing written"
 
 
 def test_texts_are_refused_for_a_run_trained_here_and_for_ablation_settings_they_replace(tmp_path, capsys):
-    _fails_in_one_line(["analyze", "icl", "--config", tmp_path / "config.yaml", "--ckpt_path", tmp_path / "last.ckpt",
-                        "--out", tmp_path / "out", "--icl_score", "paper", "--texts", tmp_path / "t.txt"],
-                       "icl_score=paper needs a tokenizer: it is for --hf_model, not a run trained here", capsys)
-    _fails_in_one_line(["analyze", "icl", "--config", tmp_path / "config.yaml", "--ckpt_path", tmp_path / "last.ckpt",
-                        "--out", tmp_path / "out", "--prompt_vocabulary", "unembedding_bias"],
-                       "prompt_vocabulary=unembedding_bias needs a tokenizer and an unembedding: it is for --hf_model",
-                       capsys)
-    _fails_in_one_line(["analyze", "ablation", "--hf_model", tmp_path, "--heads", tmp_path / "heads.csv", "--out",
-                        tmp_path / "out", "--icl_score", "paper", "--texts", tmp_path / "t.txt", "--repeats", 3],
-                       "repeats=3 is unused with --icl_score paper: its sequences are text windows", capsys)
+    refused_in_one_line(["analyze", "icl", "--config", tmp_path / "config.yaml", "--ckpt_path", tmp_path / "last.ckpt",
+                         "--out", tmp_path / "out", "--icl_score", "paper", "--texts", tmp_path / "t.txt"],
+                        "icl_score=paper needs a tokenizer: it is for --hf_model, not a run trained here", capsys)
+    refused_in_one_line(["analyze", "icl", "--config", tmp_path / "config.yaml", "--ckpt_path", tmp_path / "last.ckpt",
+                         "--out", tmp_path / "out", "--prompt_vocabulary", "unembedding_bias"],
+                        "prompt_vocabulary=unembedding_bias needs a tokenizer and an unembedding: it is for --hf_model",
+                        capsys)
+    refused_in_one_line(["analyze", "ablation", "--hf_model", tmp_path, "--heads", tmp_path / "heads.csv", "--out",
+                         tmp_path / "out", "--icl_score", "paper", "--texts", tmp_path / "t.txt", "--repeats", 3],
+                        "repeats=3 is unused with --icl_score paper: its sequences are text windows", capsys)

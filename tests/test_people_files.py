@@ -4,50 +4,18 @@ goes through the same analyses as psifr's datasets, and every malformed row is o
 
 import csv
 import json
-import random
 
 import numpy as np
 import pytest
 import torch
-from test_humans import free_recall_run, refusal
+from support.cli import refusal
+from support.free_recall_results import free_recall_run
+from support.people import HEADER
 
-from primacy.analysis.behaviour.free_recall import free_recall_counts, long_format_rows, recall_positions, summarize
+from primacy.analysis.behaviour.free_recall import free_recall_counts, recall_positions, summarize
 from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.workflows.humans import people
-
-HEADER = ["subject", "list", "trial_type", "position", "item", "study_position"]
-
-
-def lists(seed: int, n_lists: int = 6, n_items: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random lists (B, L) of distinct words and their outputs (B, L + 2), with intrusions and repetitions."""
-    generator = torch.Generator().manual_seed(seed)
-    study = torch.rand(n_lists, 50, generator=generator).argsort(dim=1)[:, :n_items]
-    recalls = torch.full((n_lists, n_items + 2), -1)
-    for b in range(n_lists):
-        said = study[b, torch.randperm(n_items, generator=generator)[: b % (n_items + 1)]].tolist()
-        said += [study[b, 0].item()] * (b % 2) + [100 + b] * (b % 3 == 1)  # a repetition, an intrusion
-        recalls[b, : len(said)] = torch.tensor(said, dtype=torch.long)
-    return study, recalls
-
-
-def write(path, rows: list[dict], header=HEADER) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-@pytest.fixture
-def three_people(tmp_path):
-    """Three subjects' lists as rows shuffled out of order, items as words; the file and the lists."""
-    originals = {name: lists(seed) for seed, name in enumerate(["ann", "bo", "cy"])}
-    rows = [{**row, "item": f"w{row['item']}"}
-            for name, (study, recalls) in originals.items() for row in long_format_rows(study, recalls, name)]
-    random.Random(0).shuffle(rows)
-    path = tmp_path / "mine.csv"
-    write(path, rows)
-    return path, originals
 
 
 def test_a_file_reads_back_as_the_lists_it_holds(three_people):

@@ -13,6 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
+from support.cli import refused_in_one_line, run_command
+from support.pretrained import HEADS, LAYERS, SPECIAL, D, V, hf_config, save_model
 
 from primacy.analysis.behaviour.cmr.grid import CMRGrid
 from primacy.analysis.heads.analysis import analyze_heads
@@ -21,47 +23,6 @@ from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.tasks.prompts import repeated_prompt
 from primacy.workflows.induction.hf_models import checkpoint_name_step, load_pretrained
-
-V, D, LAYERS, HEADS = 96, 32, 2, 4
-SPECIAL = ("<s>", "</s>", "<pad>")
-
-
-def _config(kind: str):
-    common = {"vocab_size": V, "bos_token_id": 0, "eos_token_id": 1}
-    if kind == "gpt2":
-        return transformers.GPT2Config(n_embd=D, n_layer=LAYERS, n_head=HEADS, n_positions=128, **common)
-    if kind == "neox":
-        return transformers.GPTNeoXConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                          intermediate_size=64, max_position_embeddings=128, **common)
-    if kind == "llama":  # grouped-query: 4 query heads share 2 key/value heads
-        return transformers.LlamaConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                        num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128,
-                                        tie_word_embeddings=True, **common)
-    return transformers.Qwen2Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                    num_key_value_heads=1, intermediate_size=64, max_position_embeddings=128, **common)
-
-
-def _tokenizer(bos: bool):
-    """A word-level tokenizer: the special tokens first, then ordinary words up to V - 6 (the embedding keeps 6
-    rows no token uses, as real models pad theirs); text is split at white space, so "w5 w7" is [5, 7]."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {token: i for i, token in enumerate(SPECIAL)}
-    vocab.update({f"w{i}": i for i in range(len(SPECIAL), V - 6)})
-    fast = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    fast.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=fast, bos_token="<s>" if bos else None,
-                                                eos_token="</s>", pad_token="<pad>")
-
-
-def save_model(kind: str, path, tokenizer: bool | str = False, seed: int = 0):
-    """A tiny model of ``kind`` in ``path``; ``tokenizer`` True saves one with a BOS token, "no-bos" one without."""
-    torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(_config(kind))
-    model.save_pretrained(path)
-    if tokenizer:
-        _tokenizer(bos=tokenizer is True).save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +165,7 @@ def _space_word_model(path, kind: str = "gpt2"):
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=fast, bos_token="<s>", eos_token="</s>",
                                                      pad_token="<pad>")
     torch.manual_seed(3)
-    model = transformers.AutoModelForCausalLM.from_config(_config(kind))
+    model = transformers.AutoModelForCausalLM.from_config(hf_config(kind))
     norm = model.base_model.ln_f if kind == "gpt2" else model.base_model.norm
     if getattr(norm, "bias", None) is not None:
         with torch.no_grad():
@@ -225,8 +186,8 @@ def test_the_papers_prompt_tokens_are_the_space_words_of_largest_unembedding_bia
     chosen = heads.paper_prompt_tokens(11)
     assert chosen.tolist() == sorted(words, key=lambda i: -expected_bias[i].item())[:11]
     out = tmp_path / "icl"
-    _run("analyze", "icl", "--hf_model", path, "--prompt_vocabulary", "unembedding_bias", "--out", out,
-         "--prompts", 2, "--n_items", 11, "--formats")  # the tables alone
+    run_command("analyze", "icl", "--hf_model", path, "--prompt_vocabulary", "unembedding_bias", "--out", out,
+                "--prompts", 2, "--n_items", 11, "--formats")  # the tables alone
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["prompt_token_ids"]) == sorted(chosen.tolist())
 
@@ -235,20 +196,16 @@ def test_the_papers_prompt_tokens_need_an_unembedding_bias(tmp_path, capsys):
     """Llama's RMSNorm has no bias and its output layer none: the criterion is undefined there, and says what stands
     in; a run trained here has no tokenizer to say which tokens are words."""
     path, _, _ = _space_word_model(tmp_path / "llama", kind="llama")
-    _fails_in_one_line(["analyze", "icl", "--hf_model", path, "--prompt_vocabulary", "unembedding_bias",
-                        "--out", tmp_path / "out", "--n_items", 11],
-                       "its final norm and output layer have no bias; use --prompt_vocabulary frequent", capsys)
+    refused_in_one_line(["analyze", "icl", "--hf_model", path, "--prompt_vocabulary", "unembedding_bias",
+                         "--out", tmp_path / "out", "--n_items", 11],
+                        "its final norm and output layer have no bias; use --prompt_vocabulary frequent", capsys)
     assert not (tmp_path / "out").exists()
-
-
-def _run(*args) -> None:
-    main([str(a) for a in args])
 
 
 def test_analyze_icl_and_ablation_on_a_saved_model(models, tmp_path, capsys):
     out = tmp_path / "icl"
-    _run("analyze", "icl", "--hf_model", models["gpt2"], "--out", out, "--n_items", 11, "--prompts", 8,
-         "--batch_size", 3, "--formats", "png")
+    run_command("analyze", "icl", "--hf_model", models["gpt2"], "--out", out, "--n_items", 11, "--prompts", 8,
+                "--batch_size", 3, "--formats", "png")
     for name in ("heads.csv", "summary.json", "lag_crps.npz", "attention_pattern.png", "lag_crp_fits.png",
                  "cmr_distance_vs_induction.png", "cmr_like_share.png", "cmr_families.png"):
         assert (out / name).is_file(), name
@@ -260,8 +217,8 @@ def test_analyze_icl_and_ablation_on_a_saved_model(models, tmp_path, capsys):
     with (out / "heads.csv").open() as f:
         assert len(list(csv.DictReader(f))) == LAYERS * HEADS
     ablation = tmp_path / "ablation"
-    _run("analyze", "ablation", "--hf_model", models["gpt2"], "--heads", out / "heads.csv", "--out", ablation,
-         "--n_items", 8, "--sequences", 12, "--random", 3, "--formats", "png")
+    run_command("analyze", "ablation", "--hf_model", models["gpt2"], "--heads", out / "heads.csv", "--out", ablation,
+                "--n_items", 8, "--sequences", 12, "--random", 3, "--formats", "png")
     result = json.loads((ablation / "ablation.json").read_text())
     assert set(result["summary"]) == {"intact", "top", "random", "random_single"}
     assert len(result["scores"]["intact"]) == 12
@@ -271,8 +228,8 @@ def test_analyze_icl_and_ablation_on_a_saved_model(models, tmp_path, capsys):
 
 
 def test_layers_restrict_the_analysis(models, tmp_path):
-    _run("analyze", "icl", "--hf_model", models["llama"], "--out", tmp_path, "--layers", 1, "--n_items", 11,
-         "--prompts", 4, "--formats")
+    run_command("analyze", "icl", "--hf_model", models["llama"], "--out", tmp_path, "--layers", 1, "--n_items", 11,
+                "--prompts", 4, "--formats")
     with (tmp_path / "heads.csv").open() as f:
         assert {row["layer"] for row in csv.DictReader(f)} == {"1"}
     assert json.loads((tmp_path / "summary.json").read_text())["layers"] == [1]
@@ -282,7 +239,8 @@ def test_layers_restrict_the_analysis(models, tmp_path):
 def test_a_checkpoint_series_gives_the_emergence_table(models, tmp_path):
     series = [save_model("neox", tmp_path / f"pythia-step{step}", seed=step) for step in (2000, 1000)]
     out = tmp_path / "out"
-    _run("analyze", "icl", "--hf_model", *series, "--out", out, "--n_items", 11, "--prompts", 4, "--formats", "png")
+    run_command("analyze", "icl", "--hf_model", *series, "--out", out, "--n_items", 11, "--prompts", 4, "--formats",
+                "png")
     with (out / "emergence.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == [1000, 2000]
@@ -335,34 +293,25 @@ def test_bad_models_get_one_line(models, tmp_path, case, expected, monkeypatch, 
               "layers": ["--hf_model", models["llama"], "--layers", 2],
               "two-sources": ["--hf_model", models["llama"], "--config", tmp_path / "config.yaml"],
               "series-grid": ["--hf_model", models["llama"], models["neox"], "--revision", "step1", "step2"]}[case]
-    _fails_in_one_line(["analyze", "icl", *source, "--out", tmp_path / "out", "--prompts", 2, "--n_items", 11],
-                       expected.format(tmp=tmp_path), capsys)
+    refused_in_one_line(["analyze", "icl", *source, "--out", tmp_path / "out", "--prompts", 2, "--n_items", 11],
+                        expected.format(tmp=tmp_path), capsys)
     assert not (tmp_path / "out").exists(), "nothing written"
 
 
 def test_a_fused_linear_c_attn_is_not_read_as_gpt2():
     """Qwen v1's attention has GPT-2's child names, but its c_attn is an nn.Linear (weight (3D, D), not Conv1D's
     (D, 3D)): slicing it as GPT-2 would read the wrong weights, so it is no family primacy knows."""
-    gpt2 = transformers.AutoModelForCausalLM.from_config(_config("gpt2"))
+    gpt2 = transformers.AutoModelForCausalLM.from_config(hf_config("gpt2"))
     assert family(gpt2.transformer.h[0].attn) == "gpt2"
     qwen_like = torch.nn.Module()
     qwen_like.c_attn, qwen_like.c_proj = torch.nn.Linear(D, 3 * D), torch.nn.Linear(D, D, bias=False)
     assert family(qwen_like) is None
 
 
-def _fails_in_one_line(args: list, expected: str, capsys) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        _run(*args)
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and expected in lines[0], err
-
-
 def test_missing_transformers_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "transformers", None)  # what `import transformers` meets when not installed
-    _fails_in_one_line(["analyze", "icl", "--hf_model", "gpt2", "--out", tmp_path / "out"],
-                       "needs the transformers library, which is not installed: pip install -e \".[hf]\"", capsys)
+    refused_in_one_line(["analyze", "icl", "--hf_model", "gpt2", "--out", tmp_path / "out"],
+                        "needs the transformers library, which is not installed: pip install -e \".[hf]\"", capsys)
 
 
 def _train_copier(path, steps: int = 200, n: int = 16):
@@ -435,14 +384,14 @@ def test_a_hugging_face_mambas_influence_rebuilds_each_mixers_output_in_float64(
 def test_analyze_icl_and_ablation_read_a_hugging_face_mambas_inner_channels(tmp_path, capsys):
     model = _mamba(tmp_path / "mamba")
     out = tmp_path / "icl"
-    _run("analyze", "icl", "--hf_model", model, "--out", out, "--n_items", 11, "--prompts", 4, "--group", 8,
-         "--formats")
+    run_command("analyze", "icl", "--hf_model", model, "--out", out, "--n_items", 11, "--prompts", 4, "--group", 8,
+                "--formats")
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["model_type"], summary["unit"], summary["units_per_head"]) == ("mamba", "inner channel", 8)
     assert (summary["n_layers"], summary["n_heads"]) == (2, 4) and np.isfinite(summary["icl_score"])
     ablation = tmp_path / "ablation"
-    _run("analyze", "ablation", "--hf_model", model, "--heads", out / "heads.csv", "--out", ablation, "--n_items", 8,
-         "--sequences", 6, "--random", 2, "--group", 8, "--formats")
+    run_command("analyze", "ablation", "--hf_model", model, "--heads", out / "heads.csv", "--out", ablation,
+                "--n_items", 8, "--sequences", 6, "--random", 2, "--group", 8, "--formats")
     assert json.loads((ablation / "ablation.json").read_text())["k"] == 1
     capsys.readouterr()
 

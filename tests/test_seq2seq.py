@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from test_resume import assert_resumes_bitwise
+from support.resume import assert_resumes_bitwise
 
 from primacy import registry
 from primacy.backbones.seq2seq import Seq2SeqBackbone

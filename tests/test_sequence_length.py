@@ -4,7 +4,7 @@ longer one would hide a change of the task's layout."""
 
 import pytest
 from conftest import TINY_RUNS, stream_batches
-from test_configs import BuildOnly, Built
+from support.configs import BuildOnly, Built
 
 from primacy.tasks.induction import InductionTask
 from primacy.tasks.reconstruction import ReconstructionTask

@@ -221,7 +221,7 @@ def test_humans_fit_on_slurm_resumes_a_preempted_job_with_the_participants_not_y
                                                                                           capsys):
     """One job fits 8 people (a few seconds each); preempted after its first, it stops without a traceback, the
     requeued job fits only those without a file (the one in progress again), and every fit equals an unbroken one."""
-    from test_people_files import lists, write
+    from support.people import lists, write
 
     from primacy.analysis.behaviour.free_recall import long_format_rows
 

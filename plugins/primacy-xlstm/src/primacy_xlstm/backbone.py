@@ -51,7 +51,7 @@ from xlstm.components.feedforward import GatedFeedForward
 from xlstm.components.linear_headwise import LinearHeadwiseExpand
 from xlstm.components.ln import MultiHeadLayerNorm
 
-from primacy_xlstm.backends import Backend, log, resolve_backend
+from primacy_xlstm.backends import Backend, Loop, check_loop, log, resolve_backend
 from primacy_xlstm.mlstm import ChunkwisemLSTMCell, FastmLSTMLayer, block_diagonal, linear_halves
 from primacy_xlstm.slstm import FastsLSTMCell, FastsLSTMLayer
 
@@ -83,6 +83,8 @@ class XLSTMBackbone(Backbone):
         backend: the sLSTM cell: ``vanilla`` is xlstm's PyTorch cell with this plugin's loop over the sequence
             (``primacy_xlstm.slstm``; any device), ``cuda`` xlstm's fused kernel
             (compiled when the model is built; needs CUDA), ``auto`` the kernel where CUDA is available.
+        slstm_loop: the PyTorch cell's loop over the sequence: ``pytorch`` (any device) or ``compiled`` (the same map
+            in C++, built on first use, CPU only: primacy_xlstm.compiled); refused with the CUDA cell.
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class XLSTMBackbone(Backbone):
         proj_factor: float = 2.0,
         ff_proj_factor: float = 1.3,
         backend: Backend = "auto",
+        slstm_loop: Loop = "pytorch",
     ) -> None:
         super().__init__()
         positive(d_model=d_model, mlstm_heads=mlstm_heads, slstm_heads=slstm_heads)
@@ -134,9 +137,10 @@ class XLSTMBackbone(Backbone):
                         _first_line(err))
             built, reason = "vanilla", "backend='auto' and the CUDA kernel did not build"
             self.stack = xLSTMBlockStack(_stack_config(backend=built, **settings))
-        self.backend = built
+        self.backend, self.slstm_loop = built, slstm_loop
+        check_loop(slstm_loop, built)
         if self.backend == "vanilla":
-            _with_our_loop(self.stack)
+            _with_our_loop(self.stack, slstm_loop)
         _with_chunkwise_mlstm(self.stack)
         _with_fast_components(self.stack)
         if "slstm" in blocks:
@@ -283,13 +287,14 @@ def _unshared(state: State) -> State:
             for block, entries in state.items()}
 
 
-def _with_our_loop(stack: xLSTMBlockStack) -> None:
-    """Makes each of xlstm's PyTorch sLSTM cells a ``FastsLSTMCell`` in place (same parameters and state dict, the
-    sequence loop in O(T): primacy_xlstm.slstm), and each sLSTM layer a ``FastsLSTMLayer`` (its gates' projections
-    feed that loop directly); xlstm builds its cells in ``sLSTMLayer`` with no way to choose one."""
+def _with_our_loop(stack: xLSTMBlockStack, loop: str) -> None:
+    """Makes each of xlstm's PyTorch sLSTM cells a ``FastsLSTMCell`` running ``loop`` in place (same parameters and
+    state dict, the sequence loop in O(T): primacy_xlstm.slstm), and each sLSTM layer a ``FastsLSTMLayer`` (its gates'
+    projections feed that loop directly); xlstm builds its cells in ``sLSTMLayer`` with no way to choose one."""
     for module in stack.modules():
         if type(module) is sLSTMCell_vanilla:
             module.__class__ = FastsLSTMCell
+            module.slstm_loop = loop
         elif type(module) is sLSTMLayer:
             module.__class__ = FastsLSTMLayer
 

@@ -30,6 +30,8 @@ exactly one of ĩ and m_{t-1} + log σ(f̃) (or NaN), so one of i and f is exact
 step from an all-zero n, m_t = ĩ, i = 1 and n_t = 1 (NaN where ĩ or f is not finite), not 0 either.
 
 ``tests/test_slstm_loop.py`` checks outputs, final states and gradients against xlstm's cell in float64.
+``primacy_xlstm.compiled`` runs the same map and gradient in C++ loops on the CPU (``slstm_loop='compiled'`` of
+``XLSTMBackbone``; ``tests/test_slstm_compiled.py`` checks it against this loop and xlstm's cell).
 
 Each step adds its recurrent input in place to one copy of the pre-activations and writes its states with ``out=``
 into the (4, T+1, B, H) tensor kept for the backward (no copy a step, no stack at the end); a caller that uses only
@@ -47,6 +49,7 @@ as it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -55,12 +58,16 @@ from torch.nn.functional import linear, logsigmoid
 from xlstm.blocks.slstm.cell import sLSTMCell_vanilla
 from xlstm.blocks.slstm.layer import sLSTMLayer
 
+from primacy_xlstm.compiled import compiled_sequence
+
 GATES = 4  # i, f, z, o
 
 
-def slstm_sequence(x: torch.Tensor, states: torch.Tensor, R: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def slstm_sequence(x: torch.Tensor, states: torch.Tensor, R: torch.Tensor, b: torch.Tensor, loop: str = "pytorch"
+                   ) -> torch.Tensor:
     """All states of the sLSTM recurrence over x, the initial ones first (module docstring), differentiable in x,
-    states, R and b (once: no gradient of the gradient). x, states, R and b share one dtype.
+    states, R and b (once: no gradient of the gradient). x, states, R and b share one dtype. ``loop``: ``pytorch``
+    (this module's loop, any device) or ``compiled`` (the same map in C++ on the CPU: primacy_xlstm.compiled).
 
     Args:
         x: T B 4H, the gates' input pre-activations in xlstm's internal order: gate (i, f, z, o), head, unit.
@@ -76,7 +83,13 @@ def slstm_sequence(x: torch.Tensor, states: torch.Tensor, R: torch.Tensor, b: to
     heads, _, dh = R.shape
     # head-major (head, gate, unit), so that a head's gates are contiguous: one copy, and autograd maps it back
     xb = (x + b).view(length, batch, GATES, heads, dh).transpose(2, 3).reshape(length, batch, GATES * heads * dh)
-    return _Sequence.apply(xb, states, R)
+    return sequence_function(loop)(xb, states, R)
+
+
+def sequence_function(loop: str) -> Callable[..., torch.Tensor]:
+    """``_Sequence.apply`` for ``loop='pytorch'``, its compiled twin ``compiled_sequence`` for ``'compiled'``: both
+    take (xb, states, R, outputs_only=False)."""
+    return compiled_sequence if loop == "compiled" else _Sequence.apply
 
 
 def recurrent_matrix(R: torch.Tensor) -> torch.Tensor:
@@ -232,14 +245,18 @@ def _maximum_share(a: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
 class FastsLSTMCell(sLSTMCell_vanilla):
     """xlstm's PyTorch sLSTM cell with ``slstm_sequence`` as ``_impl`` (forward over a sequence); its parameters, state
     dict keys, ``_impl_step`` (one step) and everything else are ``sLSTMCell_vanilla``'s. xlstm's own loop still runs
-    for what ``slstm_sequence`` does not cover: another cell function than ``slstm``, mixed dtypes, autocast."""
+    for what ``slstm_sequence`` does not cover: another cell function than ``slstm``, mixed dtypes, autocast.
+    ``slstm_loop`` (an attribute, not in the state dict; ``XLSTMBackbone`` sets it) is the loop it runs, ``pytorch``
+    or ``compiled``; ``FastsLSTMLayer`` reads its cell's."""
+
+    slstm_loop = "pytorch"
 
     def _impl(self, training: bool, input: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         R, b = self._recurrent_kernel, self._bias
         same_dtype = input.dtype == state.dtype == R.dtype == b.dtype
         if self.config.function != "slstm" or not same_dtype or torch.is_autocast_enabled(input.device.type):
             return super()._impl(training, input, state)
-        return slstm_sequence(input, state, R, b)
+        return slstm_sequence(input, state, R, b, self.slstm_loop)
 
 
 class FastsLSTMLayer(sLSTMLayer):
@@ -262,7 +279,8 @@ class FastsLSTMLayer(sLSTMLayer):
         weight = gate_matrix([self.fgate.weight, self.igate.weight, self.zgate.weight, self.ogate.weight])  # 4D 2D
         xb = linear(rows, weight, bias).view(length, batch, -1)  # T B 4D
         states = x.new_zeros(GATES, batch, width)  # 4 B D: xlstm's zero state
-        y = self.dropout(_Sequence.apply(xb, states, cell._recurrent_kernel, True))  # T B D: y after each step
+        sequence = sequence_function(cell.slstm_loop)
+        y = self.dropout(sequence(xb, states, cell._recurrent_kernel, True))  # T B D: y after each step
         y = y.view(length, batch, heads, -1).permute(1, 2, 0, 3)  # B NH T dh, as xlstm's cell returns it
         return self.group_norm(y).transpose(1, 2).reshape(batch, length, -1)  # B T D
 

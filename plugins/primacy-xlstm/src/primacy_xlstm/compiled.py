@@ -1,0 +1,178 @@
+"""The sLSTM recurrence compiled for the CPU: ``native/slstm.cpp``, built on first use with the machine's C++ compiler.
+
+The map and its gradient are ``primacy_xlstm.slstm``'s (``_Sequence``: the same inputs, outputs and ties), computed
+per batch element in plain loops instead of ~15 PyTorch operations a step forward and ~25 backward (at the atlas's
+sizes each a few microseconds of work for tens of microseconds of dispatch). Each head's recurrent product is a sum
+of rows of its (dh, 4dh) weight in a fixed order; R's gradient is one product per head in PyTorch, as in the loop.
+The batch is split across ``torch.get_num_threads()`` threads (ctypes releases the GIL); a batch element's arithmetic
+does not depend on the split, so the result is the same bits on any number of threads.
+
+No PyTorch headers are involved: the library is plain C++ called through ctypes, built in seconds by ``$CXX``
+(default ``c++``) into ``$PRIMACY_KERNEL_CACHE`` (default ``~/.cache/primacy/kernels``), under a name that hashes the
+source, the compiler, its flags and the machine's architecture, written atomically (concurrent runs may build it at
+once), and refused if its ABI is not this module's. Where no compiler works, ``slstm_loop='compiled'`` is a one-line
+error that says so.
+
+float64 uses the C library's exp, log1p and tanh, so it equals the PyTorch loop (and xlstm's cell) to rounding;
+float32 a vectorisable exp (relative error ≤ 3e-7) and log σ and tanh built on it (``native/slstm.cpp``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from primacy.errors import UsageError
+from torch.autograd.function import once_differentiable
+
+SOURCE = Path(__file__).with_name("native") / "slstm.cpp"
+# No -march (a cache may be shared by machines); no fused multiply-adds, so every build rounds alike.
+FLAGS = ("-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
+ABI = 1  # primacy_slstm_abi() of the source this module calls
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
+_FALLBACK = "use slstm_loop='pytorch'"
+
+
+def compiler() -> str:
+    return os.environ.get("CXX", "c++")
+
+
+def library_path() -> Path:
+    """Where the build of this source by this compiler with these flags for this architecture is kept."""
+    cache_dir = Path(os.environ.get("PRIMACY_KERNEL_CACHE", Path.home() / ".cache" / "primacy" / "kernels"))
+    parts = [SOURCE.read_text(), compiler(), *FLAGS, platform.machine(), platform.system()]
+    return cache_dir / f"primacy_slstm_{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}.so"
+
+
+@cache
+def library() -> ctypes.CDLL:
+    """The compiled loops, built unless ``library_path()`` holds them; UsageError (one line) when they cannot be built
+    or loaded."""
+    path = library_path()
+    if not path.is_file():
+        _build(compiler(), path)
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as err:  # a mount that forbids executing files, a file from another architecture
+        raise UsageError(f"slstm_loop='compiled': {path} cannot be loaded ({err}): set PRIMACY_KERNEL_CACHE to a "
+                         f"directory that allows it, or {_FALLBACK}") from None
+    if lib.primacy_slstm_abi() != ABI:
+        raise UsageError(f"{path} is not this primacy-xlstm's sLSTM library: delete it so that it is built again")
+    return lib
+
+
+def _build(cxx: str, path: Path) -> None:
+    """Compiles SOURCE into ``path``: into a temporary file beside it first, renamed into place when complete."""
+    if shutil.which(cxx) is None:
+        raise UsageError(f"slstm_loop='compiled' needs a C++ compiler and {cxx!r} (CXX) is not one on PATH: install "
+                         f"one (g++ or clang++) or {_FALLBACK}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"PRIMACY_KERNEL_CACHE={path.parent} cannot be created: {err.strerror}") from None
+    fd, partial = tempfile.mkstemp(suffix=".so", prefix=".building-", dir=path.parent)
+    os.close(fd)
+    try:
+        done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", partial], capture_output=True, text=True)
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines()
+            detail = next((line for line in lines if "error" in line), lines[0] if lines else "")
+            raise UsageError(f"slstm_loop='compiled': {cxx} failed to build {SOURCE.name}: "
+                             f"{detail.strip()[:200] or f'exit code {done.returncode}'}; {_FALLBACK}")
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+def check_compiled() -> None:
+    """Builds (or finds) the library now, so that a config asking for it fails before any work, in one line."""
+    library()
+
+
+def check_tensors(*tensors: torch.Tensor) -> None:
+    """Refuses, in one line, tensors the loops cannot take: CPU tensors of float32 or float64, all of one dtype."""
+    first = tensors[0]
+    if first.device.type != "cpu" or first.dtype not in _SUFFIX or any(x.dtype != first.dtype for x in tensors):
+        found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in tensors}))
+        raise UsageError(f"slstm_loop='compiled' runs on float32 or float64 CPU tensors of one dtype, not {found}: "
+                         f"{_FALLBACK}")
+
+
+def _parts(batch: int) -> list[tuple[int, int]]:
+    """[first, last) batch ranges, one per thread torch may use."""
+    count = max(1, min(batch, torch.get_num_threads()))
+    edges = [batch * i // count for i in range(count + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _run(kernel: Any, batch: int, *args: Any) -> None:
+    """kernel(first, last, *args) over the batch, on threads when torch may use several; tensors passed as pointers,
+    None as a null pointer, integers as int64."""
+    values = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else None if a is None
+              else ctypes.c_int64(a) for a in args]
+    parts = _parts(batch)
+    if len(parts) == 1:
+        kernel(ctypes.c_int64(0), ctypes.c_int64(batch), *values)
+        return
+    with ThreadPoolExecutor(len(parts)) as pool:
+        for done in [pool.submit(kernel, ctypes.c_int64(a), ctypes.c_int64(b), *values) for a, b in parts]:
+            done.result()
+
+
+@torch.compiler.disable  # torch.compile (primacy's CompileBackbone) calls it as it is: it cannot trace ctypes
+def compiled_sequence(xb: torch.Tensor, states: torch.Tensor, R: torch.Tensor, outputs_only: bool = False
+                      ) -> torch.Tensor:
+    """``primacy_xlstm.slstm._Sequence.apply`` on the compiled loops: xb (T, B, 4H) head-major pre-activations (with
+    the bias), states (4, B, H), R (NH, 4dh, dh) -> (4, T+1, B, H) states, or y after each step (T, B, H) with
+    ``outputs_only``. Differentiable in xb, states and R."""
+    check_tensors(xb, states, R)
+    return _CompiledSequence.apply(xb, states, R, outputs_only)
+
+
+class _CompiledSequence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, xb: torch.Tensor, states: torch.Tensor, R: torch.Tensor, outputs_only: bool
+                ) -> torch.Tensor:
+        length, batch, _ = xb.shape
+        heads, _, dh = R.shape
+        xb, R = xb.contiguous(), R.contiguous()
+        raws = torch.empty_like(xb)  # T B 4H: each step's pre-activations, for backward
+        all_states = xb.new_empty(4, length + 1, batch, heads * dh)
+        all_states[:, 0] = states
+        first_from_zero = bool(torch.all(states[2] == 0.0))  # as _Sequence: xlstm's first-step test, once
+        kernel = getattr(library(), f"primacy_slstm_forward_{_SUFFIX[xb.dtype]}")
+        _run(kernel, batch, length, batch, heads, dh, int(first_from_zero), xb, R.transpose(1, 2).contiguous(), raws,
+             all_states)
+        ctx.save_for_backward(raws, all_states, R)
+        ctx.first_from_zero, ctx.outputs_only = first_from_zero, outputs_only
+        return all_states[0, 1:] if outputs_only else all_states
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        raws, all_states, R = ctx.saved_tensors
+        length, batch, _ = raws.shape
+        heads, _, dh = R.shape
+        grad = grad.contiguous()
+        grad_raws = torch.empty_like(raws)
+        grad_states = raws.new_empty(4, batch, heads * dh)
+        kernel = getattr(library(), f"primacy_slstm_backward_{_SUFFIX[raws.dtype]}")
+        gy_out, g_all = (grad, None) if ctx.outputs_only else (None, grad)
+        _run(kernel, batch, length, batch, heads, dh, int(ctx.first_from_zero), raws, all_states, R, gy_out, g_all,
+             grad_raws, grad_states)
+        # R[h]'s gradient: Σ over T and B of head h's gate gradients (4dh) times its y before the step (dh)
+        g_heads = grad_raws.view(length * batch, heads, 4 * dh)
+        y_heads = all_states[0, :-1].reshape(length * batch, heads, dh)
+        grad_R = torch.stack([g_heads[:, h].T @ y_heads[:, h] for h in range(heads)])  # NH 4dh dh
+        return grad_raws, grad_states, grad_R, None

@@ -1,0 +1,143 @@
+"""primacy_xlstm.compiled: the compiled sLSTM loop equals xlstm's vanilla cell and the PyTorch loop (outputs, final
+states, every gradient) in float64, passes gradcheck, is close in float32, gives the same bits on any number of
+threads, and XLSTMBackbone runs it with slstm_loop='compiled' or refuses in one line."""
+
+import pytest
+import torch
+from primacy.errors import UsageError
+from test_slstm_loop import cell_pair, run
+
+import primacy_xlstm.compiled
+from primacy_xlstm import XLSTMBackbone
+from primacy_xlstm.compiled import compiled_sequence
+from primacy_xlstm.slstm import FastsLSTMCell, FastsLSTMLayer, _Sequence
+
+
+def inputs(length=6, batch=3, heads=2, dh=3, dtype=torch.float64, initial="random", scale=2.0, seed=0):
+    """Head-major pre-activations (T, B, 4H), initial states (4, B, H) (zeros: xlstm's first step; random: n > 0,
+    m of any sign) and R (NH, 4dh, dh), all requiring gradients."""
+    generator = torch.Generator().manual_seed(seed)
+    width = heads * dh
+    xb = scale * torch.randn(length, batch, 4 * width, dtype=dtype, generator=generator)
+    states = torch.randn(4, batch, width, dtype=dtype, generator=generator)
+    states[2] = states[2].abs() + 0.1
+    if initial == "zeros":
+        states.zero_()
+    R = torch.randn(heads, 4 * dh, dh, dtype=dtype, generator=generator)
+    return [x.requires_grad_() for x in (xb, states, R)]
+
+
+def outputs_and_gradients(sequence, xb, states, R, outputs_only):
+    out = sequence(xb, states, R, outputs_only)
+    weights = torch.linspace(-1.0, 2.0, out.numel(), dtype=out.dtype).view_as(out)
+    return (out, *torch.autograd.grad((weights * out).sum(), [xb, states, R]))
+
+
+@pytest.mark.parametrize("initial", ["zeros", "random"])
+def test_the_compiled_cell_is_xlstms_vanilla_cell_with_its_gradients_in_float64(initial):
+    theirs, ours = cell_pair()
+    ours.slstm_loop = "compiled"
+    x = torch.randn(3, 9, 4 * 8, dtype=torch.float64)
+    state = None
+    if initial == "random":
+        state = torch.randn(4, 3, 8, dtype=torch.float64)
+        state[2] = state[2].abs() + 0.1
+    out_theirs, final_theirs, grads_theirs = run(theirs, x, state)
+    out_ours, final_ours, grads_ours = run(ours, x, state)
+    torch.testing.assert_close(out_ours, out_theirs, rtol=0, atol=1e-12)
+    torch.testing.assert_close(final_ours, final_theirs, rtol=0, atol=1e-12)
+    assert len(grads_ours) == len(grads_theirs) == 3 + int(state is not None)
+    for mine, reference in zip(grads_ours, grads_theirs):
+        assert reference.abs().max() > 0
+        torch.testing.assert_close(mine, reference, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("outputs_only", [False, True])
+@pytest.mark.parametrize("initial,scale", [("zeros", 2.0), ("random", 2.0), ("zeros", 20.0), ("random", 20.0)])
+def test_the_compiled_loop_equals_the_pytorch_loop_in_float64(initial, scale, outputs_only):
+    """Every state after every step (or y alone) and the gradients of xb, the initial states and R; scale 20 makes
+    the stabiliser switch between ĩ and log σ(f̃) + m often."""
+    xb, states, R = inputs(initial=initial, scale=scale)
+    ours = outputs_and_gradients(compiled_sequence, xb, states, R, outputs_only)
+    reference = outputs_and_gradients(_Sequence.apply, xb, states, R, outputs_only)
+    for mine, expected in zip(ours, reference):
+        torch.testing.assert_close(mine, expected, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("outputs_only", [False, True])
+@pytest.mark.parametrize("initial", ["zeros", "random"])
+def test_gradcheck(initial, outputs_only):
+    """From a zero state, not in the states: xlstm's first step is another map where every n is 0, so a finite
+    difference of the states moves off it."""
+    xb, states, R = inputs(length=4, batch=2, heads=2, dh=2, initial=initial, scale=1.0)
+    if initial == "zeros":
+        states = states.detach()
+    assert torch.autograd.gradcheck(lambda *a: compiled_sequence(*a, outputs_only), (xb, states, R))
+
+
+def test_float32_is_close_to_the_pytorch_loop():
+    xb, states, R = inputs(length=16, batch=4, heads=4, dh=4, dtype=torch.float32, scale=1.0)
+    with torch.no_grad():
+        R.mul_(0.3)
+    ours = outputs_and_gradients(compiled_sequence, xb, states, R, False)
+    reference = outputs_and_gradients(_Sequence.apply, xb, states, R, False)
+    for mine, expected in zip(ours, reference):
+        torch.testing.assert_close(mine, expected, rtol=0, atol=1e-5 * expected.abs().max().item())
+
+
+def test_the_same_bits_on_any_number_of_threads():
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for count in (1, 2, 3):
+            torch.set_num_threads(count)
+            xb, states, R = inputs(length=8, batch=5, dtype=torch.float32, seed=1)
+            results.append(outputs_and_gradients(compiled_sequence, xb, states, R, True))
+    finally:
+        torch.set_num_threads(threads)
+    for other in results[1:]:
+        for one, many in zip(results[0], other):
+            assert torch.equal(one, many)
+
+
+def test_the_backbone_on_the_compiled_loop_equals_it_on_the_pytorch_loop():
+    """Output and every parameter's gradient in float64; the same state dict either way."""
+    torch.manual_seed(0)
+    models = {loop: XLSTMBackbone(d_model=8, blocks=["slstm", "mlstm", "slstm"], slstm_heads=2, backend="vanilla",
+                                  slstm_loop=loop).double() for loop in ("pytorch", "compiled")}
+    models["compiled"].load_state_dict(models["pytorch"].state_dict())
+    layers = [m for m in models["compiled"].modules() if isinstance(m, FastsLSTMLayer)]
+    assert len(layers) == 2 and all(layer.slstm_cell.slstm_loop == "compiled" for layer in layers)
+    x = torch.randn(2, 7, 8, dtype=torch.float64)
+    results = {}
+    for loop, model in models.items():
+        out = model(x)
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum(),
+                                    list(model.parameters()))
+        results[loop] = (out, *grads)
+    for mine, expected in zip(results["compiled"], results["pytorch"]):
+        torch.testing.assert_close(mine, expected, rtol=0, atol=1e-10)
+
+
+def test_refusals_in_one_line(tmp_path, monkeypatch):
+    with pytest.raises(UsageError, match=r"^slstm_loop='cuda' is unknown"):
+        XLSTMBackbone(d_model=8, slstm_heads=2, slstm_loop="cuda")
+    xb, states, R = inputs()
+    with pytest.raises(UsageError, match=r"^slstm_loop='compiled' runs on float32 or float64 CPU tensors of one "
+                                         r"dtype, not torch.bfloat16 on cpu: use slstm_loop='pytorch'$"):
+        compiled_sequence(*(x.detach().bfloat16() for x in (xb, states, R)))
+    monkeypatch.setenv("PRIMACY_KERNEL_CACHE", str(tmp_path / "kernels"))
+    monkeypatch.setenv("CXX", "no-such-c++")
+    primacy_xlstm.compiled.library.cache_clear()
+    try:
+        with pytest.raises(UsageError, match=r"^slstm_loop='compiled' needs a C\+\+ compiler and 'no-such-c\+\+' "
+                                             r"\(CXX\) is not one on PATH: install one \(g\+\+ or clang\+\+\) or use "
+                                             r"slstm_loop='pytorch'$"):
+            XLSTMBackbone(d_model=8, slstm_heads=2, backend="vanilla", slstm_loop="compiled")
+        XLSTMBackbone(d_model=8, slstm_heads=2, backend="vanilla")  # the PyTorch loop needs no compiler
+    finally:
+        primacy_xlstm.compiled.library.cache_clear()
+
+
+def test_a_cell_built_directly_runs_the_pytorch_loop():
+    assert FastsLSTMCell.slstm_loop == "pytorch"

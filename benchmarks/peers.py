@@ -7,7 +7,8 @@ A step is the backbone alone, forward and backward of a fixed linear function of
   compiler works, and ``compiled_mixer``: the compiled scan with softplus, D·u and the SiLU gate in the kernel),
   beside
   mambapy's own ``Mamba`` (its parallel scan; the same modules, plus the final RMSNorm primacy adds);
-- xLSTM: primacy's ``XLSTMBackbone`` (d_model D, an mLSTM then an sLSTM block, 4 heads each: the atlas's row), beside
+- xLSTM: primacy's ``XLSTMBackbone`` (d_model D, an mLSTM then an sLSTM block, 4 heads each: the atlas's row), on
+  the PyTorch sLSTM loop and on the compiled one (``slstm_loop='compiled'``, where a C++ compiler works), beside
   the ``xlstm`` package's ``xLSTMBlockStack`` built from the same config;
 - S4D, the time-invariant SSM of the atlas (``S4DBackbone``, N 64, LegS), the yardstick;
 - Mamba's floor: the step's matrix-product FLOPs (torch's FlopCounterMode on primacy's compiled step, which sees the
@@ -103,8 +104,18 @@ def _xlstm(width: int) -> tuple[dict[str, nn.Module], dict[str, nn.Module], str]
     except ImportError:
         print("xlstm: skipped, primacy-xlstm or the xlstm package is not installed")
         return {}, {}, ""
+    from primacy.errors import UsageError
+    from primacy_xlstm.compiled import check_compiled
+
     torch.manual_seed(0)
     ours = {"primacy xLSTM": XLSTMBackbone(d_model=width, blocks=["mlstm", "slstm"], backend="vanilla")}
+    try:
+        check_compiled()
+        compiled = XLSTMBackbone(d_model=width, blocks=["mlstm", "slstm"], backend="vanilla", slstm_loop="compiled")
+        compiled.load_state_dict(ours["primacy xLSTM"].state_dict())
+        ours["primacy xLSTM compiled sLSTM"] = compiled
+    except UsageError as err:
+        print(f"xlstm: the compiled sLSTM loop is skipped ({err})")
     stack = xLSTMBlockStack(_stack_config(
         d_model=width, blocks=["mlstm", "slstm"], context_length=1024, mlstm_heads=4, slstm_heads=4, conv_kernel=4,
         proj_factor=2.0, ff_proj_factor=1.3, backend="vanilla"))

@@ -130,8 +130,8 @@ template <typename R>
 SLSTM_INLINE void forward(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
                           int64_t first_from_zero, const R* xb, const R* rt, R* raws, R* states) {
     const int64_t H = NH * dh, S = (T + 1) * B * H;  // S: the stride between the four states
-    for (int64_t b = first; b < last; ++b) {
-        for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < T; ++t) {  // the batch elements innermost: their rows are adjacent in memory
+        for (int64_t b = first; b < last; ++b) {
             const R* before = states + (t * B + b) * H;
             R* after = states + ((t + 1) * B + b) * H;
             R* raw = raws + (t * B + b) * 4 * H;
@@ -181,20 +181,43 @@ SLSTM_INLINE void pointwise_backward(int64_t dh, bool from_zero, const R* __rest
     }
 }
 
+// out (dh) = Σ_g w[g] rows[g] over a head's 4 dh gates: four partial sums (g ≡ 0, 1, 2, 3 mod 4), each in the order
+// of g, then (p0 + p1) + (p2 + p3), so that four chains of additions run side by side; p: scratch (4 dh).
+template <typename R>
+SLSTM_INLINE void gates_times_rows(int64_t dh, const R* __restrict__ w, const R* __restrict__ rows, R* __restrict__ p,
+                                   R* __restrict__ out) {
+    for (int64_t j = 0; j < 4 * dh; ++j) p[j] = R(0);
+    for (int64_t g = 0; g < 4 * dh; g += 4) {
+        for (int64_t q = 0; q < 4; ++q) {
+            const R wq = w[g + q];
+            const R* row = rows + (g + q) * dh;
+            R* pq = p + q * dh;
+            for (int64_t j = 0; j < dh; ++j) pq[j] += wq * row[j];
+        }
+    }
+    for (int64_t j = 0; j < dh; ++j) out[j] = (p[j] + p[dh + j]) + (p[2 * dh + j] + p[3 * dh + j]);
+}
+
 template <typename R>
 SLSTM_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
                           int64_t first_from_zero, const R* raws, const R* states, const R* r, const R* gy_out,
                           const R* g_all, R* graws, R* gstates) {
     const int64_t H = NH * dh, S = (T + 1) * B * H;
-    std::vector<R> carry(5 * H);  // the gradients into y, c, n, m after the step, then y's before it
-    R *gy = carry.data(), *gc = gy + H, *gn = gc + H, *gm = gn + H, *gy0 = gm + H;
+    // per batch element, the gradients into y, c, n, m after the step (4 H); then y's before it, and p (4 dh)
+    std::vector<R> carries((last - first) * 4 * H + H + 4 * dh);
+    R *gy0 = carries.data() + (last - first) * 4 * H, *p = gy0 + H;
     for (int64_t b = first; b < last; ++b) {
+        R* carry = carries.data() + (b - first) * 4 * H;
         for (int64_t s = 0; s < 4; ++s) {  // from outside, into the states after the last step
             const R* from = g_all ? g_all + s * S + (T * B + b) * H
                                   : (s == 0 ? gy_out + ((T - 1) * B + b) * H : nullptr);
             for (int64_t u = 0; u < H; ++u) carry[s * H + u] = from ? from[u] : R(0);
         }
-        for (int64_t t = T - 1; t >= 0; --t) {
+    }
+    for (int64_t t = T - 1; t >= 0; --t) {  // the batch elements innermost, as in forward
+        for (int64_t b = first; b < last; ++b) {
+            R* carry = carries.data() + (b - first) * 4 * H;
+            R *gy = carry, *gc = gy + H, *gn = gc + H, *gm = gn + H;
             const R* before = states + (t * B + b) * H;
             const R* after = states + ((t + 1) * B + b) * H;
             const R* raw = raws + (t * B + b) * 4 * H;
@@ -206,18 +229,10 @@ SLSTM_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t B, in
                                    before + 3 * S + u, after + u, after + S + u, after + 2 * S + u, after + 3 * S + u,
                                    gy + u, gc + u, gn + u, gm + u, graw + h * 4 * dh);
             }
-            // y's gradient before the step: from outside, then + graw R (each head's rows of r in the order of g)
+            // y's gradient before the step: graw R (a head's gates times its rows of r), then + from outside
+            for (int64_t h = 0; h < NH; ++h)
+                gates_times_rows(dh, graw + h * 4 * dh, r + h * 4 * dh * dh, p, gy0 + h * dh);
             const R* y_in = g_all ? g_all + (t * B + b) * H : (t > 0 ? gy_out + ((t - 1) * B + b) * H : nullptr);
-            for (int64_t u = 0; u < H; ++u) gy0[u] = R(0);
-            for (int64_t h = 0; h < NH; ++h) {
-                const R* gh = graw + h * 4 * dh;
-                R* out = gy0 + h * dh;
-                for (int64_t g = 0; g < 4 * dh; ++g) {
-                    const R w = gh[g];
-                    const R* row = r + (h * 4 * dh + g) * dh;
-                    for (int64_t j = 0; j < dh; ++j) out[j] += w * row[j];
-                }
-            }
             for (int64_t u = 0; u < H; ++u) gy[u] = y_in ? y_in[u] + gy0[u] : gy0[u];
             if (g_all) {
                 for (int64_t s = 1; s < 4; ++s) {
@@ -226,9 +241,10 @@ SLSTM_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t B, in
                 }
             }
         }
-        for (int64_t s = 0; s < 4; ++s)
-            std::memcpy(gstates + (s * B + b) * H, carry.data() + s * H, sizeof(R) * H);
     }
+    for (int64_t b = first; b < last; ++b)
+        for (int64_t s = 0; s < 4; ++s)
+            std::memcpy(gstates + (s * B + b) * H, carries.data() + ((b - first) * 4 + s) * H, sizeof(R) * H);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from support.cli import aggregate_fails
 
 from primacy.cli import main
 from primacy.errors import UsageError
@@ -221,16 +222,6 @@ def test_a_damaged_result_file_is_named_with_what_to_do(tmp_path, case):
     damage(run / "results" / name)
     with pytest.raises(UsageError, match=rf"^{re.escape(str(run / 'results' / name))} .*{what}.*primacy test --config"):
         results.read(run / "results")
-
-
-def aggregate_fails(capsys, *args):
-    """Run `primacy aggregate ARGS`, expect exit status 2 and return its one line of stderr."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(["aggregate", *map(str, args)])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and "Traceback" not in err
-    assert len(err.splitlines()) == 1 and err.startswith("primacy: error: "), err
-    return err
 
 
 @pytest.mark.parametrize("case", ["truncated accuracy.npz", "invalid summary.json"])

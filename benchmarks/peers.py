@@ -108,18 +108,19 @@ def _xlstm(width: int) -> tuple[dict[str, nn.Module], dict[str, nn.Module], str]
     from primacy_xlstm.compiled import check_compiled
 
     torch.manual_seed(0)
-    ours = {"primacy xLSTM": XLSTMBackbone(d_model=width, blocks=["mlstm", "slstm"], backend="vanilla")}
+    reference = XLSTMBackbone(d_model=width, blocks=["mlstm", "slstm"], backend="vanilla", slstm_loop="pytorch")
+    ours = {"primacy xLSTM pytorch sLSTM": reference}
     try:
         check_compiled()
         compiled = XLSTMBackbone(d_model=width, blocks=["mlstm", "slstm"], backend="vanilla", slstm_loop="compiled")
-        compiled.load_state_dict(ours["primacy xLSTM"].state_dict())
+        compiled.load_state_dict(reference.state_dict())
         ours["primacy xLSTM compiled sLSTM"] = compiled
     except UsageError as err:
         print(f"xlstm: the compiled sLSTM loop is skipped ({err})")
     stack = xLSTMBlockStack(_stack_config(
         d_model=width, blocks=["mlstm", "slstm"], context_length=1024, mlstm_heads=4, slstm_heads=4, conv_kernel=4,
         proj_factor=2.0, ff_proj_factor=1.3, backend="vanilla"))
-    stack.load_state_dict(ours["primacy xLSTM"].stack.state_dict(), strict=False)  # the mask is not in it
+    stack.load_state_dict(reference.stack.state_dict(), strict=False)  # the mask is not in it
     return ours, {"xlstm xLSTMBlockStack": stack}, ""
 
 

@@ -1,6 +1,7 @@
 """primacy_xlstm.compiled: the compiled sLSTM loop equals xlstm's vanilla cell and the PyTorch loop (outputs, final
 states, every gradient) in float64, passes gradcheck, is close in float32, gives the same bits on any number of
-threads, and XLSTMBackbone runs it with slstm_loop='compiled' or refuses in one line."""
+threads, and XLSTMBackbone runs it with slstm_loop='compiled' or refuses in one line; slstm_loop='auto' (the default)
+runs it where it builds, the PyTorch loop where not, and a checkpoint resumes on the loop it records."""
 
 import pytest
 import torch
@@ -141,3 +142,69 @@ def test_refusals_in_one_line(tmp_path, monkeypatch):
 
 def test_a_cell_built_directly_runs_the_pytorch_loop():
     assert FastsLSTMCell.slstm_loop == "pytorch"
+
+
+def loops(model):
+    return {m.slstm_loop for m in model.modules() if isinstance(m, FastsLSTMCell)} | {model.slstm_loop}
+
+
+@pytest.fixture
+def no_compiler(tmp_path, monkeypatch):
+    """An empty kernel cache and a compiler that does not exist; the real library is found again afterwards."""
+    monkeypatch.setenv("PRIMACY_KERNEL_CACHE", str(tmp_path / "kernels"))
+    monkeypatch.setenv("CXX", "no-such-c++")
+    primacy_xlstm.compiled.library.cache_clear()
+    yield
+    primacy_xlstm.compiled.library.cache_clear()
+
+
+def small(**settings):
+    torch.manual_seed(0)
+    return XLSTMBackbone(d_model=8, blocks=["mlstm", "slstm"], slstm_heads=2, backend="vanilla", **settings)
+
+
+def test_auto_is_the_compiled_loop_where_it_builds_and_the_state_dict_records_it():
+    model = small()
+    assert model.slstm_setting == "auto" and loops(model) == {"compiled"}
+    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled"}
+    assert small(slstm_loop="pytorch").state_dict()["_extra_state"] == {"slstm_loop": "pytorch"}
+
+
+def test_auto_without_a_compiler_is_the_pytorch_loop_and_says_why(no_compiler, caplog):
+    with caplog.at_level("INFO", logger="primacy_xlstm"):
+        model = small()
+    assert loops(model) == {"pytorch"}
+    assert ("on the pytorch loop (slstm_loop='auto' and the compiled loop cannot be built here: slstm_loop='compiled' "
+            "needs a C++ compiler and 'no-such-c++' (CXX) is not one on PATH") in caplog.text
+
+
+def test_a_checkpoint_resumes_on_its_loop_with_the_same_bits():
+    """A state dict of the PyTorch loop, and one from before the record (the PyTorch loop, the only one then), load
+    into auto and run the PyTorch loop; one of the compiled loop loads into auto as compiled; an explicit loop is
+    honoured whatever the record."""
+    trained = small(slstm_loop="pytorch")
+    x = torch.randn(2, 5, 8)
+    state = trained.state_dict()
+    old = {key: value for key, value in state.items() if key != "_extra_state"}
+    for given in (state, old):
+        resumed = small()
+        resumed.load_state_dict(given)  # strict
+        assert loops(resumed) == {"pytorch"}
+        assert torch.equal(resumed(x), trained(x))  # the same path, the same bits
+    compiled = small(slstm_loop="compiled")
+    resumed = small()
+    resumed.load_state_dict(compiled.state_dict())
+    assert loops(resumed) == {"compiled"} and torch.equal(resumed(x), compiled(x))
+    explicit = small(slstm_loop="compiled")
+    explicit.load_state_dict(state)
+    assert loops(explicit) == {"compiled"}
+
+
+def test_a_checkpoint_of_the_compiled_loop_is_refused_in_one_line_where_it_cannot_run(no_compiler):
+    state = small(slstm_loop="pytorch").state_dict()
+    state["_extra_state"] = {"slstm_loop": "compiled"}
+    with pytest.raises(UsageError, match=r"^this checkpoint was trained with slstm_loop='compiled', which cannot run "
+                                         r"here \(slstm_loop='compiled' needs a C\+\+ compiler .*\); set slstm_loop "
+                                         r"explicitly to run it on the other loop \(they agree to float rounding\)$"):
+        small().load_state_dict(state)
+    small(slstm_loop="pytorch").load_state_dict(state)  # an explicit loop runs it

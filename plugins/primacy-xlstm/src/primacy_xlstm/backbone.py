@@ -51,7 +51,7 @@ from xlstm.components.feedforward import GatedFeedForward
 from xlstm.components.linear_headwise import LinearHeadwiseExpand
 from xlstm.components.ln import MultiHeadLayerNorm
 
-from primacy_xlstm.backends import Backend, Loop, check_loop, log, resolve_backend
+from primacy_xlstm.backends import Backend, Loop, RecordsLoop, log, resolve_backend, resolve_loop
 from primacy_xlstm.mlstm import ChunkwisemLSTMCell, FastmLSTMLayer, block_diagonal, linear_halves
 from primacy_xlstm.slstm import FastsLSTMCell, FastsLSTMLayer
 
@@ -61,7 +61,7 @@ _ROUND_UP_TO = 64  # xlstm rounds the mLSTM's inner width (proj_factor * d_model
 State = dict[str, dict[str, Any]]  # per block, xlstm's step state: the cell's state and the convolution's window
 
 
-class XLSTMBackbone(Backbone):
+class XLSTMBackbone(RecordsLoop, Backbone):
     """xLSTM blocks, each x + Layer(LayerNorm(x)), then a LayerNorm (xlstm's ``xLSTMBlockStack``).
 
     An mLSTM block projects D up to an inner width (``proj_factor`` · D, rounded up to a multiple of 64), runs a
@@ -83,8 +83,8 @@ class XLSTMBackbone(Backbone):
         backend: the sLSTM cell: ``vanilla`` is xlstm's PyTorch cell with this plugin's loop over the sequence
             (``primacy_xlstm.slstm``; any device), ``cuda`` xlstm's fused kernel
             (compiled when the model is built; needs CUDA), ``auto`` the kernel where CUDA is available.
-        slstm_loop: the PyTorch cell's loop over the sequence: ``pytorch`` (any device) or ``compiled`` (the same map
-            in C++, built on first use, CPU only: primacy_xlstm.compiled); refused with the CUDA cell.
+        slstm_loop: the PyTorch cell's loop: ``pytorch`` (any device), ``compiled`` (C++, CPU: primacy_xlstm.compiled),
+            ``auto`` compiled where it builds and on the CPU, else pytorch; recorded in the state dict (RecordsLoop).
     """
 
     def __init__(
@@ -98,7 +98,7 @@ class XLSTMBackbone(Backbone):
         proj_factor: float = 2.0,
         ff_proj_factor: float = 1.3,
         backend: Backend = "auto",
-        slstm_loop: Loop = "pytorch",
+        slstm_loop: Loop = "auto",
     ) -> None:
         super().__init__()
         positive(d_model=d_model, mlstm_heads=mlstm_heads, slstm_heads=slstm_heads)
@@ -137,14 +137,15 @@ class XLSTMBackbone(Backbone):
                         _first_line(err))
             built, reason = "vanilla", "backend='auto' and the CUDA kernel did not build"
             self.stack = xLSTMBlockStack(_stack_config(backend=built, **settings))
-        self.backend, self.slstm_loop = built, slstm_loop
-        check_loop(slstm_loop, built)
+        self.backend, self.slstm_setting = built, slstm_loop
+        self.slstm_loop, loop_reason = resolve_loop(slstm_loop, built)
         if self.backend == "vanilla":
-            _with_our_loop(self.stack, slstm_loop)
+            _with_our_loop(self.stack, self.slstm_loop)
         _with_chunkwise_mlstm(self.stack)
         _with_fast_components(self.stack)
         if "slstm" in blocks:
-            log.info("XLSTMBackbone builds the %s sLSTM cell (%s)", built, reason)
+            loop = f" on the {self.slstm_loop} loop ({loop_reason})" if built == "vanilla" else ""
+            log.info("XLSTMBackbone builds the %s sLSTM cell (%s)%s", built, reason, loop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         length = x.shape[1]
@@ -153,6 +154,8 @@ class XLSTMBackbone(Backbone):
                              f"XLSTMBackbone: raise context_length to at least {length} (or null for no limit)")
         if self.context_length is None:
             self._cover(length)
+        if self.slstm_loop == "compiled" and self.slstm_setting == "auto" and x.device.type != "cpu":
+            self.use_loop("pytorch", f"slstm_loop='auto' and the model is on {x.device.type}, the compiled loop's CPU")
         return self.stack(x)  # B T D
 
     @property

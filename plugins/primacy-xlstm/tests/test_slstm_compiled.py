@@ -208,3 +208,16 @@ def test_a_checkpoint_of_the_compiled_loop_is_refused_in_one_line_where_it_canno
                                          r"explicitly to run it on the other loop \(they agree to float rounding\)$"):
         small().load_state_dict(state)
     small(slstm_loop="pytorch").load_state_dict(state)  # an explicit loop runs it
+
+
+def test_auto_takes_the_pytorch_loop_for_an_input_the_compiled_one_does_not_take(caplog):
+    """bfloat16 here, as on a GPU: the model runs, the log says why and the record follows; an explicit loop refuses."""
+    model = small().bfloat16()
+    x = torch.randn(2, 5, 8, dtype=torch.bfloat16, requires_grad=True)
+    with caplog.at_level("INFO", logger="primacy_xlstm"):
+        model(x).float().sum().backward()
+    assert loops(model) == {"pytorch"} and model.state_dict()["_extra_state"] == {"slstm_loop": "pytorch"}
+    assert ("XLSTMBackbone runs the pytorch sLSTM loop (slstm_loop='auto' and the input is torch.bfloat16 on cpu, "
+            "which the compiled loop does not take)") in caplog.text
+    with pytest.raises(UsageError, match=r"^slstm_loop='compiled' runs on float32 or float64 CPU tensors"):
+        small(slstm_loop="compiled").bfloat16()(x)

@@ -154,8 +154,7 @@ class XLSTMBackbone(RecordsLoop, Backbone):
                              f"XLSTMBackbone: raise context_length to at least {length} (or null for no limit)")
         if self.context_length is None:
             self._cover(length)
-        if self.slstm_loop == "compiled" and self.slstm_setting == "auto" and x.device.type != "cpu":
-            self.use_loop("pytorch", f"slstm_loop='auto' and the model is on {x.device.type}, the compiled loop's CPU")
+        self.follow_input(x)  # slstm_loop='auto': the PyTorch loop for an input the compiled one does not take
         return self.stack(x)  # B T D
 
     @property

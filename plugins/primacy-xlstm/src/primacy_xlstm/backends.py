@@ -11,7 +11,7 @@ from primacy.checks import one_of
 from primacy.errors import UsageError
 from torch import nn
 
-from primacy_xlstm.compiled import check_compiled
+from primacy_xlstm.compiled import check_compiled, compiled_takes
 from primacy_xlstm.slstm import FastsLSTMCell
 
 Backend = Literal["auto", "vanilla", "cuda"]
@@ -88,6 +88,13 @@ class RecordsLoop(nn.Module):
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         state_dict.setdefault(prefix + _RECORD, {"slstm_loop": None})  # a state dict from before: loads strictly
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def follow_input(self, x: torch.Tensor) -> None:
+        """With ``slstm_loop='auto'``, the PyTorch loop from the first input the compiled one cannot take (not on the
+        CPU, or neither float32 nor float64), said in the log; the record follows. An explicit loop is left alone."""
+        if self.slstm_loop == "compiled" and self.slstm_setting == "auto" and not compiled_takes(x):
+            self.use_loop("pytorch", f"slstm_loop='auto' and the input is {x.dtype} on {x.device.type}, which the "
+                                     "compiled loop does not take")
 
     def use_loop(self, loop: str, reason: str) -> None:
         """Runs every sLSTM cell of this module on ``loop`` from now on, and says so in the log."""

@@ -100,6 +100,11 @@ def check_compiled() -> None:
     library()
 
 
+def compiled_takes(x: torch.Tensor) -> bool:
+    """Whether the loops take a tensor like x: on the CPU, float32 or float64."""
+    return x.device.type == "cpu" and x.dtype in _SUFFIX
+
+
 def check_tensors(*tensors: torch.Tensor) -> None:
     """Refuses, in one line, tensors the loops cannot take: CPU tensors of float32 or float64, all of one dtype."""
     first = tensors[0]

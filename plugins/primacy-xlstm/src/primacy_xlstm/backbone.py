@@ -84,7 +84,7 @@ class XLSTMBackbone(RecordsLoop, Backbone):
             (``primacy_xlstm.slstm``; any device), ``cuda`` xlstm's fused kernel
             (compiled when the model is built; needs CUDA), ``auto`` the kernel where CUDA is available.
         slstm_loop: the PyTorch cell's loop: ``pytorch`` (any device), ``compiled`` (C++, CPU: primacy_xlstm.compiled),
-            ``auto`` compiled where it builds and on the CPU, else pytorch; recorded in the state dict (RecordsLoop).
+            ``auto`` compiled where it builds (CPU, float32/64 inputs), else pytorch; recorded in the state dict.
     """
 
     def __init__(

@@ -13,6 +13,7 @@ Modules:
     metrics    torchmetrics whose states add up over batches and processes
     models     every LightningModule
     moved      module paths from before the package layout, resolved with a warning
+    native     C++ loops built on first use and loaded through ctypes (the plugins' compiled kernels)
     registry   every class a config names by its short name, plugins' included
     rundir     the run directory: its layout, results, checkpoints, resume point, kinds of result
     ssm        state-space maths: HiPPO, discretisation, kernels

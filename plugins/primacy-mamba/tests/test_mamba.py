@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import primacy.checks
+import primacy.native
 import pytest
 import torch
 import torch.nn.functional as F
@@ -216,7 +217,7 @@ def test_the_compiled_scan_is_built_once_into_the_cache_and_then_loaded(no_libra
     assert built.name.startswith("primacy_scan_") and built.suffix == ".so"
     assert library.primacy_scan_abi() == primacy_mamba.compiled.ABI
     primacy_mamba.compiled.library.cache_clear()
-    monkeypatch.setattr(primacy_mamba.compiled.subprocess, "run", lambda *args, **kwargs: pytest.fail("rebuilt"))
+    monkeypatch.setattr(primacy.native.subprocess, "run", lambda *args, **kwargs: pytest.fail("rebuilt"))
     MambaBackbone(scan="compiled")  # a new process: finds the build in the cache
 
 

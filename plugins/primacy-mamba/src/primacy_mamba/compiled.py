@@ -22,81 +22,31 @@ Legend: B batch, T time, E the scan's channels (E·D of the mixer), N state size
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
 import torch
 from primacy.errors import UsageError
+from primacy.native import NativeLibrary
 
 SOURCE = Path(__file__).with_name("native") / "scan.cpp"
-# No -march (a cache may be shared by machines); no fused multiply-adds, so every build rounds alike.
-FLAGS = ("-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
 ABI = 3  # primacy_scan_abi() of the source this module calls
+LIBRARY = NativeLibrary(SOURCE, "primacy_scan", ABI, "scan='compiled'", "use scan='chunked'",
+                        "this primacy-mamba's scan")
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 
 
-def compiler() -> str:
-    return os.environ.get("CXX", "c++")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("PRIMACY_KERNEL_CACHE", Path.home() / ".cache" / "primacy" / "kernels"))
-
-
 def library_path() -> Path:
-    """Where the build of this source by this compiler with these flags for this machine's architecture is kept (a
-    cache in a home directory may be shared by a cluster's nodes)."""
-    parts = [SOURCE.read_text(), compiler(), *FLAGS, platform.machine(), platform.system()]
-    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-    return cache_dir() / f"primacy_scan_{key}.so"
+    """Where the build of this source by this compiler for this machine's architecture is kept (``NativeLibrary``)."""
+    return LIBRARY.path()
 
 
 @cache
 def library() -> ctypes.CDLL:
     """The compiled scan, built unless ``library_path()`` holds it already; UsageError (one line) when it cannot be
     built or loaded."""
-    path = library_path()
-    if not path.is_file():
-        _build(compiler(), path)
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as err:  # a mount that forbids executing files, a file from another architecture
-        raise UsageError(f"scan='compiled': {path} cannot be loaded ({err}): set PRIMACY_KERNEL_CACHE to a directory "
-                         "that allows it, or use scan='chunked'") from None
-    if lib.primacy_scan_abi() != ABI:
-        raise UsageError(f"{path} is not this primacy-mamba's scan: delete it so that it is built again")
-    return lib
-
-
-def _build(cxx: str, path: Path) -> None:
-    """Compiles SOURCE into ``path``: into a temporary file beside it first, renamed into place when complete."""
-    if shutil.which(cxx) is None:
-        raise UsageError(f"scan='compiled' needs a C++ compiler and {cxx!r} (CXX) is not one on PATH: install one "
-                         "(g++ or clang++) or use scan='chunked'")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"PRIMACY_KERNEL_CACHE={path.parent} cannot be created: {err.strerror}") from None
-    fd, partial = tempfile.mkstemp(suffix=".so", prefix=".building-", dir=path.parent)
-    os.close(fd)
-    try:
-        done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", partial], capture_output=True, text=True)
-        if done.returncode != 0:
-            lines = done.stderr.strip().splitlines()
-            detail = next((line for line in lines if "error" in line), lines[0] if lines else "")
-            raise UsageError(f"scan='compiled': {cxx} failed to build {SOURCE.name}: "
-                             f"{detail.strip()[:200] or f'exit code {done.returncode}'}; use scan='chunked'")
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    return LIBRARY.load()
 
 
 def check_compiled() -> None:

@@ -20,12 +20,6 @@ float32 a vectorisable exp (relative error ≤ 3e-7) and log σ and tanh built o
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -33,66 +27,27 @@ from typing import Any
 
 import torch
 from primacy.errors import UsageError
+from primacy.native import NativeLibrary
 from torch.autograd.function import once_differentiable
 
 SOURCE = Path(__file__).with_name("native") / "slstm.cpp"
-# No -march (a cache may be shared by machines); no fused multiply-adds, so every build rounds alike.
-FLAGS = ("-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
 ABI = 1  # primacy_slstm_abi() of the source this module calls
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _FALLBACK = "use slstm_loop='pytorch'"
-
-
-def compiler() -> str:
-    return os.environ.get("CXX", "c++")
+LIBRARY = NativeLibrary(SOURCE, "primacy_slstm", ABI, "slstm_loop='compiled'", _FALLBACK,
+                        "this primacy-xlstm's sLSTM library")
 
 
 def library_path() -> Path:
-    """Where the build of this source by this compiler with these flags for this architecture is kept."""
-    cache_dir = Path(os.environ.get("PRIMACY_KERNEL_CACHE", Path.home() / ".cache" / "primacy" / "kernels"))
-    parts = [SOURCE.read_text(), compiler(), *FLAGS, platform.machine(), platform.system()]
-    return cache_dir / f"primacy_slstm_{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}.so"
+    """Where the build of this source by this compiler for this architecture is kept (``NativeLibrary``)."""
+    return LIBRARY.path()
 
 
 @cache
 def library() -> ctypes.CDLL:
     """The compiled loops, built unless ``library_path()`` holds them; UsageError (one line) when they cannot be built
     or loaded."""
-    path = library_path()
-    if not path.is_file():
-        _build(compiler(), path)
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as err:  # a mount that forbids executing files, a file from another architecture
-        raise UsageError(f"slstm_loop='compiled': {path} cannot be loaded ({err}): set PRIMACY_KERNEL_CACHE to a "
-                         f"directory that allows it, or {_FALLBACK}") from None
-    if lib.primacy_slstm_abi() != ABI:
-        raise UsageError(f"{path} is not this primacy-xlstm's sLSTM library: delete it so that it is built again")
-    return lib
-
-
-def _build(cxx: str, path: Path) -> None:
-    """Compiles SOURCE into ``path``: into a temporary file beside it first, renamed into place when complete."""
-    if shutil.which(cxx) is None:
-        raise UsageError(f"slstm_loop='compiled' needs a C++ compiler and {cxx!r} (CXX) is not one on PATH: install "
-                         f"one (g++ or clang++) or {_FALLBACK}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"PRIMACY_KERNEL_CACHE={path.parent} cannot be created: {err.strerror}") from None
-    fd, partial = tempfile.mkstemp(suffix=".so", prefix=".building-", dir=path.parent)
-    os.close(fd)
-    try:
-        done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", partial], capture_output=True, text=True)
-        if done.returncode != 0:
-            lines = done.stderr.strip().splitlines()
-            detail = next((line for line in lines if "error" in line), lines[0] if lines else "")
-            raise UsageError(f"slstm_loop='compiled': {cxx} failed to build {SOURCE.name}: "
-                             f"{detail.strip()[:200] or f'exit code {done.returncode}'}; {_FALLBACK}")
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    return LIBRARY.load()
 
 
 def check_compiled() -> None:

@@ -19,6 +19,16 @@ ROW_DECIMALS = 6  # the decimals a page's CSV keeps of a mean and its SE (``csv_
 SMALL_DT = 0.03  # the paper: after training, Δt concentrates at or below about this
 
 
+def markdown_header(cells: list[str] | tuple[str, ...]) -> list[str]:
+    """A markdown table's first two lines: its column titles and the rule under them."""
+    return [markdown_row(cells), "|" + "---|" * len(cells)]
+
+
+def markdown_row(cells: list[str] | tuple[str, ...]) -> str:
+    """One line of a markdown table."""
+    return "| " + " | ".join(cells) + " |"
+
+
 # The markdown table's columns: (title, the row's key of the mean; its SE is key + "_se", when the row has one)
 TABLE_COLUMNS = (("overall", "overall_accuracy"), ("early − late", "early_minus_late"),
                  ("primacy", "primacy_index"), ("recency", "recency_index"),
@@ -31,7 +41,7 @@ def markdown_table(rows: list[dict[str, Any]], reference: dict[str, Any] | None)
     the rest of the first query quarter, and Δt quantiles (every channel of every seed) before and after training."""
     header = ["panel", "L", "n", *[title for title, _ in TABLE_COLUMNS], "bottom-left / rest",
               "Δt 5/50/95 % before", "Δt 5/50/95 % after", f"Δt ≤ {SMALL_DT} before → after"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = markdown_header(header)
     for row in rows:
         cells = [str(row["panel"]), str(row["n_items"]), str(row["seeds"])]
         cells += [table_cell(row, key, reference) for _, key in TABLE_COLUMNS]
@@ -41,7 +51,7 @@ def markdown_table(rows: list[dict[str, Any]], reference: dict[str, Any] | None)
             cells.append("—" if None in quantiles else " / ".join(f"{q:.2g}" for q in quantiles))
         before, after = row[f"dt_initial_below_{SMALL_DT}"], row[f"dt_final_below_{SMALL_DT}"]
         cells.append("—" if before is None else f"{before:.2f} → {after:.2f}")
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown_row(cells))
     if reference is not None:
         lines += ["", f"† differs from panel {reference['panel']} by more than 2 SE of the difference."]
     return "\n".join(lines) + "\n"
@@ -100,13 +110,13 @@ def weights_table(rows: list[dict[str, Any]]) -> str:
     weights, dts = layers("weight_early_minus_late_L"), layers("dt_repeat_minus_new_L")
     header = ["panel", "L", "n", "accuracy early − late", *[f"weight early − late, layer {i}" for i in range(weights)],
               "median Δt after", *[f"log10 Δ old − new probe, layer {i}" for i in range(dts)]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = markdown_header(header)
     for row in rows:
         cells = [str(row["panel"]), str(row["n_items"]), str(row["seeds"]), table_cell(row, "early_minus_late", None)]
         cells += [table_cell(row, f"weight_early_minus_late_L{i}", None) for i in range(weights)]
         cells.append(table_cell(row, "dt_final_median", None))
         cells += [table_cell(row, f"dt_repeat_minus_new_L{i}", None) for i in range(dts)]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown_row(cells))
     return "\n".join(lines) + "\n"
 
 
@@ -122,7 +132,7 @@ def emergence_table(rows: list[dict[str, Any]]) -> str:
     """An emergence page's table for docs: per panel, the mean ± SE over its seeds (n) of each run's final measures
     (``EMERGENCE_COLUMNS``; a seed whose head never emerged counts as missing in that column)."""
     header = ["panel", "n", *[title for title, _ in EMERGENCE_COLUMNS]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = markdown_header(header)
     for panel in dict.fromkeys(row["panel"] for row in rows):
         seeds = [row for row in rows if row["panel"] == panel]
         summary: dict[str, Any] = {}
@@ -133,7 +143,7 @@ def emergence_table(rows: list[dict[str, Any]]) -> str:
         cells = [table_cell(summary, key, None) for _, key in EMERGENCE_COLUMNS]
         step, step_se = summary["emerged_at_step"], summary["emerged_at_step_se"]  # whole steps
         cells[0] = "—" if step is None else f"{step:.0f}" + ("" if step_se is None else f" ± {step_se:.0f}")
-        lines.append("| " + " | ".join([str(panel), str(len(seeds)), *cells]) + " |")
+        lines.append(markdown_row([str(panel), str(len(seeds)), *cells]))
     return "\n".join(lines) + "\n"
 
 

@@ -51,7 +51,7 @@ from primacy.workflows import aggregate, launchers
 from primacy.workflows.atlas.knob_search import Search, search, seeds_accuracy
 from primacy.workflows.atlas.spec import AtlasSpec, Row
 from primacy.workflows.runs import SCALES, Run, Status, status
-from primacy.workflows.tables import csv_rows, markdown_columns, table_cell, unrounded
+from primacy.workflows.tables import csv_rows, markdown_columns, markdown_header, markdown_row, table_cell, unrounded
 
 
 @dataclass(frozen=True)
@@ -314,7 +314,7 @@ def atlas_table(rows: list[dict[str, Any]], spec: AtlasSpec, band: tuple[float, 
     extra = [key for key in (f"{spec.metric}_2L", "primacy_index_2L", "early_minus_late_2L") if key in rows[0]]
     header = ["architecture", "knob", "L", "in band", *[c.replace("_", " ") for c in columns + extra],
               "state (floats)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = markdown_header(header)
     for row in rows:
         inside = f"{row['seeds_in_band']}/{row['seeds']}"
         if not row["in_band"]:  # where seeds disagree (one learned, one did not) the mean hides it: each seed's
@@ -322,7 +322,7 @@ def atlas_table(rows: list[dict[str, Any]], spec: AtlasSpec, band: tuple[float, 
         cells = [row["row"], f"{row['knob']} = {row['value']}", str(row["n_items"]), inside,
                  *(table_cell(row, key, None) for key in columns + extra),
                  "—" if row["state_floats"] is None else f"{row['state_floats']:,}"]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown_row(cells))
     lines += ["", f"Band: {spec.metric} in [{band[0]:.2f}, {band[1]:.2f}] for each seed; \"nearest\": no value of the "
               "knob landed inside it, the row shows the value nearest to it, with each seed's "
               f"{spec.metric.replace('_', ' ')}. State: the real numbers the model keeps "

@@ -33,6 +33,7 @@ from primacy.rundir.kinds import FreeRecallResults
 from primacy.rundir.layout import SUMMARY, RunDir
 from primacy.workflows.humans import cmr_fits
 from primacy.workflows.humans import people as human_data
+from primacy.workflows.tables import markdown_header, markdown_row
 
 PEOPLE = "people"
 
@@ -209,7 +210,7 @@ def markdown(comparisons: list[Comparison], summary: dict[str, dict[str, Any]]) 
     the middle half of the positions. The indices are those of the group's mean curves (no SE), the CMR fit is the
     paper grid's fit of its mean lag-CRP (distance; β_enc, β_rec, γ_FT), RMSE each model's distance to the people;
     ``summary``: each comparison's ``summary()`` by dataset, as ``write`` has them (its CMR fits are not made twice)."""
-    lines = ["| " + " | ".join(TABLE_HEADER) + " |", "|" + "---|" * len(TABLE_HEADER)]
+    lines = markdown_header(TABLE_HEADER)
     for comparison in comparisons:
         ours = summary[comparison.dataset.name]
         for label, group in {PEOPLE: comparison.people, **comparison.models}.items():
@@ -229,7 +230,7 @@ def markdown(comparisons: list[Comparison], summary: dict[str, dict[str, Any]]) 
                      "—" if fit is None else (f"{fit['distance']:.3f}; {fit['beta_enc']:.2f}, {fit['beta_rec']:.2f}, "
                                              f"{fit['gamma_ft']:.2f}"),
                      "—" if far is None else " / ".join(f"{far[f'rmse_{key}']:.3f}" for key in RMSE_CURVES)]
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append(markdown_row(cells))
     return "\n".join(lines) + "\n"
 
 
@@ -242,28 +243,28 @@ def fits_markdown(comparison: Comparison, fit_summary: dict[str, Any], fitted: F
     labels = list(fit_summary)
     title = {label: f"{name} people" if label == PEOPLE else label for label in labels}
     header = ["parameter", *(f"{title[label]} (n = {fit_summary[label]['members']})" for label in labels)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = markdown_header(header)
     for parameter in fitted.free:
         cells = []
         for label in labels:
             entry = fit_summary[label]["parameters"][parameter]
             sd = "" if entry["sd"] is None else f", SD {entry['sd']:.3f}"
             cells.append(f"{entry['mean']:.3f}{sd} [{entry['ci_low']:.3f}, {entry['ci_high']:.3f}]")
-        lines.append("| " + " | ".join([parameter, *cells]) + " |")
+        lines.append(markdown_row([parameter, *cells]))
     totals = [f"{_number(g['log_likelihood'])}, {g['n']:,}, {_number(g['bic'])}" for g in map(fit_summary.get, labels)]
-    lines.append("| " + " | ".join(["summed log-likelihood, n events, BIC", *totals]) + " |")
+    lines.append(markdown_row(["summed log-likelihood, n events, BIC", *totals]))
     header = ["group", "grid cell (β_enc, β_rec, γ_FT)", "log-likelihood at the cell / fitted",
               "BIC at the cell / fitted", "ΔBIC", "members better fitted"]
-    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["", *markdown_header(header)]
     for label, grid in fitted.grid.items():
         if grid is None:
             continue
         cell = ", ".join(f"{grid['cell'][key]:.2f}" for key in cmr_fits.GRID_CELL)
-        lines.append("| " + " | ".join([
+        lines.append(markdown_row([
             title[label] if label == PEOPLE else f"{label}, L = {n_items}", cell,
             f"{_number(grid['log_likelihood'])} / {_number(grid['likelihood_log_likelihood'])}",
             f"{_number(grid['bic'])} / {_number(grid['likelihood_bic'])}",
-            _number(grid["delta_bic"], signed=True), f"{grid['members_better']} of {grid['members']}"]) + " |")
+            _number(grid["delta_bic"], signed=True), f"{grid['members_better']} of {grid['members']}"]))
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,7 @@ from primacy.errors import UsageError
 from primacy.workflows import aggregate
 from primacy.workflows.paper.pages import AGGREGATES, FigureSpec, Panel
 from primacy.workflows.runs import SCALES, read_yaml
-from primacy.workflows.tables import csv_rows, table_cell, unrounded
+from primacy.workflows.tables import csv_rows, markdown_header, markdown_row, table_cell, unrounded
 
 
 def read_figure(path: str | Path) -> FigureSpec:
@@ -84,10 +84,10 @@ def _table(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
     twice the standard error of the difference; a number some panel lacks shows as —."""
     keys = [key for key in dict.fromkeys(k for row in rows for k in row) if any(f"{key}_se" in row for row in rows)]
     header = ["panel", "n", *keys]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = markdown_header(header)
     for row in rows:
-        lines.append("| " + " | ".join([f"{row['panel']} {row['title']}".strip(), str(row["seeds"]),
-                                         *(table_cell(row, key, reference) for key in keys)]) + " |")
+        lines.append(markdown_row([f"{row['panel']} {row['title']}".strip(), str(row["seeds"]),
+                                 *(table_cell(row, key, reference) for key in keys)]))
     if reference is not None:
         lines += ["", f"† differs from panel {reference['panel']} by more than 2 SE of the difference."]
     return "\n".join(lines) + "\n"

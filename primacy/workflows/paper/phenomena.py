@@ -21,6 +21,7 @@ from primacy.analysis.evidence import Estimate, Word, word
 from primacy.workflows.humans import page
 from primacy.workflows.humans import people as human_data
 from primacy.workflows.paper.spec import FigureSpec, Panel
+from primacy.workflows.tables import markdown_header, markdown_row
 
 NAME, LAYOUT, DATASET, N_ITEMS = "recall-like-people", "phenomena", "Morton2013", 24
 # label, config part, the registered backbone it needs when a plugin brings it
@@ -138,11 +139,11 @@ def markdown(rows: list[dict[str, Any]], left_out: dict[tuple[str, str, str], st
     """The table for docs: a cell is mean ± SE, its direction (+, −, 0: by the >= 2 SE rule) and, where a direction
     is expected, ✓ (matches) or ✗; n in its own column (a difference's n is the smaller of its two rows')."""
     header = ["model", "objective", "condition", "n", *(HEADERS[key] for key in COLUMNS)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = markdown_header(header)
     for row in rows:
         cells = [row["model"] if row["model"] != "people" else f"people ({row['config']})", row["objective"] or "—",
                  row["condition"], str(row["recency_index_n"])]
-        lines.append("| " + " | ".join(cells + [_cell(row, key) for key in COLUMNS]) + " |")
+        lines.append(markdown_row(cells + [_cell(row, key) for key in COLUMNS]))
     chance = first_recall_chance(N_ITEMS)
     lines += ["", f"Mean ± SE over seeds (people: over persons); n seeds per row. A direction is +, − or 0 by the one "
               f"rule (|mean| >= 2 SE, else 0; first recall against its chance {chance:.2f}, the rest against 0). ✓: "

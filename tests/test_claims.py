@@ -214,3 +214,18 @@ def test_a_star_in_the_key_takes_every_entry_of_a_list(tmp_path):
     path.write_text(path.read_text().replace("top.*.beta", "share.*"))
     with pytest.raises(UsageError, match=r"key='share.\*': share of summary.json is not a list of entries"):
         claims.check(path, tmp_path)
+
+
+def test_a_file_glob_reads_each_file_it_finds(tmp_path):
+    """A group's fits come one file a member (fits/S4D/seed0.json, ...): ``file: seed*.json`` reads every one."""
+    folder = tmp_path / "results" / "study" / "fits" / "S4D"
+    folder.mkdir(parents=True)
+    for seed, seconds in enumerate((19.4, 26.0, 110.3)):
+        (folder / f"seed{seed}.json").write_text(f'{{"fit": {{"seconds": {seconds}}}}}')
+    doc = "a seed's fit took 19-110 s"
+    path = _claims_file(tmp_path, f"says: \"{doc}\", of: 'fits/*', file: 'seed*.json', key: fit.seconds, "
+                                  "stat: range, is: value, value: '19-110', n: 3", doc=doc)
+    assert not claims.failures(claims.check(path, tmp_path))
+    path.write_text(path.read_text().replace("seed*.json", "person*.json"))
+    with pytest.raises(UsageError, match=r"file='person\*.json' matches no file in .*S4D"):
+        claims.check(path, tmp_path)

@@ -20,9 +20,9 @@ to its difference with each group in ``than``, a list of run globs, or of ``{of,
 numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" ("A–B", "A-B") the smallest and
 the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``;
 ``unit`` (``min``, ``h``) divides seconds, or (``%``) writes a rate as a percentage. ``n`` states how many runs there
-must be. A ``.csv`` ``file`` gives one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``),
-and a row that is a mean already
-(people's curves) names its SE and count columns (``se: se, count: members``). A file that cannot be read as
+must be. ``file`` may be a glob (``seed*.json``: one value per file it finds). A ``.csv`` ``file`` gives one
+value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already (people's
+curves) names its SE and count columns (``se: se, count: members``). A file that cannot be read as
 such is a one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure,
 reported with its value, SE and n.
 """
@@ -75,9 +75,10 @@ class Quantity:
         runs = sorted({run for pattern in self.of for run in _folders(str(folder / pattern))})
         if not runs:
             raise UsageError(f"of={_name(self.of)!r} matches no run folder under {folder}")
+        files = [file for run in runs for file in _files(run, self.file)]
         if not self.file.endswith(".csv"):
-            return [_load(run / self.file) for run in runs]
-        found = [row for run in runs for row in _load(run / self.file)
+            return [_load(file) for file in files]
+        found = [row for file in files for row in _load(file)
                  if all(row.get(column) in allowed for column, allowed in self.where)]
         if not found:
             raise UsageError(f"no row of {self.file} in {_name(self.of)!r} has {dict(self.where)}")
@@ -299,6 +300,16 @@ def _load(file: Path) -> Any:
     if not file.is_file():
         raise UsageError(f"{file} does not exist")
     return _parsed(file, file.stat().st_mtime_ns)
+
+
+def _files(run: Path, name: str) -> list[Path]:
+    """A run's ``file``: the one file it names, or each file a glob of it finds (``seed*.json``)."""
+    if not glob.has_magic(name):
+        return [run / name]
+    found = sorted(Path(path) for path in glob.glob(str(run / name)) if Path(path).is_file())
+    if not found:
+        raise UsageError(f"file={name!r} matches no file in {run}")
+    return found
 
 
 @functools.lru_cache(maxsize=1024)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 RESOLVED = ROOT / "tests" / "data" / "resolved_configs"
 PARTS = CONFIGS / "parts"  # pieces of runs, not runs

@@ -228,7 +228,7 @@ def test_bad_settings_are_rejected(kwargs, message):
 
 
 def test_the_kernel_benchmark_runs_and_its_references_compute_the_same_layers():
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "s4_kernel.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "s4_kernel.py"
     out = subprocess.run([sys.executable, str(script), "--repeats", "1", "--widths", "4", "--lengths", "8", "24"],
                          capture_output=True, text=True, check=True).stdout
     rows = [line.split() for line in out.splitlines() if line.split()[0] in ("kernel", "layer")]

@@ -24,7 +24,8 @@ from primacy.workflows.induction.published import read_published
 from primacy.workflows.induction.published_heads import PUBLISHED_LAGS, read_scores
 
 LAYERS, HEADS = 2, 3
-ICL_CMR = Path(__file__).parent / "data" / "icl-cmr"  # files of corxyz/icl-cmr, unchanged (LICENSE-icl-cmr there)
+# files of corxyz/icl-cmr, unchanged (LICENSE-icl-cmr there)
+ICL_CMR = Path(__file__).resolve().parents[2] / "data" / "icl-cmr"
 # The heads the authors ablate in GPT-2 small as its top 10 % CMR-like (get_ablate_list in their src/ablation.py).
 AUTHORS_ABLATED = {"L1H11", "L5H5", "L5H1", "L3H0", "L5H8", "L8H6", "L0H5", "L5H0", "L0H1", "L6H9", "L0H10", "L6H10",
                    "L7H2", "L8H3"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from primacy.analysis.evidence import Estimate, compare, word
@@ -158,6 +159,14 @@ def test_a_rate_written_as_a_percentage(tmp_path):
     ("says: x, of: 'seed*', key: k, is: value, value: 0.970", "value=0.97 must be quoted as the doc writes it"),
     ("says: x, of: 'nothing*', key: k, is: positive", "of='nothing*' matches no run folder"),
     (f"says: x, of: '{RETNET}/seed*', key: no_such_key, is: positive", "key='no_such_key' is not in"),
+    ("says: x, of: 'seed*', key: k, is: value, within: [0, 1]", "within=[0, 1] takes stat: count"),
+    ("says: x, of: 'seed*', key: k, is: value, stat: count", "stat='count' needs within: [low, high]"),
+    ("says: x, of: 'seed*', key: k, is: value, stat: count, within: [1]", "within=[1] must be [low, high] (numbers, "
+                                                                          "low <= high), a list of them, or a mapping"),
+    ("says: x, of: 'seed*', key: k, is: value, stat: count, within: [1, 0]", "within=[1, 0] must be [low, high]"),
+    ("says: x, of: 'seed*', key: k, is: value, stat: count, within: [[0, 1], a]", "within=[[0, 1], 'a'] must be"),
+    ("says: x, of: 'seed*', key: k, is: value, stat: count, within: {j: [0, 1]}", "that names key 'k'"),
+    ("says: x, of: 'seed*', key: k, is: positive, stat: median", "it takes is: value"),
 ])
 def test_a_malformed_claim_is_refused_in_one_line_naming_the_file_and_claim(tmp_path, claim, message):
     path = _claims_file(tmp_path, claim)
@@ -229,3 +238,90 @@ def test_a_file_glob_reads_each_file_it_finds(tmp_path):
     path.write_text(path.read_text().replace("seed*.json", "person*.json"))
     with pytest.raises(UsageError, match=r"file='person\*.json' matches no file in .*S4D"):
         claims.check(path, tmp_path)
+
+
+def _fits(tmp_path: Path) -> Path:
+    """A fits.csv of five people and a model, as ``primacy humans --fit`` writes it."""
+    folder = tmp_path / "results" / "study"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "fits.csv").write_text("group,participant,T,B_start\n" + "".join(
+        f"people,{i},{t},{b}\n" for i, (t, b) in enumerate([(0.01, 0.0), (0.0105, 0.5), (0.3, 0.9995), (0.01, 0.2),
+                                                              (0.9, 1.0)])) + "S4D,0,0.01,0.0\n")
+    return folder
+
+
+def test_a_count_of_the_values_in_an_interval_or_in_any_of_several(tmp_path):
+    """\"3 of 5 at T = 0.01\": the rows ``where`` selects whose value is within 0.001 of a bound; at 0 or 1 is two."""
+    _fits(tmp_path)
+    doc = "people at the bound T = 0.01: 3 of 5; B_start at 0 or 1 for 3 of 5"
+    bound = (f"says: '{doc}', of: '.', file: fits.csv, where: {{group: people}}, key: T, stat: count, "
+             "within: [0.01, 0.011], is: value, value: '3 of 5', n: 5")
+    path = _claims_file(tmp_path, bound, doc=doc)
+    [outcome] = claims.check(path, tmp_path)
+    assert outcome.failure is None and "count 3 of 5" in outcome.line()
+    path.write_text(path.read_text().replace("key: T", "key: B_start").replace("[0.01, 0.011]",
+                                                                               "[[0, 0.001], [0.999, 1]]"))
+    assert not claims.failures(claims.check(path, tmp_path))
+    path.write_text(path.read_text().replace("[[0, 0.001], [0.999, 1]]", "[0, 0.001]"))  # at 0 only: 1, not 3
+    assert "the sentence writes 3, the runs give 1" in claims.check(path, tmp_path)[0].failure
+    path.write_text(path.read_text().replace("n: 5", "n: 6").replace("{group: people}", "{group: [people, S4D]}"))
+    assert "the sentence writes 3, the runs give 2" in claims.check(path, tmp_path)[0].failure  # S4D's row: 6 rows
+    path.write_text(path.read_text().replace("n: 6", "n: 40"))
+    assert "n=40 expected, 6 found" in claims.check(path, tmp_path)[0].failure
+
+
+def test_a_count_of_the_records_in_which_every_named_key_falls_in_its_own_intervals(tmp_path):
+    """\"2 of 5 people at T = 0.01 with B_start below 0.5\": a mapping of keys counts the rows meeting all of them."""
+    _fits(tmp_path)
+    doc = "2 of 5 people at T = 0.01 with B_start below 0.5"
+    path = _claims_file(tmp_path, f"says: '{doc}', of: '.', file: fits.csv, where: {{group: people}}, key: T, "
+                                  "stat: count, within: {T: [0.01, 0.011], B_start: [-.inf, 0.4]}, is: value, "
+                                  "value: '2', n: 5", doc=doc)
+    [outcome] = claims.check(path, tmp_path)
+    assert outcome.failure is None and "count 2 of 5" in outcome.line()
+    path.write_text(path.read_text().replace("[-.inf, 0.4]", "[-.inf, 0.6]"))  # people 0, 1 and 3
+    assert "the sentence writes 2, the runs give 3" in claims.check(path, tmp_path)[0].failure
+
+
+def test_a_median_is_the_middle_value_not_the_mean(tmp_path):
+    _fits(tmp_path)
+    doc = "the median T of people is 0.0105"
+    path = _claims_file(tmp_path, f"says: '{doc}', of: '.', file: fits.csv, where: {{group: people}}, key: T, "
+                                  "stat: median, is: value, value: '0.0105', n: 5", doc=doc)
+    [outcome] = claims.check(path, tmp_path)
+    assert outcome.failure is None and "median 0.0105" in outcome.line()
+    path.write_text(path.read_text().replace("stat: median, ", ""))  # the mean is 0.2461
+    assert "the sentence writes 0.0105, the runs give 0.2461" in claims.check(path, tmp_path)[0].failure
+
+
+def test_an_npz_key_names_an_array_and_gives_each_element_of_what_it_reaches(tmp_path):
+    """dt_history.npz (steps × channels): ``dt.-1`` the last step's channels, ``dt.0:2`` the mean of steps 0-1, ``dt``
+    every element; each stat works on them."""
+    for seed, scale in enumerate((1.0, 2.0)):
+        folder = tmp_path / "results" / "study" / f"seed{seed}" / "results"
+        folder.mkdir(parents=True)
+        dt = scale * np.array([[0.010, 0.020, 0.030], [0.008, 0.016, 0.030], [0.006, 0.012, 0.030]])
+        np.savez(folder / "dt_history.npz", steps=np.array([0, 100, 200]), dt=dt, layers=np.array(["ssm"]))
+
+    def check(key: str, stat: str, value: str, n: int, within: str = "") -> list[claims.Outcome]:
+        doc = f"Δt of the runs: {value}"
+        path = _claims_file(tmp_path, f"says: '{doc}', of: 'seed*', file: results/dt_history.npz, key: {key}, "
+                                      f"stat: {stat}{within}, is: value, value: '{value}', n: {n}", doc=doc)
+        return claims.check(path, tmp_path)
+
+    # the last step: seed 0 0.006, 0.012, 0.030; seed 1 0.012, 0.024, 0.060
+    [outcome] = check("dt.-1", "median", "0.018", 6)
+    assert outcome.failure is None and "median 0.018" in outcome.line()
+    assert not claims.failures(check("dt.0:2.0", "range", "0.009-0.018", 2))  # the first channel over steps 0-1
+    assert not claims.failures(check("dt.-1.2", "mean", "0.045", 2))
+    assert not claims.failures(check("steps.-1", "max", "200", 2))
+    assert not claims.failures(check("dt", "count", "4", 18, ", within: [0.025, 0.035]"))  # seed 0's 0.030 thrice,
+    # seed 1's 0.032
+    assert "the sentence writes 0.019, the runs give 0.018" in check("dt.-1", "median", "0.019", 6)[0].failure
+    for key, message in (("layers", r"key='layers' of .*dt_history.npz is an array of <U3, not of numbers"),
+                         ("dt.5", r"key='dt.5' is not in .*dt_history.npz"), ("'dt.3:'", r"key='dt.3:' is not in")):
+        with pytest.raises(UsageError, match=message):
+            check(key, "max", "0", 2)
+    (tmp_path / "results" / "study" / "seed0" / "results" / "dt_history.npz").write_text("not a zip")
+    with pytest.raises(UsageError, match=r"dt_history.npz cannot be read as .npz arrays"):
+        check("dt", "max", "0", 2)

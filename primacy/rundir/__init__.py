@@ -5,6 +5,7 @@ Modules:
     free_recall  a free-recall run's results read back
     kinds        the kinds of result: written, read, aggregated and drawn, plugins' too
     layout       RunDir and the analyses' folders: every file name of a run
+    records      numbers of result files (JSON, CSV rows, .npz arrays) by a dotted key
     results      the result files of the study x query matrix
     resume       start, resume or refuse a run directory
     runs         a finished run's model and task rebuilt; the model-task contract

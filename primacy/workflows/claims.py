@@ -10,7 +10,7 @@ claims:
   - says: "**RetNet keeps the last pairs** (early − late −0.107 ± 0.013"   # the doc's words, line breaks aside
     of: RetNet/d_key=8/seed*       # the runs: folders (a glob or a list of them) from this file's folder
     key: early_minus_late          # of each run's results/summary.json (``file``: another; .3 indexes, .0:8 averages,
-                                   # .*. takes every entry of a list)
+                                   # .*. takes every entry of a list: primacy.rundir.records)
     is: negative                   # positive, negative, neither; above, below, same (with ``than``); value
     value: "−0.107 ± 0.013"        # how ``says`` writes the estimate: it must round to it
 ```
@@ -18,22 +18,27 @@ claims:
 ``is`` applies the one rule of ``primacy.analysis.evidence`` to the runs' mean ± SE (``above``/``below``/``same``:
 to its difference with each group in ``than``, a list of run globs, or of ``{of, key, file}``). ``value`` checks the
 numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" ("A–B", "A-B") the smallest and
-the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max`` or ``range``;
-``unit`` (``min``, ``h``) divides seconds, or (``%``) writes a rate as a percentage. ``n`` states how many runs there
-must be. ``file`` may be a glob (``seed*.json``: one value per file it finds). A ``.csv`` ``file`` gives one
+the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max``, ``range``, ``median``
+or ``count``; ``unit`` (``min``, ``h``) divides seconds, or (``%``) writes a rate as a percentage. ``n`` states how
+many values there must be (runs, files, rows, elements). ``stat: count`` counts the values in ``within``: one closed
+interval ``[low, high]`` or a list of them (``[[0, 0.001], [0.999, 1]]``: at 0 or 1; ``.inf`` is unbounded), so
+"20 of 40" is ``value: "20", n: 40``; ``within`` a mapping of keys to intervals counts the records (rows, files) in
+which every value of each key falls in its own (``{induction: [0.5, .inf], cmr_distance: [0, 0.5]}``, naming
+``key``). ``file`` may be a glob (``seed*.json``: one value per file it finds). A ``.csv`` ``file`` gives one
 value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already (people's
-curves) names its SE and count columns (``se: se, count: members``). A file that cannot be read as
-such is a one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure,
-reported with its value, SE and n.
+curves) names its SE and count columns (``se: se, count: members``). An ``.npz`` ``file``'s ``key`` names an array
+(``dt``; ``dt.-1`` its last row, ``dt.0:8`` the mean of rows 0-7) and gives each element of what it reaches as a value
+(a step × channel array: every channel of every step), for any ``stat``. A file that cannot be read as such is a
+one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure, reported
+with its value, SE and n.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
 import glob
-import json
 import re
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +48,7 @@ import yaml
 
 from primacy.analysis.evidence import EFFECT_SE, WORDS, Estimate, compare, word
 from primacy.errors import UsageError
+from primacy.rundir import records
 from primacy.rundir.layout import RunDir
 
 CLAIMS_FILE = "claims.yaml"
@@ -50,10 +56,10 @@ PUBLISHED = "results"  # the repository's folder of published runs (results/READ
 SUMMARY = RunDir(Path()).summary.as_posix()  # a run's summary, from the run's folder
 COMPARISONS = {"above": "positive", "below": "negative", "same": "neither"}
 KINDS = (*WORDS, *COMPARISONS, "value")
-STATS = ("mean", "sum", "min", "max", "range")
+STATS = ("mean", "sum", "min", "max", "range", "median", "count")
 UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0, "%": 0.01}  # what a value is divided by: 0.08 is "8 %"
 _QUANTITY = {"of", "key", "file", "where", "se", "count"}
-_FIELDS = {"says", "doc", "is", "than", "value", "stat", "unit", "n", *_QUANTITY}
+_FIELDS = {"says", "doc", "is", "than", "value", "stat", "within", "unit", "n", *_QUANTITY}
 _NUMBER = re.compile(r"(?:(?<![\d.])[+\-−])?\d[\d,]*(?:\.\d+)?")  # "0.6-0.7": a range, not −0.7
 
 
@@ -75,17 +81,17 @@ class Quantity:
         runs = sorted({run for pattern in self.of for run in _folders(str(folder / pattern))})
         if not runs:
             raise UsageError(f"of={_name(self.of)!r} matches no run folder under {folder}")
-        files = [file for run in runs for file in _files(run, self.file)]
+        files = [file for run in runs for file in records.files(run, self.file)]
         if not self.file.endswith(".csv"):
-            return [_load(file) for file in files]
-        found = [row for file in files for row in _load(file)
+            return [records.load(file) for file in files]
+        found = [row for file in files for row in records.load(file)
                  if all(row.get(column) in allowed for column, allowed in self.where)]
         if not found:
             raise UsageError(f"no row of {self.file} in {_name(self.of)!r} has {dict(self.where)}")
         return found
 
     def values(self, folder: Path, unit: float) -> list[float]:
-        return [number / unit for row in self.rows(folder) for number in _numbers(row, self.key, self.file)]
+        return [number / unit for row in self.rows(folder) for number in records.numbers(row, self.key, self.file)]
 
     def estimate(self, folder: Path, unit: float) -> Estimate:
         """Mean ± SE over the values, or the one row's own mean, SE and count when it names them."""
@@ -96,8 +102,8 @@ class Quantity:
             raise UsageError(f"se={self.se!r} reads one row's own SE, but {len(rows)} rows match")
         if "*" in f"{self.key}.{self.se}".split("."):
             raise UsageError(f"se={self.se!r} reads one row's own SE: key={self.key!r} must name one number, not *")
-        (mean,), (se,) = (_numbers(rows[0], name, self.file) for name in (self.key, self.se))
-        n = int(_numbers(rows[0], self.count, self.file)[0]) if self.count else 0
+        (mean,), (se,) = (records.numbers(rows[0], name, self.file) for name in (self.key, self.se))
+        n = int(records.numbers(rows[0], self.count, self.file)[0]) if self.count else 0
         return Estimate(mean / unit, se / unit, n)
 
 
@@ -168,11 +174,14 @@ def _judge(claim: dict, folder: Path) -> tuple[str, str | None]:
     """What the runs measure for one claim (as text) and why the claim fails, None when it holds."""
     stat, unit, quantity = claim.get("stat", "mean"), UNITS[claim.get("unit", "s")], _quantity(claim)
     if stat != "mean":
-        values = quantity.values(folder, unit)
-        if "n" in claim and len(values) != claim["n"]:
-            return f"{len(values)} values", f"n={claim['n']} expected, {len(values)} found under {_name(claim)!r}"
+        values = [] if stat == "count" else quantity.values(folder, unit)
+        counted, total = _count(claim, quantity, folder, unit) if stat == "count" else (0, len(values))
+        if "n" in claim and total != claim["n"]:
+            return f"{total} values", f"n={claim['n']} expected, {total} found under {_name(claim)!r}"
+        if stat == "count":
+            return f"count {counted} of {total}", _value_failure(claim, (counted,))
         low, high = min(values), max(values)
-        measured = {"sum": sum(values), "min": low, "max": high}.get(stat)
+        measured = {"sum": sum(values), "min": low, "max": high, "median": statistics.median(values)}.get(stat)
         text = f"{stat} {low:.4g}–{high:.4g}" if stat == "range" else f"{stat} {measured:.4g}"
         return text, _value_failure(claim, (low, high) if stat == "range" else (measured,))
     estimate = quantity.estimate(folder, unit)
@@ -193,6 +202,30 @@ def _judge(claim: dict, folder: Path) -> tuple[str, str | None]:
                 return (f"{text} against {theirs}",
                         f"not {wanted} {_name(other)}: difference {estimate.minus(theirs)} is {said or 'undefined'}")
     return text, _value_failure(claim, (estimate.mean, estimate.se))
+
+
+def _count(claim: dict, quantity: Quantity, folder: Path, unit: float) -> tuple[int, int]:
+    """How many of the values fall in ``within``'s intervals, of how many; ``within`` a mapping of keys: how many of
+    the records (rows, files) have every value of each key in its own intervals."""
+    within = claim["within"]
+    if not isinstance(within, dict):
+        values = quantity.values(folder, unit)
+        return sum(_inside(value, within) for value in values), len(values)
+    held = [all(_inside(number / unit, intervals) for key, intervals in within.items()
+                for number in records.numbers(row, key, quantity.file)) for row in quantity.rows(folder)]
+    return sum(held), len(held)
+
+
+def _inside(value: float, intervals: list) -> bool:
+    return any(low <= value <= high for low, high in (intervals if isinstance(intervals[0], list) else [intervals]))
+
+
+def _intervals(within: Any) -> bool:
+    """Whether ``within`` is one [low, high] interval of numbers or a list of them."""
+    def interval(pair: Any) -> bool:
+        return (isinstance(pair, list) and len(pair) == 2 and all(isinstance(bound, (int, float)) and not
+                isinstance(bound, bool) for bound in pair) and pair[0] <= pair[1])
+    return interval(within) or (isinstance(within, list) and bool(within) and all(map(interval, within)))
 
 
 def _word_failure(kind: str, said: str | None, estimate: Estimate) -> str:
@@ -248,82 +281,10 @@ def _name(spec: Any) -> str:
     return of if isinstance(of, str) else ", ".join(of)
 
 
-def _numbers(record: dict[str, Any], key: str, file: str) -> list[float]:
-    """``key`` of a record (a JSON file or a table's row), dots indexing into dicts and lists: one number, or one for
-    each entry of a list where a part is ``*`` (``top_induction_heads.*.beta_enc``: each head's)."""
-    parts = key.split(".")
-    if "*" not in parts:
-        return [_number(_entry(record, parts, key, file), key, file)]
-    at = parts.index("*")
-    entries = _entry(record, parts[:at], key, file)
-    if not isinstance(entries, list) or not entries:
-        raise UsageError(f"key={key!r}: {'.'.join(parts[:at]) or 'the record'} of {file} is not a list of entries")
-    rest = ".".join(parts[at + 1:])
-    return [number for entry in entries
-            for number in (_numbers(entry, rest, file) if rest else [_number(entry, key, file)])]
-
-
-def _entry(record: Any, parts: list[str], key: str, file: str) -> Any:
-    """What the dotted ``parts`` of ``key`` reach in a record; a last part ``a:b`` is the mean of that slice of a list
-    (``serial_position_curve.0:16``: the first 16 positions)."""
-    value: Any = record
-    for part in parts:
-        try:
-            if isinstance(value, list) and ":" in part:
-                start, stop = (int(bound) if bound else None for bound in part.split(":"))
-                value = [float("nan") if entry is None else entry for entry in value[start:stop]]
-                value = sum(value) / len(value)
-            else:
-                value = value[int(part)] if isinstance(value, list) else value[part]
-        except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError):
-            raise UsageError(f"key={key!r} is not in {file}") from None
-    return value
-
-
-def _number(value: Any, key: str, file: str) -> float:
-    """One value that ``key`` reached, as a number (missing: NaN)."""
-    if value is None or value == "":
-        return float("nan")
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            raise UsageError(f"key={key!r} of {file} is {value!r}, not a number") from None
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise UsageError(f"key={key!r} of {file} is {type(value).__name__}, not a number")
-    return float(value)
-
-
-def _load(file: Path) -> Any:
-    """A run's JSON file, or a table's rows (.csv), read once while it is unchanged (claims of one run read it many
-    times)."""
-    if not file.is_file():
-        raise UsageError(f"{file} does not exist")
-    return _parsed(file, file.stat().st_mtime_ns)
-
-
-def _files(run: Path, name: str) -> list[Path]:
-    """A run's ``file``: the one file it names, or each file a glob of it finds (``seed*.json``)."""
-    if not glob.has_magic(name):
-        return [run / name]
-    found = sorted(Path(path) for path in glob.glob(str(run / name)) if Path(path).is_file())
-    if not found:
-        raise UsageError(f"file={name!r} matches no file in {run}")
-    return found
-
-
 @functools.lru_cache(maxsize=1024)
 def _folders(pattern: str) -> tuple[Path, ...]:
     """The folders a glob finds (many claims name the same runs; a ``**`` glob walks the whole tree)."""
     return tuple(Path(path) for path in glob.glob(pattern, recursive=True) if Path(path).is_dir())
-
-
-@functools.lru_cache(maxsize=4096)
-def _parsed(file: Path, mtime_ns: int) -> Any:
-    if file.suffix == ".csv":
-        with open(file, newline="") as f:
-            return list(csv.DictReader(f))
-    return json.loads(file.read_text())
 
 
 def _read(path: Path) -> dict:
@@ -358,6 +319,14 @@ def _read(path: Path) -> dict:
         if "value" in claim and not isinstance(claim["value"], str):
             raise UsageError(f"{where}: value={claim['value']!r} must be quoted as the doc writes it (unquoted, YAML "
                              "reads 0.970 as 0.97 and the check would lose a digit)")
+        within = claim.get("within")
+        if (claim.get("stat") == "count") != ("within" in claim):
+            raise UsageError(f"{where}: " + (f"within={within!r} takes stat: count" if "within" in claim else
+                             "stat='count' needs within: [low, high], a list of them, or a mapping of keys to them"))
+        if "within" in claim and not (_intervals(within) or isinstance(within, dict) and claim["key"] in within
+                                      and all(map(_intervals, within.values()))):
+            raise UsageError(f"{where}: within={within!r} must be [low, high] (numbers, low <= high), a list of "
+                             f"them, or a mapping of keys to them that names key {claim['key']!r}")
         if claim.get("stat", "mean") != "mean" and claim["is"] != "value":
             raise UsageError(f"{where}: stat={claim['stat']!r} gives no mean ± SE to judge: it takes is: value")
         if (claim["is"] in COMPARISONS) != isinstance(claim.get("than"), list):

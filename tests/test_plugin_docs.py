@@ -117,7 +117,7 @@ def test_the_guide_builds_a_working_backbone_plugin_and_task_plugin(tmp_path):
 
 
 @pytest.mark.slow  # 24 s: three pip installs; the backbone and task guides stay in the default run, and a model's own
-# kind of result is registered, written, read and aggregated in tests/test_result_kinds.py
+# kind of result is registered, written, read and aggregated in tests/rundir/test_result_kinds.py
 def test_the_guide_builds_a_model_plugin_with_its_own_kind_of_result(tmp_path):
     """The model's own tests (check_model, tiny_fit) pass with it installed, `primacy models` lists it, and the guide's
     commands, at tiny settings, train and test two seeds, test one again and aggregate them through the plugin's kind

@@ -20,7 +20,7 @@ T), and O = tril(Γ ⊙ Q Kᵀ) U, so
     A = tril(Γ ⊙ Q Kᵀ) (I + diag(β) tril(Γ ⊙ K Kᵀ, -1))⁻¹ diag(β),
 
 the token-to-token influence, content-dependent through both the keys and the corrections between them. The chunked
-form equals A V to rounding in float64 (tests/test_deltanet_chunked.py).
+form equals A V to rounding in float64 (tests/backbones/matrix_memory/test_deltanet_chunked.py).
 
 Legend: B batch, T time, H heads, K key width, V value width, D model width, N chunks, C positions per chunk.
 """

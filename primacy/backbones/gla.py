@@ -14,7 +14,7 @@ gives the decayed products between positions: per head, time O(T·K·(C + V)) an
 Where a chunk's gates close so far that e^{-b} could overflow, the decays between positions are formed directly
 instead, (C, C, K) per head and chunk, every exponent ≤ 0. The parallel form (``_weights``) builds every A[t, s]
 through its (T, T, K) decays, O(T²·K) memory: it is the exact token-to-token influence that the analyses read. The two
-agree to rounding in float64 (tests/test_gla_chunked.py).
+agree to rounding in float64 (tests/backbones/matrix_memory/test_gla_chunked.py).
 
 Legend: B batch, T time, H heads, K key width, V value width, D model width, R the gate's rank, N chunks, C positions
 per chunk.

@@ -6,7 +6,7 @@ positive feature map φ(x) = elu(x) + 1, so attention is a running sum.
 
 Training computes the chunked form (``LinearAttention._mix``): O(T·C) per head instead of the parallel form's O(T²),
 which ``_weights`` builds as the exact token-to-token influence the analyses read. They agree to rounding in float64
-(tests/test_matrix_memory.py).
+(tests/backbones/matrix_memory/test_matrix_memory.py).
 
 Legend: B batch, T time, H heads, K key width, V value width, D model width, N chunks, C positions per chunk.
 """

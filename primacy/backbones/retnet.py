@@ -8,7 +8,7 @@ depends on t - s) and k scaled by K^(-1/2).
 
 Training computes the chunked form (``Retention._mix``, the paper's chunkwise retention): O(T·C) per head instead of
 the parallel form's O(T²), which ``_weights`` builds as the exact token-to-token influence the analyses read. They
-agree to rounding in float64 (tests/test_matrix_memory.py).
+agree to rounding in float64 (tests/backbones/matrix_memory/test_matrix_memory.py).
 
 Legend: B batch, T time, H heads, K key width (even), V value width, D model width, N chunks, C positions per
 chunk.

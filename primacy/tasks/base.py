@@ -81,7 +81,7 @@ class EvalShard(IterableDataset):
 class Task(L.LightningDataModule):
     """Base class of every task. A subclass sets ``batch_size``, ``seed`` and ``num_workers``, defines
     ``stream_batch`` and builds its evaluation loaders with ``eval_loader``; it then resumes bitwise and splits its
-    data across processes: tests/test_resume.py and tests/test_distributed.py check both for every task in
+    data across processes: tests/rundir/test_resume.py and tests/tasks/test_distributed.py check both for every task in
     ``TINY_RUNS`` (tests/conftest.py), where a new task gets a tiny run.
 
     ``provides`` is the task's side of the model-task contract: the fields of its batches, the same in training,

@@ -9,7 +9,7 @@ from primacy.errors import UsageError
 from primacy.testing import check_backbone
 
 
-def test_contract():  # with its defaults in tests/test_backbones.py, as every registered backbone
+def test_contract():  # with its defaults in tests/backbones/test_backbones.py, as every registered backbone
     check_backbone(HybridBackbone, pattern=["attention", "ssm", "attention"], window=2, n_heads=2, d_state=4,
                    mlp=False)
 

@@ -18,7 +18,8 @@ from primacy.testing import WithoutStep, check_backbone, tiny_fit
 
 @pytest.mark.parametrize("settings", [{"n_heads": 2, "cell": "lstm"}, {"n_heads": 4}], ids=["lstm-2-heads", "gru-4"])
 def test_other_settings_keep_the_backbone_contract(settings):
-    check_backbone(Seq2SeqBackbone, **settings)  # the default settings: tests/test_backbones.py, as registered
+    # the default settings: tests/backbones/test_backbones.py, as registered
+    check_backbone(Seq2SeqBackbone, **settings)
 
 
 def test_it_is_registered_under_its_class_name():

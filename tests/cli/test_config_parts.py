@@ -2,9 +2,9 @@
 tests/data/resolved_configs/: rewriting a config over shared parts must not change a single resolved setting.
 
 The saved texts are the resolved configs of commit c722d6a, before any config was rewritten. A config added later gets
-its saved text by ``python tests/test_config_parts.py configs/NEW.yaml``; a change meant to alter resolved configs
-(a new constructor parameter, a Lightning upgrade) rewrites them all by ``python tests/test_config_parts.py``, and the
-diff of tests/data/resolved_configs/ shows what changed. The runs a figure composes from parts (``COMPOSED``: the
+its saved text by ``python tests/cli/test_config_parts.py configs/NEW.yaml``; a change meant to alter resolved configs
+(a new constructor parameter, a Lightning upgrade) rewrites them all by ``python tests/cli/test_config_parts.py``, and
+the diff of tests/data/resolved_configs/ shows what changed. The runs a figure composes from parts (``COMPOSED``: the
 recall-like-people grid, once 36 whole files configs/cpu/recall-like-people-*.yaml) are checked against the saved
 forms of the files they replaced, with the one setting ``primacy reproduce`` adds, the run's folder."""
 
@@ -82,7 +82,7 @@ SAMPLE_COMPOSED = ["cpu/recall-like-people-lstm-reward-continual-L24.yaml",
 def check_unchanged(config: str) -> None:
     expected = saved(config)
     assert expected.is_file(), (f"configs/{config} has no saved resolved form: write it with "
-                                f"python tests/test_config_parts.py configs/{config}")
+                                f"python tests/cli/test_config_parts.py configs/{config}")
     got, want = resolve_now(config), expected.read_text()
     diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), str(expected), config))
     assert got == want, f"configs/{config} resolves differently than it did:\n{diff}"

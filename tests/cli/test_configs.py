@@ -19,8 +19,9 @@ from primacy.cli.lightning import PrimacyCLI
 from primacy.testing.runs import NO_FIGURES
 from primacy.workflows.paper import phenomena
 
-ATLAS_FILES = ROOT / "configs" / "atlas"  # atlas files (rows of backbones, tests/test_atlas.py); their configs below
-PARTS = ROOT / "configs" / "parts"  # pieces of runs, composed by several --config (tests/test_config_parts.py)
+# atlas files (rows of backbones, tests/workflows/atlas/test_atlas.py); their configs below
+ATLAS_FILES = ROOT / "configs" / "atlas"
+PARTS = ROOT / "configs" / "parts"  # pieces of runs, composed by several --config (tests/cli/test_config_parts.py)
 FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml")
                if p.parent != ATLAS_FILES and PARTS not in p.parents)
 COMPOSED = {f"parts:{name}": tuple(f"configs/{part}" for part in parts)  # each a run's --config files, in order

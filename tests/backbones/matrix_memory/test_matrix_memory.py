@@ -21,7 +21,7 @@ IDS = ["linear", "retnet", "gla", "deltanet", "gated-deltanet"]
 
 
 @pytest.mark.parametrize("cls,kwargs", FAMILY, ids=IDS)
-def test_contract(cls, kwargs):  # with its defaults in tests/test_backbones.py, as every registered backbone
+def test_contract(cls, kwargs):  # with its defaults in tests/backbones/test_backbones.py, as every registered backbone
     check_backbone(cls, n_layers=1, n_heads=2, d_key=6, d_value=3, conv_kernel=3, mlp=False, **kwargs)
 
 

@@ -133,9 +133,9 @@ TINY = [*QUIET, *NO_FIGURES, "--trainer.max_steps", "3", "--trainer.val_check_in
 
 def test_the_command_resumes_a_stopped_run_then_scores_and_draws_the_table_and_figure(tmp_path, capsys, monkeypatch):
     """Two cells x two seeds, trained in this process as the command would launch them (a launched run pays its
-    imports again; launching is tests/test_reproduce.py's), one of them stopped at step 2 of 3: --status says so, it
-    resumes, and the command, finding every run done, trains nothing and writes the table (a row per cell after the
-    people, a column per phenomenon, each verdict the rule's) and the figure."""
+    imports again; launching is tests/workflows/paper/test_reproduce.py's), one of them stopped at step 2 of 3:
+    --status says so, it resumes, and the command, finding every run done, trains nothing and writes the table (a row
+    per cell after the people, a column per phenomenon, each verdict the rule's) and the figure."""
     extra_module("psifr.fr")
     monkeypatch.setattr(figures, "FORMATS", ("png",))
     from primacy.workflows.paper.reproduce import plan

@@ -440,8 +440,9 @@ def _csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.slow  # 15 s: the analyses of every checkpoint are tests/test_icl.py's; the default run keeps a sweep's
+# 15 s: the analyses of every checkpoint are tests/analysis/heads/test_icl.py's; the default run keeps a sweep's
 # launching, status and skipping (below) and the fig3 page
+@pytest.mark.slow
 def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monkeypatch):
     # the analyses at a tenth of their defaults' work: what is tested is which checkpoints they read and write
     monkeypatch.setattr(figures, "FORMATS", ("png",))
@@ -497,7 +498,8 @@ def test_induction_figure_analyses_every_checkpoint_once(tmp_path, capsys, monke
     assert {path: path.stat().st_mtime_ns for path in analysed} == analysed
 
 
-@pytest.mark.slow  # 10 s: a backbone's influence as heads is tests/test_influence_heads.py's, in the default run
+# 10 s: a backbone's influence as heads is tests/analysis/heads/test_influence_heads.py's, in the default run
+@pytest.mark.slow
 def test_influence_figure_reads_a_backbone_without_attention_by_its_panels_units_per_head(tmp_path, monkeypatch):
     settings = dataclasses.replace(pages.emergence_settings(), prompts=8)
     monkeypatch.setattr(pages, "emergence_settings", lambda: settings)

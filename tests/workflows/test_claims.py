@@ -14,7 +14,7 @@ from primacy.cli.main import main
 from primacy.errors import UsageError
 from primacy.workflows import claims
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RETNET = ROOT / "results" / "atlas-mqar-cpu" / "RetNet" / "d_key=8"  # early − late −0.107 ± 0.013 over 3 seeds
 
 

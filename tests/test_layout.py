@@ -1,6 +1,7 @@
 """The package's layout is a contract (docs/architecture.md): every module belongs to one layer, imports point down
 only, nothing outside the command line imports a command module, no two modules import each other through any
-path, and no module grows past ~400 lines. Read from the source with ast, so lazy imports inside functions count."""
+path, and no module grows past ~400 lines. Read from the source with ast, so lazy imports inside functions count.
+tests/ is laid out like the package."""
 
 import ast
 import re
@@ -261,3 +262,43 @@ def test_the_architecture_page_names_every_package():
     packages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
     assert named == packages, (f"docs/architecture.md: name {sorted(packages - named)} as `primacy/<name>/`; "
                                f"{sorted(named - packages)} are not packages")
+
+
+# tests/ is laid out like the package: a folder of tests is named after the package of primacy/ whose tests it holds
+# (tests/analysis/heads/), or after a module whose family of tests it gathers (tests/backbones/matrix_memory/); the
+# top holds the tests of the top-level modules and of the whole project. pytest imports a test module by its file name
+# (no __init__.py; tests/ is on the path, pyproject's pythonpath), so no two test modules share one.
+TESTS = PACKAGE.parent / "tests"
+NOT_TESTS = {"support", "data", "legacy", "__pycache__"}  # helpers, fixtures' files, old runs
+
+
+def stray_test_folders(tests: Path, package: Path) -> list[str]:
+    """The folders of ``tests`` named after no package or module of ``package``."""
+    folders = [path.relative_to(tests) for path in sorted(tests.rglob("*")) if path.is_dir()]
+    named = [folder for folder in folders if not NOT_TESTS & set(folder.parts)]
+    return [folder.as_posix() for folder in named
+            if not (package / folder / "__init__.py").is_file() and not (package / folder).with_suffix(".py").is_file()]
+
+
+def test_the_tests_folders_are_named_after_the_package():
+    stray = stray_test_folders(TESTS, PACKAGE)
+    assert not stray, f"tests/ mirrors primacy/: these folders are no package or module of primacy/: {stray}"
+
+
+def test_the_folder_check_finds_a_stray_folder(tmp_path):
+    """The check above can fail: a folder of tests named after nothing in the package is reported."""
+    package, tests = tmp_path / "pkg", tmp_path / "tests"
+    for folder in (package / "a", tests / "a" / "b", tests / "c", tests / "support"):
+        folder.mkdir(parents=True)
+    (package / "a" / "__init__.py").write_text("")
+    (package / "a" / "b.py").write_text("")
+    assert stray_test_folders(tests, package) == ["c"]
+
+
+def test_test_modules_have_names_of_their_own_and_no_package_file():
+    modules = [*TESTS.rglob("test_*.py"), *PACKAGE.parent.glob("plugins/*/tests/**/test_*.py")]
+    names = sorted(path.name for path in modules)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    assert not twice, f"pytest imports test modules by file name: rename one of each {twice}"
+    inits = [path for path in TESTS.rglob("__init__.py") if path.parent.name != "support"]
+    assert not inits, f"tests/ holds no packages but support/: {inits}"

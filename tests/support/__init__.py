@@ -1,5 +1,6 @@
 """Helpers that several test modules share, one module per topic (imported as ``from support.x import y``: pytest puts
-tests/ on the path, as for tests/signals.py and tests/slurm_cluster.py). A test module imports no other test module.
+tests/ on the path, pyproject's pythonpath, for the tests in every folder, as for tests/signals.py and
+tests/slurm_cluster.py). A test module imports no other test module.
 
 - ``accuracy_results``: results directories of the accuracy tasks as a run's test writes them, without training.
 - ``cli``: a command run as a user runs it, its one-line refusals, and a directory's files to check nothing changed.

@@ -44,11 +44,12 @@ def reference(*inputs: torch.Tensor) -> torch.Tensor:
     return mixer_reference(selective_scan, *inputs)
 
 
-@pytest.mark.parametrize("length,decay", [(1, 1.0), (13, 1.0), (64, 1.0), (37, 50.0)])
-def test_it_equals_softplus_the_recurrent_scan_and_the_gate_with_every_gradient(length, decay):
-    """float64 to 1e-10; float32 to 1e-5 of each result's scale (its own exp and log1p)."""
+@pytest.mark.parametrize("length,decay,channels", [(1, 1.0, 5), (13, 1.0, 13), (64, 1.0, 5), (37, 50.0, 21)])
+def test_it_equals_softplus_the_recurrent_scan_and_the_gate_with_every_gradient(length, decay, channels):
+    """float64 to 1e-10; float32 to 1e-5 of each result's scale (its own exp and log1p). The backward takes channels
+    in blocks of 8 and the rest one by one: 5 channels are all the rest, 13 and 21 both."""
     torch.manual_seed(0)
-    inputs = mixer_inputs(3, length, 5, 16, decay=decay)
+    inputs = mixer_inputs(3, length, channels, 16, decay=decay)
     fast, slow = outputs_and_gradients(compiled, inputs), outputs_and_gradients(reference, inputs)
     for name, one, other in zip(NAMES, fast, slow):
         torch.testing.assert_close(one, other, rtol=1e-10, atol=1e-10, msg=name)
@@ -77,7 +78,7 @@ def test_its_backward_is_its_forwards_derivative():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_it_gives_the_same_bits_on_any_number_of_threads(dtype):
     torch.manual_seed(0)
-    inputs = mixer_inputs(5, 11, 6, 4, dtype=dtype)
+    inputs = mixer_inputs(5, 11, 13, 4, dtype=dtype)  # a block of 8 channels and 5 one by one
     threads = torch.get_num_threads()
     try:
         results = []

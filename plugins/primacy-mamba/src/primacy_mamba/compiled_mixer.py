@@ -8,7 +8,8 @@ in memory forward and backward. Here they are done per position inside compiled 
 and batch-ordered sums of ``primacy_mamba.compiled``), and the backward returns every input's gradient at once,
 ∂L/∂bias and ∂L/∂D as batch-ordered sums of per-element partials. Unlike ``compiled``'s loops, these keep a state
 (N, E), channels innermost: each loop runs over the E channels of one state index, long and vectorised, without
-sums across vector lanes; the backward recomputes exp(Δ A) rather than keep it, and keeps one element's states.
+sums across vector lanes. The backward keeps one element's states and exp(Δ A) of every position (2 T N E values a
+thread) from a first pass over time, then walks back over blocks of 8 channels with their rows in registers.
 
 float32 uses the library's vectorisable exp (relative error ≤ 3e-7) and a log1p of its own for the softplus (module
 ``native/scan.cpp``); float64 the C library's, so the float64 result equals ``mixer_reference`` (softplus, any of the
@@ -23,6 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from primacy_mamba.compiled import _SUFFIX, _parts, _pointer, _run, _sizes, check_tensors, library
+
+SLOTS = 8  # native/scan.cpp's SLOTS: the slots of one state index's partial sums of ∂L/∂B_t (and of ∂L/∂C_t)
 
 
 @torch.compiler.disable  # as compiled_selective_scan: torch.compile cannot trace ctypes
@@ -77,8 +80,9 @@ class _CompiledMixer(torch.autograd.Function):
         ga_parts = u.new_empty(batch, n, channels)  # B N E
         gbias_parts, gd_parts = u.new_empty(batch, channels), u.new_empty(batch, channels)  # B E each
         parts = _parts(batch)
-        # each thread's h_{-1}, ..., h_{T-1} (N E each), carry (N E), Δ_t (E each), 9 rows (E)
-        scratch = u.new_empty(len(parts), (length + 2) * n * channels + (length + 9) * channels)
+        # each thread's h_{-1}, ..., h_{T-1} and exp(Δ_t A) (N E each), carry (N E), Δ_t and y_t (E each), 7 rows (E)
+        # and the slots of ∂L/∂B_t and ∂L/∂C_t's partial sums (N SLOTS each)
+        scratch = u.new_empty(len(parts), (2 * length + 2) * n * channels + (2 * length + 7) * channels + 2 * n * SLOTS)
         kernel = getattr(library(), f"primacy_mixer_backward_{_SUFFIX[u.dtype]}")
 
         def work(i: int, first: int, last: int) -> None:

@@ -284,35 +284,23 @@ PRIMACY_INLINE void mixer_forward(int64_t first, int64_t last, int64_t T, int64_
 // mixer_backward's loops over the E channels of one position, as functions of their own: compilers vectorise them
 // once their arrays are known not to overlap (__restrict__ parameters).
 template <typename R>
-PRIMACY_INLINE void start_rows(int64_t E, const R* __restrict__ d, const R* __restrict__ ut, const R* __restrict__ st,
-                               const R* __restrict__ got, const R* __restrict__ gates, R* __restrict__ y,
-                               R* __restrict__ injected, R* __restrict__ gy, R* __restrict__ inject,
-                               R* __restrict__ glog) {
+PRIMACY_INLINE void first_rows(int64_t E, const R* __restrict__ st, const R* __restrict__ ut, const R* __restrict__ d,
+                               R* __restrict__ injected, R* __restrict__ y) {
     for (int64_t e = 0; e < E; ++e) {
-        y[e] = d[e] * ut[e];
         injected[e] = st[e] * ut[e];
-        gy[e] = got[e] * gates[e];
-        inject[e] = 0;
-        glog[e] = 0;
+        y[e] = d[e] * ut[e];
     }
 }
 
-// State index n at one position: G = gy C_n + carry (into grad), ∂L/∂(Δ A_n) = G h_{t-1} exp(Δ A_n); adds to the
-// element's ∂L/∂A_n, to Σ_n ∂L/∂(Δ A_n) A_n (glog) and to ∂L/∂(Δ u) (inject), and sets carry for t - 1.
 template <typename R>
-PRIMACY_INLINE void state_backward(int64_t E, R bn, R cn, const R* __restrict__ an, const R* __restrict__ hb,
-                                   const R* __restrict__ st, const R* __restrict__ gy,
-                                   R* __restrict__ cr, R* __restrict__ gan, R* __restrict__ glog,
-                                   R* __restrict__ inject, R* __restrict__ grad) {
+PRIMACY_INLINE void start_rows(int64_t E, const R* __restrict__ ut, const R* __restrict__ st,
+                               const R* __restrict__ got, const R* __restrict__ yt, const R* __restrict__ gates,
+                               const R* __restrict__ gate_grads, R* __restrict__ injected, R* __restrict__ gy,
+                               R* __restrict__ gzt) {
     for (int64_t e = 0; e < E; ++e) {
-        const R decay = fast_exp(st[e] * an[e]);  // recomputed: cheaper than a (T, N, E) array read back
-        const R g = gy[e] * cn + cr[e];
-        const R through_decay = g * hb[e] * decay;
-        grad[e] = g;
-        gan[e] += through_decay * st[e];
-        glog[e] += through_decay * an[e];
-        inject[e] += g * bn;
-        cr[e] = decay * g;
+        injected[e] = st[e] * ut[e];
+        gy[e] = got[e] * gates[e];
+        gzt[e] = got[e] * yt[e] * gate_grads[e];
     }
 }
 
@@ -330,27 +318,123 @@ PRIMACY_INLINE void input_gradients(int64_t E, const R* __restrict__ st, const R
     }
 }
 
+// State index n at one position, as mixer_forward computes it, keeping exp(Δ A_n) and h_t: decay = exp(Δ A_n),
+// h_t = decay ⊙ h_{t-1} + (Δ u) B_n, y += h_t C_n.
+template <typename R>
+PRIMACY_INLINE void state_forward(int64_t E, R bn, R cn, const R* __restrict__ an, const R* __restrict__ st,
+                                  const R* __restrict__ injected, const R* __restrict__ hb, R* __restrict__ hn,
+                                  R* __restrict__ decay, R* __restrict__ y) {
+    for (int64_t e = 0; e < E; ++e) {
+        decay[e] = fast_exp(st[e] * an[e]);
+        hn[e] = decay[e] * hb[e] + injected[e] * bn;
+        y[e] += hn[e] * cn;
+    }
+}
+
+// The backward's blocks of channels: LANES values of R in one vector of GCC's and Clang's vector extensions (compiled
+// to as many of the target's vectors as it takes, each lane rounding as scalar code does); the channels past the
+// last whole block go through the same code one at a time, as R.
+constexpr int64_t LANES = 8;
+template <typename R>
+struct Lanes {
+    typedef R type __attribute__((vector_size(LANES * sizeof(R))));
+    typedef R half __attribute__((vector_size(LANES / 2 * sizeof(R))));
+};
+template <typename X, typename R>
+PRIMACY_INLINE X get(const R* p) {
+    X x;
+    std::memcpy(&x, p, sizeof x);
+    return x;
+}
+template <typename X, typename R>
+PRIMACY_INLINE void put(R* p, X x) {
+    std::memcpy(p, &x, sizeof x);
+}
+
+// ∂L/∂B_t and ∂L/∂C_t are sums over channels, taken as dot() takes them, so that they round as they did when
+// dot() computed them: four partial sums, the one of channel e at slot e % 4, in channel order (a block's first
+// half, then its second), then the channels past the last multiple of 4, one by one after the partial sums are
+// summed (kept at slots 4 to 6 until then). Each state index has 8 slots.
+constexpr int64_t SLOTS = 8;
+template <typename R>
+PRIMACY_INLINE void add_products(R* slots, typename Lanes<R>::type x) {
+    typedef typename Lanes<R>::half H;
+    H low, high;
+    std::memcpy(&low, &x, sizeof low);
+    std::memcpy(&high, reinterpret_cast<const char*>(&x) + sizeof low, sizeof high);
+    put(slots, (get<H>(slots) + low) + high);
+}
+template <typename R>
+PRIMACY_INLINE void add_products(R* slots, R x) {  // one channel: slots points at its slot
+    *slots += x;
+}
+template <typename R>
+PRIMACY_INLINE R slot_sum(const R* slots, int64_t trailing) {
+    R total = (slots[0] + slots[1]) + (slots[2] + slots[3]);
+    for (int64_t k = 0; k < trailing; ++k) total += slots[4 + k];
+    return total;
+}
+
+// One block of channels at one position, over every state index n: G = gy C_n + carry, ∂L/∂(Δ A_n) = G h_{t-1}
+// exp(Δ A_n) from the kept h_{t-1} and exp(Δ A_n); adds to the element's ∂L/∂A_n, sets carry for t - 1, adds
+// gy h_t and G Δ u to the slots of ∂L/∂C_n and ∂L/∂B_n, and writes Σ_n ∂L/∂(Δ A_n) A_n (glog) and ∂L/∂(Δ u)
+// (inject). Arrays (N, E) are given at the block's first channel; slots (N, SLOTS) at the block's (or channel's).
+template <typename X, typename R>
+PRIMACY_INLINE void block_backward(int64_t N, int64_t E, const R* __restrict__ bt, const R* __restrict__ ct,
+                                   const R* __restrict__ at, const R* __restrict__ decays,
+                                   const R* __restrict__ before, const R* __restrict__ now, const R* __restrict__ st,
+                                   const R* __restrict__ gy, const R* __restrict__ injected, R* __restrict__ carry,
+                                   R* __restrict__ ga, R* __restrict__ gc_slots, R* __restrict__ gb_slots,
+                                   R* __restrict__ inject, R* __restrict__ glog) {
+    const X step = get<X>(st), out = get<X>(gy), in = get<X>(injected);
+    X log_sum{}, inject_sum{};
+    for (int64_t n = 0; n < N; ++n) {
+        const int64_t at_n = n * E;
+        const X decay = get<X>(decays + at_n);
+        const X g = out * ct[n] + get<X>(carry + at_n);
+        const X through_decay = g * get<X>(before + at_n) * decay;
+        put(ga + at_n, get<X>(ga + at_n) + through_decay * step);
+        log_sum += through_decay * get<X>(at + at_n);
+        inject_sum += g * bt[n];
+        put(carry + at_n, decay * g);
+        add_products(gc_slots + n * SLOTS, out * get<X>(now + at_n));
+        add_products(gb_slots + n * SLOTS, g * in);
+    }
+    put(inject, inject_sum);
+    put(glog, log_sum);
+}
+
 // mixer_forward's gradients for [first, last): gu, gdtr, gz (B, T, E), gb, gc (B, T, N), and per batch element the
 // partial sums of ∂L/∂A (transposed, (B, N, E)), ∂L/∂bias and ∂L/∂D ((B, E) each), summed by the caller in batch
-// order. Scratch ((T + 2) N E + T E + 9 E): every h_t of one element ((T + 1) N E; exp(Δ_t A) is computed again, not
-// kept), the carry exp(Δ_{t+1} A) ⊙ G_{t+1} (N E), every Δ_t (T E), and rows of one position.
+// order. A first pass over time computes one element's Δ_t, exp(Δ_t A), h_t and y_t (before the gate) as
+// mixer_forward does, and keeps them (reading exp(Δ A) back costs less than computing it again); the second walks
+// back in time, over blocks of LANES channels, each block's rows in registers while it runs over the N state
+// indices. Every result has the bits it had when this backward computed exp(Δ A) again and took the sums over
+// channels with dot() (library ABI 3).
+// Scratch ((2 T + 2) N E + 2 T E + 7 E + 2 N SLOTS): every h_t ((T + 1) N E), every exp(Δ_t A) (T N E), the
+// carry exp(Δ_{t+1} A) ⊙ G_{t+1} (N E), every Δ_t and y_t (T E each), rows of one position, and the slots of
+// ∂L/∂B_t and ∂L/∂C_t.
 template <typename R>
 PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u,
                                    const R* dtr, const R* bias, const R* at, const R* b, const R* c, const R* d,
                                    const R* z, const R* gout, R* gu, R* gdtr, R* gb, R* gc, R* gz, R* ga_parts,
                                    R* gbias_parts, R* gd_parts, R* scratch) {
+    typedef typename Lanes<R>::type V;
     R* __restrict__ states = scratch;  // h_{-1} = 0, h_0, ..., h_{T-1}, (N, E) each
-    R* __restrict__ carry = states + (T + 1) * N * E;
+    R* __restrict__ decays = states + (T + 1) * N * E;  // exp(Δ_t A), (N, E) each
+    R* __restrict__ carry = decays + T * N * E;
     R* __restrict__ steps = carry + N * E;
-    R* __restrict__ gates = steps + T * E;
+    R* __restrict__ ys = steps + T * E;  // y_t before the gate
+    R* __restrict__ gates = ys + T * E;
     R* __restrict__ gate_grads = gates + E;
     R* __restrict__ step_grads = gate_grads + E;
     R* __restrict__ injected = step_grads + E;
     R* __restrict__ gy = injected + E;  // ∂L/∂y_t before the gate
     R* __restrict__ inject = gy + E;  // ∂L/∂(Δ_t u_t)
     R* __restrict__ glog = inject + E;  // Σ_n ∂L/∂(Δ_t A_n) A_n
-    R* __restrict__ grad = glog + E;  // G_t of one state index: ∂L/∂h_t
-    R* __restrict__ y = grad + E;
+    R* __restrict__ gc_slots = glog + E;  // (N, SLOTS) each
+    R* __restrict__ gb_slots = gc_slots + N * SLOTS;
+    const int64_t whole = E - E % LANES;
     for (int64_t i = first; i < last; ++i) {
         const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * T * E, *gi = gout + i * T * E;
         const R *bi = b + i * T * N, *ci = c + i * T * N;
@@ -359,17 +443,18 @@ PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64
         R* __restrict__ gbiasi = gbias_parts + i * E;
         R* __restrict__ gdi = gd_parts + i * E;
         std::memset(states, 0, sizeof(R) * N * E);  // h_{-1}
-        for (int64_t t = 0; t < T; ++t) {  // Δ_t and h_t of every t, as mixer_forward computes them
+        for (int64_t t = 0; t < T; ++t) {  // Δ_t, exp(Δ_t A), h_t and y_t of every t, as mixer_forward computes them
             const R* __restrict__ ut = ui + t * E;
             R* __restrict__ st = steps + t * E;
+            R* __restrict__ yt = ys + t * E;
             step_row(E, xi + t * E, bias, st);
-            for (int64_t e = 0; e < E; ++e) injected[e] = st[e] * ut[e];
+            first_rows(E, st, ut, d, injected, yt);
             for (int64_t n = 0; n < N; ++n) {
-                const R bn = bi[t * N + n];
+                const R bn = bi[t * N + n], cn = ci[t * N + n];
                 const R* __restrict__ an = at + n * E;
                 const R* __restrict__ hb = states + (t * N + n) * E;
                 R* __restrict__ hn = states + ((t + 1) * N + n) * E;
-                for (int64_t e = 0; e < E; ++e) hn[e] = fast_exp(st[e] * an[e]) * hb[e] + injected[e] * bn;
+                state_forward(E, bn, cn, an, st, injected, hb, hn, decays + (t * N + n) * E, yt);
             }
         }
         std::memset(carry, 0, sizeof(R) * N * E);
@@ -380,29 +465,28 @@ PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64
             const R* __restrict__ ut = ui + t * E;
             const R* __restrict__ st = steps + t * E;
             const R* __restrict__ got = gi + t * E;
+            const R* bt = bi + t * N;
+            const R* ct = ci + t * N;
+            const R* before = states + t * N * E;  // h_{t-1}
+            const R* now = before + N * E;  // h_t
+            const R* dec = decays + t * N * E;
             gradient_rows(E, xi + t * E, bias, zi + t * E, gates, gate_grads, step_grads);
-            start_rows(E, d, ut, st, got, gates, y, injected, gy, inject, glog);
-            for (int64_t n = 0; n < N; ++n) {  // y_t before the gate, as forward sums it
-                const R cn = ci[t * N + n];
-                const R* __restrict__ hn = states + ((t + 1) * N + n) * E;
-                for (int64_t e = 0; e < E; ++e) y[e] += hn[e] * cn;
+            start_rows(E, ut, st, got, ys + t * E, gates, gate_grads, injected, gy, gz + (i * T + t) * E);
+            std::memset(gc_slots, 0, sizeof(R) * 2 * N * SLOTS);
+            for (int64_t e = 0; e < whole; e += LANES)
+                block_backward<V>(N, E, bt, ct, at + e, dec + e, before + e, now + e, st + e, gy + e, injected + e,
+                                  carry + e, gai + e, gc_slots, gb_slots, inject + e, glog + e);
+            for (int64_t e = whole; e < E; ++e) {
+                const int64_t slot = e < E - E % 4 ? e % 4 : 4 + e % 4;  // a partial sum's, or a trailing channel's
+                block_backward<R>(N, E, bt, ct, at + e, dec + e, before + e, now + e, st + e, gy + e, injected + e,
+                                  carry + e, gai + e, gc_slots + slot, gb_slots + slot, inject + e, glog + e);
             }
-            R* __restrict__ gzt = gz + (i * T + t) * E;
-            for (int64_t e = 0; e < E; ++e) gzt[e] = got[e] * y[e] * gate_grads[e];
             for (int64_t n = 0; n < N; ++n) {
-                const R bn = bi[t * N + n], cn = ci[t * N + n];
-                const R* __restrict__ an = at + n * E;
-                const R* __restrict__ hb = states + (t * N + n) * E;  // h_{t-1}
-                const R* __restrict__ hn = states + ((t + 1) * N + n) * E;  // h_t
-                R* __restrict__ cr = carry + n * E;
-                R* __restrict__ gan = gai + n * E;
-                state_backward(E, bn, cn, an, hb, st, gy, cr, gan, glog, inject, grad);
-                gci[t * N + n] = dot(E, gy, hn);
-                gbi[t * N + n] = dot(E, grad, injected);
+                gci[t * N + n] = slot_sum(gc_slots + n * SLOTS, E % 4);
+                gbi[t * N + n] = slot_sum(gb_slots + n * SLOTS, E % 4);
             }
-            R* __restrict__ gut = gu + (i * T + t) * E;
-            R* __restrict__ gxt = gdtr + (i * T + t) * E;
-            input_gradients(E, st, ut, d, gy, inject, glog, step_grads, gut, gxt, gbiasi, gdi);
+            input_gradients(E, st, ut, d, gy, inject, glog, step_grads, gu + (i * T + t) * E,
+                            gdtr + (i * T + t) * E, gbiasi, gdi);
         }
     }
 }
@@ -411,7 +495,7 @@ PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64
 
 extern "C" {
 
-int primacy_scan_abi() { return 3; }
+int primacy_scan_abi() { return 4; }
 
 PRIMACY_CLONES void primacy_scan_forward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
                                              const float* u, const float* dt, const float* a, const float* b,

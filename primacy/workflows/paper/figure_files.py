@@ -12,6 +12,12 @@ numbers. The file::
       - label: B
         title: LSTM
         config: {cpu: lstm-small, paper: lstm}
+      - label: C
+        title: Mamba, composed
+        config: [trainer/cpu, task/calibration, backbone/mamba]   # parts beside this file, each a --config in turn
+
+A panel composed of parts runs in the folder named by their names joined with ``+``
+(``cpu+calibration+mamba``).
 """
 
 from __future__ import annotations
@@ -42,6 +48,13 @@ def read_figure(path: str | Path) -> FigureSpec:
     labels = [panel.label for panel in spec.panels]
     if len(set(labels)) < len(labels):
         raise UsageError(f"figure={path} has the panel labels {labels}: give each panel its own")
+    for scale in SCALES:
+        composed: dict[str, tuple[str, ...]] = {}
+        for panel in spec.panels:
+            name, parts = panel.config(scale), panel.config_parts(scale)
+            if composed.setdefault(name, parts) != parts:
+                raise UsageError(f"figure={path} composes two configs whose runs would share the folder {name}: "
+                                 "give their parts different names")
     if spec.reference is not None and spec.reference not in labels:
         raise UsageError(f"figure={path} has reference={spec.reference!r}: give one of the labels {labels}")
     return spec
@@ -50,13 +63,32 @@ def read_figure(path: str | Path) -> FigureSpec:
 def _panel(path: Path, entry: Any) -> Panel:
     if not isinstance(entry, dict) or "label" not in entry or "config" not in entry:
         raise UsageError(f"figure={path} has the panel {entry!r}: give each panel a label and a config (a config "
-                         "name beside the file, or {cpu: NAME, paper: NAME})")
+                         "name beside the file, a list of them composed in turn, or {cpu: NAME, paper: NAME})")
     config = entry["config"]
-    names = {scale: config for scale in SCALES} if isinstance(config, str) else config
-    if not isinstance(names, dict) or set(names) != set(SCALES) or not all(isinstance(n, str) for n in names.values()):
-        raise UsageError(f"figure={path} has config={config!r} in panel {entry['label']}: give a config name, or "
-                         f"one per scale ({', '.join(SCALES)})")
-    return Panel(str(entry["label"]), str(entry.get("title", "")), tuple(names[scale] for scale in SCALES))
+    by_scale = config if isinstance(config, dict) else {scale: config for scale in SCALES}
+    if set(by_scale) != set(SCALES) or not all(_is_config(value) for value in by_scale.values()):
+        raise UsageError(f"figure={path} has config={config!r} in panel {entry['label']}: give a config name, a "
+                         f"list of config names (parts), or one of them per scale ({', '.join(SCALES)})")
+    names = tuple(_run_name(by_scale[scale]) for scale in SCALES)
+    parts = tuple(_parts(by_scale[scale]) for scale in SCALES)
+    return Panel(str(entry["label"]), str(entry.get("title", "")), names, parts=parts)  # type: ignore[arg-type]
+
+
+def _is_config(value: Any) -> bool:
+    """A config name, or a non-empty list of them (the parts of one config)."""
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(part, str) and part for part in value)
+    return isinstance(value, str) and bool(value)
+
+
+def _run_name(config: str | list[str]) -> str:
+    """The folder of a panel's runs: its config's name, or its parts' names joined by ``+``."""
+    return config if isinstance(config, str) else "+".join(Path(part).name.removesuffix(".yaml") for part in config)
+
+
+def _parts(config: str | list[str]) -> tuple[str, ...]:
+    """The files (beside the figure file) that compose a panel's config, in order; () for one named config."""
+    return () if isinstance(config, str) else tuple(p if p.endswith(".yaml") else f"{p}.yaml" for p in config)
 
 
 def draw_aggregates(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:

@@ -394,10 +394,47 @@ def test_a_figure_file_reproduces_any_kind_of_result_with_its_table(tmp_path, ca
     assert capsys.readouterr().out.splitlines()[-1] == "4 done"
 
 
+def test_a_figure_files_panel_can_be_composed_of_config_parts(tmp_path):
+    """A panel's config may be a list of parts beside the figure file, each a --config in turn: its runs resolve to
+    the config the parts spell together, in a folder named by the parts."""
+    from primacy.cli.lightning import parse_run
+    from primacy.errors import UsageError
+    from primacy.testing import TINY_SETTINGS
+    from primacy.workflows.paper.figure_files import read_figure
+    from primacy.workflows.paper.reproduce import plan
+
+    whole = {"model": {"class_path": "LanguageModel", "init_args": {"warmup_steps": 2, "backbone": {
+                 "class_path": "TransformerBackbone", "init_args": {"d_model": 16, "n_layers": 1, "n_heads": 2}}}},
+             "data": {"class_path": "InductionTask", "init_args": TINY_SETTINGS["InductionTask"]},
+             "trainer": {"max_steps": 4, "accelerator": "cpu", "devices": 1, "logger": False}}
+    (tmp_path / "whole.yaml").write_text(yaml.safe_dump(whole))
+    (tmp_path / "parts").mkdir()
+    for part in ("trainer", "model", "data"):
+        (tmp_path / "parts" / f"{part}.yaml").write_text(yaml.safe_dump({part: whole[part]}))
+    figure = tmp_path / "composed.yaml"
+    figure.write_text(yaml.safe_dump({"panels": [
+        {"label": "W", "config": "whole"},
+        {"label": "P", "config": ["parts/trainer", "parts/model", "parts/data.yaml"]}]}))
+    out = tmp_path / "out"
+    runs, parsed = plan(read_figure(figure), "cpu", 1, out, [], parse_run)
+    assert [run.dir for run in runs] == [out / "whole" / "seed0", out / "trainer+model+data" / "seed0"]
+    assert runs[1].config == tuple(tmp_path / "parts" / f"{part}.yaml" for part in ("trainer", "model", "data"))
+    whole_run, composed_run = (parsed[name] for name in ("whole", "trainer+model+data"))
+    assert composed_run.model == whole_run.model and composed_run.data == whole_run.data
+    assert ({**vars(composed_run.trainer), "default_root_dir": None}
+            == {**vars(whole_run.trainer), "default_root_dir": None})  # each run writes in its own folder
+
+    figure.write_text(yaml.safe_dump({"panels": [{"label": "P", "config": ["parts/trainer", "parts/nowhere"]}]}))
+    with pytest.raises(UsageError, match=r"the config parts .*nowhere.yaml of panel P are missing"):
+        plan(read_figure(figure), "cpu", 1, out, [], parse_run)
+
+
 @pytest.mark.parametrize("content, message", [
     ("panels: []", "has no panels"),
     ("panels: [{label: A}]", "give each panel a label and a config"),
-    ("panels: [{label: A, config: {cpu: a}}]", "give a config name, or one per scale (cpu, paper)"),
+    ("panels: [{label: A, config: {cpu: a}}]", "give a config name, a list of config names (parts), or one"),
+    ("panels: [{label: A, config: []}]", "give a config name, a list of config names (parts), or one"),
+    ("panels: [{label: A, config: [x/a, b]}, {label: B, config: [y/a, b]}]", "would share the folder a+b"),
     ("panels: [{label: A, config: a}, {label: A, config: b}]", "has the panel labels ['A', 'A']"),
     ("reference: B\npanels: [{label: A, config: a}]", "has reference='B': give one of the labels ['A']"),
     ("panels: [{label: A, config: nowhere}]", "its config"),

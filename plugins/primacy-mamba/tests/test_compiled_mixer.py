@@ -18,11 +18,14 @@ NAMES = ["out", "u", "dt_raw", "bias", "a", "b", "c", "d", "z"]
 def mixer_inputs(batch: int, length: int, channels: int, n: int, dtype: torch.dtype = torch.float64,
                  decay: float = 1.0) -> list[torch.Tensor]:
     """u, Δ before bias and softplus (B, T, E), its bias (E,), A (E, N), B, C (B, T, N), D (E,), z (B, T, E),
-    requiring gradients. Some Δ pre-activations above softplus's threshold 20 and some far below 0."""
+    requiring gradients. Some Δ pre-activations above softplus's threshold 20 and some far below 0, some gates far
+    from 0."""
     u, dt_raw, z = (torch.randn(batch, length, channels, dtype=dtype) for _ in range(3))
     dt_raw = 3 * dt_raw - 2
     dt_raw[:, ::7, 0] = 25.0  # softplus(x) = x above 20, as torch's
     dt_raw[:, 1::5, -1] = -30.0  # Δ ≈ 1e-13: a state that barely decays
+    z[:, 2::6, 0] = 95.0  # the gate's exp(-z) at the float32 exp's clamp, both ends
+    z[:, 3::6, 0] = -95.0
     bias = torch.randn(channels, dtype=dtype)
     a = -decay * n * torch.rand(channels, n, dtype=dtype).clamp_min(1e-3)
     b, c = (torch.randn(batch, length, n, dtype=dtype) for _ in range(2))

@@ -4,8 +4,8 @@ A step is the backbone alone, forward and backward of a fixed linear function of
 (torch.set_num_threads(1)), batch B, width D, at each length T. Candidates:
 
 - Mamba: primacy's ``MambaBackbone`` on each CPU scan (``recurrent``, ``chunked``, ``compiled`` where a C++
-  compiler works, and ``compiled_mixer``: the compiled scan with softplus, D·u and the SiLU gate in the kernel),
-  beside
+  compiler works, ``compiled_mixer``: the compiled scan with softplus, D·u and the SiLU gate in the kernel, and
+  ``compiled_conv``: that and the causal convolution and its SiLU compiled, ``scan='auto'``'s choice), beside
   mambapy's own ``Mamba`` (its parallel scan; the same modules, plus the final RMSNorm primacy adds);
 - xLSTM: primacy's ``XLSTMBackbone`` (d_model D, an mLSTM then an sLSTM block, 4 heads each: the atlas's row), on
   the PyTorch sLSTM loop and on the compiled one (``slstm_loop='compiled'``, where a C++ compiler works), beside
@@ -53,7 +53,7 @@ def _mamba(width: int) -> tuple[dict[str, nn.Module], dict[str, nn.Module], str]
     from primacy.errors import UsageError
     from primacy_mamba.backbone import _SCANS
 
-    scans = [scan for scan in ("recurrent", "chunked", "compiled", "compiled_mixer") if scan in _SCANS]
+    scans = [scan for scan in ("recurrent", "chunked", "compiled", "compiled_mixer", "compiled_conv") if scan in _SCANS]
     try:
         check_compiled()
     except UsageError as err:

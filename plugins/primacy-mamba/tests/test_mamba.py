@@ -343,7 +343,7 @@ def test_dt_is_the_mean_input_dependent_step_of_the_last_pass():
     assert torch.allclose(model.dt()["layer0"], direct_dt(model, 2 * x), atol=1e-6), "the last pass only"
 
 
-def test_auto_uses_the_compiled_mixer_on_cpu_and_says_so_once(caplog):
+def test_auto_uses_the_compiled_conv_scan_on_cpu_and_says_so_once(caplog):
     model = MambaBackbone(d_model=8)
     with caplog.at_level(logging.INFO, logger="primacy_mamba"):
         model(torch.randn(1, 4, 8))
@@ -351,13 +351,13 @@ def test_auto_uses_the_compiled_mixer_on_cpu_and_says_so_once(caplog):
     records = [r for r in caplog.records if r.name == "primacy_mamba"]
     assert len(records) == 1
     message = records[0].getMessage()
-    assert "compiled compiled_mixer scan" in message and "on cpu" in message and "C++ compiler built" in message
+    assert "compiled compiled_conv scan" in message and "on cpu" in message and "C++ compiler built" in message
 
 
 def test_auto_on_a_gpu_without_the_fused_kernel_runs_the_chunked_scan_and_records_it():
     # the compiled scans are CPU loops: on a GPU (here only named: this machine may have none) auto takes chunked
     model, explicit = MambaBackbone(d_model=8, n_layers=2), MambaBackbone(d_model=8, scan="compiled")
-    assert model.scan == "compiled_mixer"
+    assert model.scan == "compiled_conv"
     model.scan_on(torch.device("cuda"))
     explicit.scan_on(torch.device("cuda"))
     assert model.scan == "chunked" and {layer.mixer.scan for layer in model.layers} == {"chunked"}
@@ -414,7 +414,7 @@ def test_fused_path_passes_the_kernel_what_it_expects(monkeypatch):
         ({"dt_min": 0.0}, "dt_min=0.0, dt_max=0.1 is not a valid Δt range"),
         ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of 'auto', 'pure', 'fused'"),
         ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'auto', 'recurrent', 'chunked', 'compiled', "
-                           "'compiled_mixer', 'parallel', 'sequential'"),
+                           "'compiled_mixer', 'compiled_conv', 'parallel', 'sequential'"),
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):
@@ -436,7 +436,7 @@ def test_a_checkpoint_resumes_on_the_scan_it_was_trained_on_under_auto(no_librar
     trained = MambaBackbone(d_model=8, scan="chunked")
     state = trained.state_dict()
     assert state["_extra_state"] == {"scan": "chunked"}
-    resumed = MambaBackbone(d_model=8)  # auto: compiled_mixer here
+    resumed = MambaBackbone(d_model=8)  # auto: compiled_conv here
     resumed.load_state_dict(state)
     assert resumed.scan == "chunked" and all(layer.mixer.scan == "chunked" for layer in resumed.layers)
     x = torch.randn(2, 5, 8)
@@ -454,12 +454,25 @@ def test_a_checkpoint_resumes_on_the_scan_it_was_trained_on_under_auto(no_librar
     assert "\n" not in str(err.value)
 
 
+def test_a_run_on_the_compiled_mixer_resumes_on_it_under_auto():
+    """Runs of primacy-mamba 0.3's default (compiled_mixer, the convolution in PyTorch) keep their path and bits
+    after auto became compiled_conv (the convolution compiled, rounding otherwise)."""
+    torch.manual_seed(0)
+    trained = MambaBackbone(d_model=8, scan="compiled_mixer")
+    resumed = MambaBackbone(d_model=8)
+    assert resumed.scan == "compiled_conv"
+    resumed.load_state_dict(trained.state_dict())
+    assert resumed.scan == "compiled_mixer" and all(layer.mixer.scan == "compiled_mixer" for layer in resumed.layers)
+    x = torch.randn(2, 5, 8)
+    assert torch.equal(resumed(x), trained(x))
+
+
 def test_a_state_dict_from_before_auto_still_loads_strictly():
     model = MambaBackbone(d_model=8, scan="chunked")
     old = {key: value for key, value in model.state_dict().items() if key != "_extra_state"}
     fresh = MambaBackbone(d_model=8)
     fresh.load_state_dict(old)
-    assert fresh.scan == "compiled_mixer"  # its config names the scan it ran on
+    assert fresh.scan == "compiled_conv"  # its config names the scan it ran on
     torch.testing.assert_close(fresh.state_dict()["norm_f.weight"], old["norm_f.weight"])
 
 

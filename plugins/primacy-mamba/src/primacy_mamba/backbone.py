@@ -20,8 +20,8 @@ from primacy_mamba.block import MambaLayer
 from primacy_mamba.compiled import check_compiled
 from primacy_mamba.kernels import Kernel, check_kernel, log, use_fused
 
-Scan = Literal["auto", "recurrent", "chunked", "compiled", "compiled_mixer", "parallel", "sequential"]
-_SCANS = ("auto", "recurrent", "chunked", "compiled", "compiled_mixer", "parallel", "sequential")
+Scan = Literal["auto", "recurrent", "chunked", "compiled", "compiled_mixer", "compiled_conv", "parallel", "sequential"]
+_SCANS = ("auto", "recurrent", "chunked", "compiled", "compiled_mixer", "compiled_conv", "parallel", "sequential")
 _RECORD = "_extra_state"  # torch's state dict key for get_extra_state, under the backbone's prefix
 
 
@@ -42,10 +42,11 @@ class MambaBackbone(Backbone):
         kernel: ``pure`` runs the scan in PyTorch (``scan``); ``fused`` mamba_ssm's CUDA kernel (needs
             ``pip install 'primacy-mamba[cuda]'`` and the model on a GPU); ``auto`` the fused kernel when both
             hold, otherwise the pure one. Both use the same parameters, so checkpoints move between them.
-        scan: the pure path's algorithm: ``auto`` (the default since primacy-mamba 0.3) is ``compiled_mixer`` where the
-            machine's C++ compiler builds it and ``chunked`` (pure PyTorch) where not or on a GPU, said in the log; the
-            scan it resolved to is kept in the state dict, and a checkpoint loaded with ``auto`` runs on the scan it
-            was trained on (refused in one line where that scan cannot run); an explicit setting is always honoured.
+        scan: the pure path's algorithm: ``auto`` (the default since primacy-mamba 0.3) is ``compiled_conv`` where the
+            machine's C++ compiler builds it (``compiled_mixer`` in 0.3) and ``chunked`` (pure PyTorch) where not or
+            on a GPU, said in the log; the scan it resolved to is kept in the state dict, and a checkpoint loaded with
+            ``auto`` runs on the scan it was trained on (refused in one line where that scan cannot run); an explicit
+            setting is always honoured.
             ``recurrent (``primacy_mamba.scan``: a loop over time with a
             hand-derived backward that recomputes the states; lean in memory), ``chunked``
             (``primacy_mamba.chunked``: the same recurrence and backward over cache-sized reused buffers, in chunks
@@ -54,7 +55,8 @@ class MambaBackbone(Backbone):
             C++ compiler, float32 and float64 on a CPU; the fastest on a CPU, and refused in one line where no
             compiler works), ``compiled_mixer`` (``primacy_mamba.compiled_mixer``: the compiled scan with the mixer's
             softplus(Δ + bias), D·u and SiLU(z) gate in the same loops, as mamba_ssm's CUDA kernel; the same maps
-            to rounding),
+            to rounding), ``compiled_conv`` (``compiled_mixer`` with the causal depthwise convolution and its SiLU
+            compiled as well, ``primacy_mamba.compiled_conv``; the same maps to rounding),
             ``parallel`` (mambapy's Blelloch scan, which keeps the states for backward; the
             default before primacy-mamba 0.2) or ``sequential`` (mambapy's step-by-step loop, the slow reference).
     """
@@ -203,7 +205,7 @@ class MambaBackbone(Backbone):
 
 
 def resolve_scan(scan: str) -> tuple[str, str]:
-    """The scan a ``scan`` setting runs, and why (for the log): ``auto`` is ``compiled_mixer`` where a C++ compiler
+    """The scan a ``scan`` setting runs, and why (for the log): ``auto`` is ``compiled_conv`` where a C++ compiler
     builds the library (it is built now) and ``chunked`` where not; a compiled scan asked for by name where none can
     be built is a one-line UsageError."""
     one_of("scan", scan, _SCANS)
@@ -215,4 +217,4 @@ def resolve_scan(scan: str) -> tuple[str, str]:
         check_compiled()
     except UsageError as err:
         return "chunked", f"scan='auto', and the compiled scan cannot be built here: {err}"
-    return "compiled_mixer", "scan='auto' and the machine's C++ compiler built the compiled scan"
+    return "compiled_conv", "scan='auto' and the machine's C++ compiler built the compiled scan"

@@ -15,6 +15,7 @@ from torch import nn
 
 from primacy_mamba.chunked import chunked_selective_scan
 from primacy_mamba.compiled import compiled_selective_scan
+from primacy_mamba.compiled_conv import compiled_conv_silu
 from primacy_mamba.compiled_mixer import compiled_mixer_scan
 from primacy_mamba.kernels import fused_scan
 from primacy_mamba.scan import selective_scan
@@ -46,7 +47,10 @@ class MambaMixer(MambaBlock):
         """What the selective scan reads from x (B, T, D): u, z, Δt before its bias and softplus (B, T, E·D each),
         B, C (B, T, N) and A (E·D, N)."""
         u, z = self.in_proj(x).chunk(2, dim=-1)  # B T E·D, B T E·D
-        u = F.silu(causal_depthwise(u, self.conv1d.weight, self.conv1d.bias)[0])  # B T E·D: conv1d's weights, causal
+        if self.scan == "compiled_conv":
+            u = self._compiled_conv(u)  # B T E·D
+        else:
+            u = F.silu(causal_depthwise(u, self.conv1d.weight, self.conv1d.bias)[0])  # B T E·D: conv1d's, causal
         rank, n = self.config.dt_rank, self.config.d_state
         dt_low, b, c = torch.split(self.x_proj(u), [rank, n, n], dim=-1)  # B T R, B T N, B T N
         dt_low, b, c = self._apply_layernorms(dt_low, b, c)
@@ -60,13 +64,20 @@ class MambaMixer(MambaBlock):
             y = self._fused_scan(u, dt_raw, a, b, c, z)  # B T E·D, already gated by silu(z)
             with torch.no_grad():
                 self.last_dt = F.softplus(dt_raw + self.dt_proj.bias).mean(dim=(0, 1)).detach()  # E·D
-        elif self.scan == "compiled_mixer":
+        elif self.scan in ("compiled_mixer", "compiled_conv"):
             y = self._compiled_mixer(u, dt_raw, a, b, c, z)  # B T E·D, gated by silu(z)
         else:
             dt = F.softplus(dt_raw + self.dt_proj.bias)  # B T E·D
             self.last_dt = dt.detach().mean(dim=(0, 1))  # E·D
             y = self._pure_scan(u, dt, a, b, c) * F.silu(z)  # B T E·D
         return self.out_proj(zero_units(y, self.ablated, dim=-1))  # B T D
+
+    def _compiled_conv(self, u: torch.Tensor) -> torch.Tensor:
+        """silu of the causal depthwise convolution of u (B, T, E·D; in_proj's half, read in place) in one compiled
+        kernel (primacy_mamba.compiled_conv), never below float32, as the scan."""
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            u = u.to(torch.promote_types(u.dtype, torch.float32))
+            return compiled_conv_silu(u, self.conv1d.weight.to(u.dtype), self.conv1d.bias)
 
     def _compiled_mixer(self, u: torch.Tensor, dt_raw: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
                         c: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -82,10 +93,11 @@ class MambaMixer(MambaBlock):
                    ) -> torch.Tensor:
         """The scan on the pure path, y (B, T, E·D) before the gate, by ``self.scan``: ``recurrent``
         (primacy_mamba.scan), ``chunked`` (primacy_mamba.chunked), ``compiled`` (primacy_mamba.compiled; also for
-        ``compiled_mixer``, whose forward folds the gate in, when a caller wants the scan alone), ``parallel``
-        (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop, the reference)."""
+        ``compiled_mixer`` and ``compiled_conv``, whose forward folds the gate in, when a caller wants the scan
+        alone), ``parallel`` (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop, the reference)."""
         scans = {"recurrent": selective_scan, "chunked": chunked_selective_scan, "compiled": compiled_selective_scan,
-                 "compiled_mixer": compiled_selective_scan, "parallel": self.selective_scan,
+                 "compiled_mixer": compiled_selective_scan, "compiled_conv": compiled_selective_scan,
+                 "parallel": self.selective_scan,
                  "sequential": self.selective_scan_seq}
         # Never below float32, as mamba_ssm's kernel keeps its state: under autocast u, B and C come in bfloat16.
         with torch.autocast(device_type=u.device.type, enabled=False):

@@ -570,11 +570,92 @@ PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64
     }
 }
 
+// The causal depthwise convolution before the scan and its SiLU (primacy_mamba.compiled_conv): from x (B, T, E) with
+// row t of batch element i at x + i xb + t xr (in_proj's output, viewed), taps w (K, E) and bias (E,),
+//
+//     pre_t = Σ_j w_j ⊙ x_{t-(K-1)+j} + bias  (x_{t<0} = 0: those taps are left out),   out_t = silu(pre_t),
+//
+// the taps summed in order j = 0, ..., K - 1, then the bias. Each position's row is taken in blocks of channels, 8
+// floats at a time (as the mixer's rows) and the rest one by one, every tap of a block in registers.
+template <typename X, typename R>
+PRIMACY_INLINE X pre_at(int64_t t, int64_t K, const R* x, int64_t xr, const R* w, int64_t E, const R* bias) {
+    const int64_t j0 = K - 1 - t > 0 ? K - 1 - t : 0;
+    X pre = load<X>(x + (t - (K - 1) + j0) * xr) * load<X>(w + j0 * E);
+    for (int64_t j = j0 + 1; j < K; ++j) pre += load<X>(x + (t - (K - 1) + j) * xr) * load<X>(w + j * E);
+    return pre + load<X>(bias);
+}
+template <typename X, typename R>
+PRIMACY_INLINE void conv_forward_at(int64_t T, int64_t E, int64_t K, const R* x, int64_t xr, const R* w,
+                                    const R* bias, R* out) {
+    for (int64_t t = 0; t < T; ++t) {
+        const X pre = pre_at<X>(t, K, x, xr, w, E, bias);
+        store(out + t * E, pre * sigmoid(pre));
+    }
+}
+template <typename R>
+PRIMACY_INLINE void conv_forward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t K, const R* x,
+                                 int64_t xb, int64_t xr, const R* w, const R* bias, R* out) {
+    const int64_t rest = one_by_one<R>(E);
+    for (int64_t i = first; i < last; ++i) {
+        for (int64_t e = 0; e < rest; e += 8)
+            conv_forward_at<F8>(T, E, K, x + i * xb + e, xr, w + e, bias + e, out + i * T * E + e);
+        for (int64_t e = rest; e < E; ++e)
+            conv_forward_at<R>(T, E, K, x + i * xb + e, xr, w + e, bias + e, out + i * T * E + e);
+    }
+}
+
+// One block of channels of conv_forward's gradients: ∂L/∂pre_t = ∂L/∂out_t silu'(pre_t) (torch's silu backward) of
+// every t into gpre (T rows of E), added to the element's ∂L/∂bias and, times x, to its ∂L/∂w_j; then gx_t =
+// Σ_j w_j ⊙ ∂L/∂pre_{t+(K-1)-j} over the j with t + (K-1) - j < T, in order j = K - 1, ..., 0.
+template <typename X, typename R>
+PRIMACY_INLINE void conv_backward_at(int64_t T, int64_t E, int64_t K, const R* x, int64_t xr, const R* w,
+                                     const R* bias, const R* gout, R* gx, R* gw, R* gbias, R* gpre) {
+    X gb = load<X>(gbias);
+    for (int64_t t = 0; t < T; ++t) {
+        const X pre = pre_at<X>(t, K, x, xr, w, E, bias);
+        const X sig = sigmoid(pre);
+        const X gp = load<X>(gout + t * E) * (sig * (R(1) + pre * (R(1) - sig)));
+        store(gpre + t * E, gp);
+        gb += gp;
+        for (int64_t j = K - 1 - t > 0 ? K - 1 - t : 0; j < K; ++j)
+            store(gw + j * E, load<X>(gw + j * E) + gp * load<X>(x + (t - (K - 1) + j) * xr));
+    }
+    store(gbias, gb);
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t j0 = t + K - 1 - (T - 1) > 0 ? t + K - 1 - (T - 1) : 0;  // the first j with a later pre
+        X g = load<X>(gpre + t * E) * load<X>(w + (K - 1) * E);
+        for (int64_t j = K - 2; j >= j0; --j) g += load<X>(gpre + (t + K - 1 - j) * E) * load<X>(w + j * E);
+        store(gx + t * E, g);
+    }
+}
+
+// conv_forward's gradients for [first, last): gx (B, T, E), and per batch element the partial sums of ∂L/∂w (B, K, E)
+// and ∂L/∂bias (B, E), summed by the caller in batch order. Scratch: ∂L/∂pre_t of every t (T E).
+template <typename R>
+PRIMACY_INLINE void conv_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t K, const R* x,
+                                  int64_t xb, int64_t xr, const R* w, const R* bias, const R* gout, R* gx,
+                                  R* gw_parts, R* gbias_parts, R* gpre) {
+    const int64_t rest = one_by_one<R>(E);
+    for (int64_t i = first; i < last; ++i) {
+        const R* xi = x + i * xb;
+        R* gwi = gw_parts + i * K * E;
+        R* gbi = gbias_parts + i * E;
+        std::memset(gwi, 0, sizeof(R) * K * E);
+        std::memset(gbi, 0, sizeof(R) * E);
+        const R* go = gout + i * T * E;
+        R* gxi = gx + i * T * E;
+        for (int64_t e = 0; e < rest; e += 8)
+            conv_backward_at<F8>(T, E, K, xi + e, xr, w + e, bias + e, go + e, gxi + e, gwi + e, gbi + e, gpre + e);
+        for (int64_t e = rest; e < E; ++e)
+            conv_backward_at<R>(T, E, K, xi + e, xr, w + e, bias + e, go + e, gxi + e, gwi + e, gbi + e, gpre + e);
+    }
+}
+
 }  // namespace
 
 extern "C" {
 
-int primacy_scan_abi() { return 4; }
+int primacy_scan_abi() { return 5; }
 
 PRIMACY_CLONES void primacy_scan_forward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
                                              const float* u, const float* dt, const float* a, const float* b,
@@ -621,5 +702,21 @@ PRIMACY_CLONES void primacy_scan_backward_f64(int64_t first, int64_t last, int64
 
 PRIMACY_MIXER_ENTRIES(float, f32)
 PRIMACY_MIXER_ENTRIES(double, f64)
+
+#define PRIMACY_CONV_ENTRIES(R, SUFFIX)                                                                               \
+    PRIMACY_CLONES void primacy_conv_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t E, int64_t K,  \
+                                                      const R* x, int64_t xb, int64_t xr, const R* w, const R* bias, \
+                                                      R* out) {                                                      \
+        conv_forward(first, last, T, E, K, x, xb, xr, w, bias, out);                                                 \
+    }                                                                                                                 \
+    PRIMACY_CLONES void primacy_conv_backward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t E, int64_t K, \
+                                                       const R* x, int64_t xb, int64_t xr, const R* w,               \
+                                                       const R* bias, const R* gout, R* gx, R* gw_parts,             \
+                                                       R* gbias_parts, R* scratch) {                                 \
+        conv_backward(first, last, T, E, K, x, xb, xr, w, bias, gout, gx, gw_parts, gbias_parts, scratch);          \
+    }
+
+PRIMACY_CONV_ENTRIES(float, f32)
+PRIMACY_CONV_ENTRIES(double, f64)
 
 }  // extern "C"

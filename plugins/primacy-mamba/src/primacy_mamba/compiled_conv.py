@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from primacy.backbones.conv import causal_depthwise
 
 from primacy_mamba.compiled import _SUFFIX, _parts, _pointer, _run, _sizes, check_tensors, library
-from primacy_mamba.compiled_mixer import _batch_sum
+from primacy_mamba.compiled_mixer import _batch_sum, _rows
 
 
 @torch.compiler.disable  # as compiled_selective_scan: torch.compile cannot trace ctypes
@@ -42,18 +42,11 @@ def conv_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     return F.silu(causal_depthwise(x, weight, bias)[0])
 
 
-def _rows(x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
-    """x itself when its rows (last axis) are contiguous, else a contiguous copy; with its batch and row strides."""
-    if x.stride(-1) != 1:
-        x = x.contiguous()
-    return x, x.stride(0), x.stride(1)
-
-
 class _CompiledConv(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.dtypes = weight.dtype, bias.dtype
-        x, batch_stride, row_stride = _rows(x)
+        x, (batch_stride, row_stride) = _rows(x)
         taps = weight[:, 0].t().to(x.dtype).contiguous()  # K E
         bias = bias.to(x.dtype).contiguous()
         batch, length, channels = x.shape

@@ -49,7 +49,8 @@ class _CompiledMixer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, dt_raw, bias, a, b, c, d, z):
         ctx.dtypes = bias.dtype, a.dtype, d.dtype  # mambapy passes A and D in float32 even in a float64 model
-        u, dt_raw, b, c, z = (x.contiguous() for x in (u, dt_raw, b, c, z))
+        u, dt_raw, b, c = (x.contiguous() for x in (u, dt_raw, b, c))
+        z, z_strides = _rows(z)  # in_proj's half, read in place
         bias, d = (x.to(u.dtype).contiguous() for x in (bias, d))
         a_t = a.to(u.dtype).t().contiguous()  # N E: the kernels keep states channels innermost
         batch, length, channels = u.shape
@@ -62,10 +63,12 @@ class _CompiledMixer(torch.autograd.Function):
 
         def work(i: int, first: int, last: int) -> None:
             kernel(*_sizes(first, last, length, channels, n),
-                   *map(_pointer, (u, dt_raw, bias, a_t, b, c, d, z, out, dt_sums, scratch[i])))
+                   *map(_pointer, (u, dt_raw, bias, a_t, b, c, d, z)), *_sizes(*z_strides),
+                   *map(_pointer, (out, dt_sums, scratch[i])))
 
         _run(work, parts)
         ctx.save_for_backward(u, dt_raw, bias, a_t, b, c, d, z)
+        ctx.z_strides = z_strides
         dt_mean = _batch_sum(dt_sums) / (batch * length)  # E
         ctx.mark_non_differentiable(dt_mean)
         return out, dt_mean
@@ -76,7 +79,7 @@ class _CompiledMixer(torch.autograd.Function):
         gout = gout.contiguous()
         batch, length, channels = u.shape
         n = a_t.shape[0]
-        gu, gdt, gz, gb, gc = (torch.empty_like(x) for x in (u, dt_raw, z, b, c))
+        gu, gdt, gz, gb, gc = (torch.empty_like(x) for x in (u, dt_raw, u, b, c))
         ga_parts = u.new_empty(batch, n, channels)  # B N E
         gbias_parts, gd_parts = u.new_empty(batch, channels), u.new_empty(batch, channels)  # B E each
         parts = _parts(batch)
@@ -87,8 +90,8 @@ class _CompiledMixer(torch.autograd.Function):
 
         def work(i: int, first: int, last: int) -> None:
             kernel(*_sizes(first, last, length, channels, n),
-                   *map(_pointer, (u, dt_raw, bias, a_t, b, c, d, z, gout, gu, gdt, gb, gc, gz, ga_parts, gbias_parts,
-                                   gd_parts, scratch[i])))
+                   *map(_pointer, (u, dt_raw, bias, a_t, b, c, d, z)), *_sizes(*ctx.z_strides),
+                   *map(_pointer, (gout, gu, gdt, gb, gc, gz, ga_parts, gbias_parts, gd_parts, scratch[i])))
 
         _run(work, parts)
         bias_dtype, a_dtype, d_dtype = ctx.dtypes
@@ -97,8 +100,17 @@ class _CompiledMixer(torch.autograd.Function):
 
 
 def _batch_sum(parts: torch.Tensor) -> torch.Tensor:
-    """Σ over the first axis in its order, however the batch was split across threads (the same bits on any number)."""
-    total = parts[0].clone()
-    for part in parts[1:]:
-        total += part
+    """Σ over the first axis in its order, however the batch was split across threads (the same bits on any number):
+    parts[0] + parts[1] + ... elementwise, in one compiled call rather than one torch operation a batch element."""
+    parts = parts.contiguous()
+    total = parts.new_empty(parts.shape[1:])
+    getattr(library(), f"primacy_batch_sum_{_SUFFIX[parts.dtype]}")(*_sizes(parts.shape[0], total.numel()),
+                                                                    _pointer(parts), _pointer(total))
     return total
+
+
+def _rows(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+    """x itself when its rows (last axis) are contiguous, else a contiguous copy; with its batch and row strides."""
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    return x, (x.stride(0), x.stride(1))

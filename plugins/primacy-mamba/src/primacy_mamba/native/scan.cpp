@@ -327,14 +327,14 @@ PRIMACY_INLINE void forward_rows(int64_t E, const R* __restrict__ steps, const R
 template <typename R>
 PRIMACY_INLINE void mixer_forward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u,
                                   const R* dtr, const R* bias, const R* at, const R* b, const R* c, const R* d,
-                                  const R* z, R* out, R* dt_sums, R* scratch) {
+                                  const R* z, int64_t zb, int64_t zr, R* out, R* dt_sums, R* scratch) {
     R* __restrict__ h = scratch;
     R* __restrict__ steps = h + N * E;
     R* __restrict__ gates = steps + E;
     R* __restrict__ injected = gates + E;
     R* __restrict__ y = injected + E;
     for (int64_t i = first; i < last; ++i) {
-        const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * T * E;
+        const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * zb;
         const R *bi = b + i * T * N, *ci = c + i * T * N;
         R* outi = out + i * T * E;
         R* __restrict__ sums = dt_sums + i * E;
@@ -343,7 +343,7 @@ PRIMACY_INLINE void mixer_forward(int64_t first, int64_t last, int64_t T, int64_
         for (int64_t t = 0; t < T; ++t) {
             const R* __restrict__ ut = ui + t * E;
             step_row(E, xi + t * E, bias, steps);
-            gate_row(E, zi + t * E, gates);
+            gate_row(E, zi + t * zr, gates);
             forward_rows(E, steps, ut, d, sums, injected, y);
             for (int64_t n = 0; n < N; ++n) {
                 const R bn = bi[t * N + n], cn = ci[t * N + n];
@@ -496,7 +496,8 @@ PRIMACY_INLINE void block_backward(int64_t N, int64_t E, const R* __restrict__ b
 template <typename R>
 PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u,
                                    const R* dtr, const R* bias, const R* at, const R* b, const R* c, const R* d,
-                                   const R* z, const R* gout, R* gu, R* gdtr, R* gb, R* gc, R* gz, R* ga_parts,
+                                   const R* z, int64_t zb, int64_t zr, const R* gout, R* gu, R* gdtr, R* gb, R* gc,
+                                   R* gz, R* ga_parts,
                                    R* gbias_parts, R* gd_parts, R* scratch) {
     typedef typename Lanes<R>::type V;
     R* __restrict__ states = scratch;  // h_{-1} = 0, h_0, ..., h_{T-1}, (N, E) each
@@ -515,7 +516,7 @@ PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64
     R* __restrict__ gb_slots = gc_slots + N * SLOTS;
     const int64_t whole = E - E % LANES;
     for (int64_t i = first; i < last; ++i) {
-        const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * T * E, *gi = gout + i * T * E;
+        const R *ui = u + i * T * E, *xi = dtr + i * T * E, *zi = z + i * zb, *gi = gout + i * T * E;
         const R *bi = b + i * T * N, *ci = c + i * T * N;
         R *gbi = gb + i * T * N, *gci = gc + i * T * N;
         R* __restrict__ gai = ga_parts + i * N * E;
@@ -549,7 +550,7 @@ PRIMACY_INLINE void mixer_backward(int64_t first, int64_t last, int64_t T, int64
             const R* before = states + t * N * E;  // h_{t-1}
             const R* now = before + N * E;  // h_t
             const R* dec = decays + t * N * E;
-            gradient_rows(E, xi + t * E, bias, zi + t * E, gates, gate_grads, step_grads);
+            gradient_rows(E, xi + t * E, bias, zi + t * zr, gates, gate_grads, step_grads);
             start_rows(E, ut, st, got, ys + t * E, gates, gate_grads, injected, gy, gz + (i * T + t) * E);
             std::memset(gc_slots, 0, sizeof(R) * 2 * N * SLOTS);
             for (int64_t e = 0; e < whole; e += LANES)
@@ -651,11 +652,23 @@ PRIMACY_INLINE void conv_backward(int64_t first, int64_t last, int64_t T, int64_
     }
 }
 
+// Σ_i parts_i over count arrays of size values each, in order i = 0, 1, ...: the batch-ordered sums of per-element
+// partials (as ``total = parts[0].clone(); total += parts[i]`` in torch, with the same bits), in one call.
+template <typename R>
+PRIMACY_INLINE void add_into(int64_t size, const R* __restrict__ part, R* __restrict__ total) {
+    for (int64_t k = 0; k < size; ++k) total[k] += part[k];
+}
+template <typename R>
+PRIMACY_INLINE void batch_sum(int64_t count, int64_t size, const R* parts, R* total) {
+    std::memcpy(total, parts, sizeof(R) * size);
+    for (int64_t i = 1; i < count; ++i) add_into(size, parts + i * size, total);
+}
+
 }  // namespace
 
 extern "C" {
 
-int primacy_scan_abi() { return 5; }
+int primacy_scan_abi() { return 6; }
 
 PRIMACY_CLONES void primacy_scan_forward_f32(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N,
                                              const float* u, const float* dt, const float* a, const float* b,
@@ -688,16 +701,16 @@ PRIMACY_CLONES void primacy_scan_backward_f64(int64_t first, int64_t last, int64
 #define PRIMACY_MIXER_ENTRIES(R, SUFFIX)                                                                              \
     PRIMACY_CLONES void primacy_mixer_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, \
                                                        const R* u, const R* dtr, const R* bias, const R* at,         \
-                                                       const R* b, const R* c, const R* d, const R* z, R* out,       \
-                                                       R* dt_sums, R* scratch) {                                     \
-        mixer_forward(first, last, T, E, N, u, dtr, bias, at, b, c, d, z, out, dt_sums, scratch);                   \
+                                                       const R* b, const R* c, const R* d, const R* z, int64_t zb,   \
+                                                       int64_t zr, R* out, R* dt_sums, R* scratch) {                 \
+        mixer_forward(first, last, T, E, N, u, dtr, bias, at, b, c, d, z, zb, zr, out, dt_sums, scratch);           \
     }                                                                                                                 \
     PRIMACY_CLONES void primacy_mixer_backward_##SUFFIX(                                                              \
         int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, const R* u, const R* dtr, const R* bias,       \
-        const R* at, const R* b, const R* c, const R* d, const R* z, const R* gout, R* gu, R* gdtr, R* gb, R* gc,     \
-        R* gz, R* ga_parts, R* gbias_parts, R* gd_parts, R* scratch) {                                               \
-        mixer_backward(first, last, T, E, N, u, dtr, bias, at, b, c, d, z, gout, gu, gdtr, gb, gc, gz, ga_parts,     \
-                       gbias_parts, gd_parts, scratch);                                                              \
+        const R* at, const R* b, const R* c, const R* d, const R* z, int64_t zb, int64_t zr, const R* gout, R* gu,   \
+        R* gdtr, R* gb, R* gc, R* gz, R* ga_parts, R* gbias_parts, R* gd_parts, R* scratch) {                        \
+        mixer_backward(first, last, T, E, N, u, dtr, bias, at, b, c, d, z, zb, zr, gout, gu, gdtr, gb, gc, gz,       \
+                       ga_parts, gbias_parts, gd_parts, scratch);                                                    \
     }
 
 PRIMACY_MIXER_ENTRIES(float, f32)
@@ -718,5 +731,12 @@ PRIMACY_MIXER_ENTRIES(double, f64)
 
 PRIMACY_CONV_ENTRIES(float, f32)
 PRIMACY_CONV_ENTRIES(double, f64)
+
+PRIMACY_CLONES void primacy_batch_sum_f32(int64_t count, int64_t size, const float* parts, float* total) {
+    batch_sum(count, size, parts, total);
+}
+PRIMACY_CLONES void primacy_batch_sum_f64(int64_t count, int64_t size, const double* parts, double* total) {
+    batch_sum(count, size, parts, total);
+}
 
 }  // extern "C"

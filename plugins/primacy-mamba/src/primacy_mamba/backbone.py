@@ -43,10 +43,10 @@ class MambaBackbone(Backbone):
             ``pip install 'primacy-mamba[cuda]'`` and the model on a GPU); ``auto`` the fused kernel when both
             hold, otherwise the pure one. Both use the same parameters, so checkpoints move between them.
         scan: the pure path's algorithm: ``auto`` (the default since primacy-mamba 0.3) is ``compiled_conv`` where the
-            machine's C++ compiler builds it (``compiled_mixer`` in 0.3) and ``chunked`` (pure PyTorch) where not or
-            on a GPU, said in the log; the scan it resolved to is kept in the state dict, and a checkpoint loaded with
-            ``auto`` runs on the scan it was trained on (refused in one line where that scan cannot run); an explicit
-            setting is always honoured.
+            machine's C++ compiler builds it (since 0.4; ``compiled_mixer`` in 0.3) and ``chunked`` (pure PyTorch)
+            where not or on a GPU, said in the log; the scan it resolved to is kept in the state dict, and a
+            checkpoint loaded with ``auto`` runs on the scan it was trained on (refused in one line where that scan
+            cannot run); an explicit setting is always honoured.
             ``recurrent (``primacy_mamba.scan``: a loop over time with a
             hand-derived backward that recomputes the states; lean in memory), ``chunked``
             (``primacy_mamba.chunked``: the same recurrence and backward over cache-sized reused buffers, in chunks

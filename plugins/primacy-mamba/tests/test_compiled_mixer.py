@@ -95,9 +95,10 @@ def test_it_gives_the_same_bits_on_any_number_of_threads(dtype):
             assert torch.equal(one, many), name
 
 
-def test_the_backbone_on_it_equals_the_recurrent_scans_with_every_gradient_in_float64():
+@pytest.mark.parametrize("scan", ["compiled_mixer", "compiled_conv"])  # compiled_conv: compiled_mixer + the convolution
+def test_the_backbone_on_it_equals_the_recurrent_scans_with_every_gradient_in_float64(scan):
     torch.manual_seed(0)
-    fast = MambaBackbone(d_model=8, n_layers=2, scan="compiled_mixer").double()
+    fast = MambaBackbone(d_model=8, n_layers=2, scan=scan).double()
     slow = MambaBackbone(d_model=8, n_layers=2, scan="recurrent").double()
     slow.load_state_dict(fast.state_dict())
     x = torch.randn(3, 13, 8, dtype=torch.float64)

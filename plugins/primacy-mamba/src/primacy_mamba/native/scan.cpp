@@ -419,16 +419,6 @@ struct Lanes {
     typedef R type __attribute__((vector_size(LANES * sizeof(R))));
     typedef R half __attribute__((vector_size(LANES / 2 * sizeof(R))));
 };
-template <typename X, typename R>
-PRIMACY_INLINE X get(const R* p) {
-    X x;
-    std::memcpy(&x, p, sizeof x);
-    return x;
-}
-template <typename X, typename R>
-PRIMACY_INLINE void put(R* p, X x) {
-    std::memcpy(p, &x, sizeof x);
-}
 
 // ∂L/∂B_t and ∂L/∂C_t are sums over channels, taken as dot() takes them, so that they round as they did when
 // dot() computed them: four partial sums, the one of channel e at slot e % 4, in channel order (a block's first
@@ -441,7 +431,7 @@ PRIMACY_INLINE void add_products(R* slots, typename Lanes<R>::type x) {
     H low, high;
     std::memcpy(&low, &x, sizeof low);
     std::memcpy(&high, reinterpret_cast<const char*>(&x) + sizeof low, sizeof high);
-    put(slots, (get<H>(slots) + low) + high);
+    store(slots, (load<H>(slots) + low) + high);
 }
 template <typename R>
 PRIMACY_INLINE void add_products(R* slots, R x) {  // one channel: slots points at its slot
@@ -465,22 +455,22 @@ PRIMACY_INLINE void block_backward(int64_t N, int64_t E, const R* __restrict__ b
                                    const R* __restrict__ gy, const R* __restrict__ injected, R* __restrict__ carry,
                                    R* __restrict__ ga, R* __restrict__ gc_slots, R* __restrict__ gb_slots,
                                    R* __restrict__ inject, R* __restrict__ glog) {
-    const X step = get<X>(st), out = get<X>(gy), in = get<X>(injected);
+    const X step = load<X>(st), out = load<X>(gy), in = load<X>(injected);
     X log_sum{}, inject_sum{};
     for (int64_t n = 0; n < N; ++n) {
         const int64_t at_n = n * E;
-        const X decay = get<X>(decays + at_n);
-        const X g = out * ct[n] + get<X>(carry + at_n);
-        const X through_decay = g * get<X>(before + at_n) * decay;
-        put(ga + at_n, get<X>(ga + at_n) + through_decay * step);
-        log_sum += through_decay * get<X>(at + at_n);
+        const X decay = load<X>(decays + at_n);
+        const X g = out * ct[n] + load<X>(carry + at_n);
+        const X through_decay = g * load<X>(before + at_n) * decay;
+        store(ga + at_n, load<X>(ga + at_n) + through_decay * step);
+        log_sum += through_decay * load<X>(at + at_n);
         inject_sum += g * bt[n];
-        put(carry + at_n, decay * g);
-        add_products(gc_slots + n * SLOTS, out * get<X>(now + at_n));
+        store(carry + at_n, decay * g);
+        add_products(gc_slots + n * SLOTS, out * load<X>(now + at_n));
         add_products(gb_slots + n * SLOTS, g * in);
     }
-    put(inject, inject_sum);
-    put(glog, log_sum);
+    store(inject, inject_sum);
+    store(glog, log_sum);
 }
 
 // mixer_forward's gradients for [first, last): gu, gdtr, gz (B, T, E), gb, gc (B, T, N), and per batch element the

@@ -50,6 +50,18 @@ def test_every_cmr_data_file_is_package_data():
     assert [name for name in present if not any(fnmatch.fnmatch(name, p) for p in patterns)] == []
 
 
+def test_the_native_header_is_package_data():
+    """A non-editable install carries the header the plugins' compiled kernels include (primacy.native.INCLUDE):
+    pyproject's package-data patterns for primacy.native cover every file of the folder but its Python module."""
+    entry = next(line for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                 if line.startswith('"primacy.native" = '))  # [tool.setuptools.package-data]
+    patterns = re.findall(r'"([^"]+)"', entry.split("=", 1)[1])
+    present = sorted(path.name for path in (ROOT / "primacy" / "native").iterdir()
+                     if path.suffix != ".py" and path.name != "__pycache__")
+    assert "fast_math.h" in present
+    assert [name for name in present if not any(fnmatch.fnmatch(name, p) for p in patterns)] == []
+
+
 def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint")
     assert hadolint is not None, "hadolint comes with the test extra: pip install -e '.[test]'"

@@ -10,8 +10,9 @@ its own, and the partials are summed in batch order: the result is the same what
 
 No PyTorch headers are involved: the library is plain C++ called through ctypes, built in about a second by
 ``$CXX`` (default ``c++``) into ``$PRIMACY_KERNEL_CACHE`` (default ``~/.cache/primacy/kernels``), under a name that
-hashes the source, the compiler, its flags and the machine's architecture, and written atomically (concurrent runs
-may build it at once). Where no compiler works, asking for ``scan='compiled'`` is a one-line error that says so.
+hashes the source, primacy's shared header (``primacy/native/fast_math.h``: the float exp, log1p series and
+sigmoid), the compiler, its flags and the machine's architecture, and written atomically (concurrent runs may build it
+at once). Where no compiler works, asking for ``scan='compiled'`` is a one-line error that says so.
 
 float32 uses a vectorisable exp (relative error ≤ 3e-7, exponent clamped to [-87, 88]); float64 the C library's, so
 the float64 scan equals the other scans up to rounding.

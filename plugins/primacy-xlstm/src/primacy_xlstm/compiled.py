@@ -9,12 +9,13 @@ does not depend on the split, so the result is the same bits on any number of th
 
 No PyTorch headers are involved: the library is plain C++ called through ctypes, built in seconds by ``$CXX``
 (default ``c++``) into ``$PRIMACY_KERNEL_CACHE`` (default ``~/.cache/primacy/kernels``), under a name that hashes the
-source, the compiler, its flags and the machine's architecture, written atomically (concurrent runs may build it at
-once), and refused if its ABI is not this module's. Where no compiler works, ``slstm_loop='compiled'`` is a one-line
-error that says so.
+source, primacy's shared header (``primacy/native/fast_math.h``), the compiler, its flags and the machine's
+architecture, written atomically (concurrent runs may build it at once), and refused if its ABI is not this module's.
+Where no compiler works, ``slstm_loop='compiled'`` is a one-line error that says so.
 
 float64 uses the C library's exp, log1p and tanh, so it equals the PyTorch loop (and xlstm's cell) to rounding;
-float32 a vectorisable exp (relative error ≤ 3e-7) and log σ and tanh built on it (``native/slstm.cpp``).
+float32 a vectorisable exp (relative error ≤ 3e-7; ``primacy/native/fast_math.h``, shared with primacy-mamba) and
+log σ and tanh built on it (``native/slstm.cpp``).
 """
 
 from __future__ import annotations

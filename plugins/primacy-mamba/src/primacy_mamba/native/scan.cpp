@@ -20,61 +20,23 @@
 #include <cstdint>
 #include <cstring>
 
-// On x86-64 Linux each entry point is built twice, for AVX2 and for the baseline, and the loader picks the one this
-// CPU runs: one library serves every node of a cluster. Neither fuses a multiply and an add (-ffp-contract=off, and
-// AVX2 has no FMA), so both round alike.
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#define PRIMACY_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define PRIMACY_CLONES
-#endif
-// Everything below an entry point is inlined into it, so that each of its builds compiles all of its loops.
-#if defined(__GNUC__) || defined(__clang__)
-#define PRIMACY_INLINE inline __attribute__((always_inline))
-#else
-#define PRIMACY_INLINE inline
-#endif
+// fast_exp, log1p_unit and sigmoid (scalar and on 8 floats, F8), PRIMACY_CLONES and PRIMACY_INLINE: primacy's
+// shared header (primacy/native/fast_math.h, on the include path NativeLibrary gives the compiler).
+#include "fast_math.h"
 
 namespace {
 
-// exp(x) in float, vectorisable: 2^k p(r) with k = round(x / ln 2), r = x - k ln 2 (ln 2 in two parts), p the
-// degree-6 Taylor polynomial. Relative error ≤ 3e-7 (2.5 float ulp) on [-87, 88]; x is clamped there, so
-// exp(x < -87) gives e^-87 ≈ 1.6e-38 rather than a subnormal.
-PRIMACY_INLINE float fast_exp(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-    const float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-    float p = 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-// float64 is for verification against the other scans: the library's exp, exact to rounding.
-PRIMACY_INLINE double fast_exp(double x) { return std::exp(x); }
+using primacy::F8;
+using primacy::fast_exp;
+using primacy::log1p_unit;
+using primacy::sigmoid;
 
 // The mixer's elementwise maps around the scan (mixer_forward, mixer_backward), as torch computes them: softplus(x) =
 // log(1 + e^x), x itself above 20 (torch's threshold), its derivative e^x / (e^x + 1) (1 above 20), σ(x) for SiLU.
-// float32: from fast_exp, and log(1 + w) for w = e^-|x| ∈ (0, 1] as 2 atanh(s), s = w / (2 + w) ≤ 1/3, by its
-// series to s^13 (truncation below 3e-8 relative); float64: the C library's, so that it equals torch to rounding.
+// float32: from fast_exp and log1p_unit (log(1 + e^-|x|)); float64: the C library's, so that it equals torch to
+// rounding. The F8 forms are the same operations in the same order on 8 floats, so each lane has the scalar's bits.
 PRIMACY_INLINE float softplus(float x) {
-    const float w = fast_exp(x < 0.0f ? x : -x);
-    const float s = w / (2.0f + w), s2 = s * s;
-    float p = 1.0f / 13;
-    p = p * s2 + 1.0f / 11;
-    p = p * s2 + 1.0f / 9;
-    p = p * s2 + 1.0f / 7;
-    p = p * s2 + 1.0f / 5;
-    p = p * s2 + 1.0f / 3;
-    p = p * s2 + 1.0f;
-    const float soft = (x > 0.0f ? x : 0.0f) + 2.0f * s * p;
+    const float soft = (x > 0.0f ? x : 0.0f) + log1p_unit(fast_exp(x < 0.0f ? x : -x));
     return x > 20.0f ? x : soft;
 }
 PRIMACY_INLINE double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
@@ -86,51 +48,15 @@ PRIMACY_INLINE double softplus_grad(double x) {
     const double e = std::exp(x);
     return x > 20.0 ? 1.0 : e / (e + 1.0);
 }
-PRIMACY_INLINE float sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
-PRIMACY_INLINE double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
-// The same maps on 8 floats at once (GCC's and Clang's vector extensions), the same operations in the same order, so
-// each lane has the bits of the scalar map. The mixer's rows use them: where GCC vectorises the scalar maps itself,
-// it evaluates the exp's clamped cases as branches of their own and selects among the results, which puts two or
-// three divisions where one is written (twice the time of this form, measured at 2^19 floats).
-typedef float F8 __attribute__((vector_size(32)));
-typedef int32_t I8 __attribute__((vector_size(32)));
-PRIMACY_INLINE F8 fast_exp(F8 x) {
-    const F8 zero{};
-    x = x < zero - 87.0f ? zero - 87.0f : (x > zero + 88.0f ? zero + 88.0f : x);
-    const F8 k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    const F8 r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-    F8 p = zero + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    const I8 bits = (__builtin_convertvector(k, I8) + 127) << 23;
-    F8 scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
 PRIMACY_INLINE F8 softplus(F8 x) {
     const F8 zero{};
-    const F8 w = fast_exp(x < zero ? x : -x);
-    const F8 s = w / (2.0f + w), s2 = s * s;
-    F8 p = zero + 1.0f / 13;
-    p = p * s2 + 1.0f / 11;
-    p = p * s2 + 1.0f / 9;
-    p = p * s2 + 1.0f / 7;
-    p = p * s2 + 1.0f / 5;
-    p = p * s2 + 1.0f / 3;
-    p = p * s2 + 1.0f;
-    const F8 soft = (x > zero ? x : zero) + 2.0f * s * p;
+    const F8 soft = (x > zero ? x : zero) + log1p_unit(fast_exp(x < zero ? x : -x));
     return x > zero + 20.0f ? x : soft;
 }
 PRIMACY_INLINE F8 softplus_grad(F8 x) {
     const F8 e = fast_exp(x);
     return x > 20.0f ? F8{} + 1.0f : e / (e + 1.0f);
 }
-PRIMACY_INLINE F8 sigmoid(F8 x) { return 1.0f / (1.0f + fast_exp(-x)); }
 
 // Σ_n x_n y_n in a fixed order, in four interleaved partial sums (which compilers keep in one vector register).
 template <typename R>

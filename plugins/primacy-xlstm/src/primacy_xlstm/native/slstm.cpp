@@ -21,85 +21,47 @@
 #include <cstring>
 #include <vector>
 
-// On x86-64 Linux each entry point is built twice, for AVX2 and for the baseline, and the loader picks the one this
-// CPU runs. Neither fuses a multiply and an add (-ffp-contract=off, and AVX2 has no FMA), so both round alike.
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#define SLSTM_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SLSTM_CLONES
-#endif
-#if defined(__GNUC__) || defined(__clang__)
-#define SLSTM_INLINE inline __attribute__((always_inline))
-#else
-#define SLSTM_INLINE inline
-#endif
+// fast_exp, log1p_unit and sigmoid, PRIMACY_CLONES and PRIMACY_INLINE: primacy's shared header
+// (primacy/native/fast_math.h, on the include path NativeLibrary gives the compiler). fast_exp(0) = 1 exactly, which
+// the gates' ties rely on (the gate whose exponent is m_t's is exactly 1).
+#include "fast_math.h"
 
 namespace {
 
-// exp(x) in float, vectorisable: 2^k q(r), k = round(x / ln 2), r = x - k ln 2 (ln 2 split in two), q the degree-6
-// Taylor polynomial; relative error below 3e-7 on [-87, 88], where x is clamped (no subnormal results). exp(0) = 1
-// exactly, which the gates' ties rely on (the gate whose exponent is m_t's is exactly 1).
-SLSTM_INLINE float exp_(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    const float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-    float q = 1.0f / 720;
-    q = q * r + 1.0f / 120;
-    q = q * r + 1.0f / 24;
-    q = q * r + 1.0f / 6;
-    q = q * r + 0.5f;
-    q = q * r + 1.0f;
-    q = q * r + 1.0f;
-    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return q * scale;
-}
-// float64 is for verification: the C library's functions, so that it equals PyTorch's loop to rounding.
-SLSTM_INLINE double exp_(double x) { return std::exp(x); }
+using primacy::fast_exp;
+using primacy::log1p_unit;
+using primacy::sigmoid;
 
-// log σ(x) = min(x, 0) - log(1 + e^-|x|); float: log(1 + w), w ∈ (0, 1], as 2 atanh(s), s = w / (2 + w) ≤ 1/3,
-// by its odd series to s^13 (truncation below 3e-8 relative).
-SLSTM_INLINE float log_sigmoid(float x) {
-    const float w = exp_(x < 0.0f ? x : -x);
-    const float s = w / (2.0f + w), s2 = s * s;
-    float p = 1.0f / 13;
-    p = p * s2 + 1.0f / 11;
-    p = p * s2 + 1.0f / 9;
-    p = p * s2 + 1.0f / 7;
-    p = p * s2 + 1.0f / 5;
-    p = p * s2 + 1.0f / 3;
-    p = p * s2 + 1.0f;
-    return (x < 0.0f ? x : 0.0f) - 2.0f * s * p;
-}
-SLSTM_INLINE double log_sigmoid(double x) { return (x < 0.0 ? x : 0.0) - std::log1p(std::exp(-std::fabs(x))); }
-SLSTM_INLINE float sigmoid(float x) { return 1.0f / (1.0f + exp_(-x)); }
-SLSTM_INLINE double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+// log σ(x) = min(x, 0) - log(1 + e^-|x|); float: log1p_unit's series, float64: the C library's functions, so that
+// it equals PyTorch's loop to rounding.
+PRIMACY_INLINE float log_sigmoid(float x) { return (x < 0.0f ? x : 0.0f) - log1p_unit(fast_exp(x < 0.0f ? x : -x)); }
+PRIMACY_INLINE double log_sigmoid(double x) { return (x < 0.0 ? x : 0.0) - std::log1p(std::exp(-std::fabs(x))); }
 // tanh(x) = sign(x) (1 - e^-2|x|) / (1 + e^-2|x|): absolute error of a few float ulp near 0.
-SLSTM_INLINE float tanh_(float x) {
-    const float e = exp_(-2.0f * (x < 0.0f ? -x : x));
+PRIMACY_INLINE float tanh_(float x) {
+    const float e = fast_exp(-2.0f * (x < 0.0f ? -x : x));
     const float t = (1.0f - e) / (1.0f + e);
     return x < 0.0f ? -t : t;
 }
-SLSTM_INLINE double tanh_(double x) { return std::tanh(x); }
+PRIMACY_INLINE double tanh_(double x) { return std::tanh(x); }
 
 // torch.max(a, b) (NaN if either is), torch.clamp(e, max=1) (NaN stays), and the shares of the gradient their
 // ties give: max gives a 1 where a > b, 1/2 on a tie, 0 where less (1 with a NaN); min(e, 1) gives e 1 where e < 1,
 // 1/2 at 1, 0 above.
-template <typename R> SLSTM_INLINE R max_(R a, R b) { return (a > b || a != a) ? a : b; }
-template <typename R> SLSTM_INLINE R min1(R e) { return e > R(1) ? R(1) : e; }
-template <typename R> SLSTM_INLINE R max_share(R a, R b) {
+template <typename R> PRIMACY_INLINE R max_(R a, R b) { return (a > b || a != a) ? a : b; }
+template <typename R> PRIMACY_INLINE R min1(R e) { return e > R(1) ? R(1) : e; }
+template <typename R> PRIMACY_INLINE R max_share(R a, R b) {
     const R below = a < b ? R(0) : R(1);
     return a == b ? R(0.5) : below;
 }
-template <typename R> SLSTM_INLINE R min1_share(R e) {
+template <typename R> PRIMACY_INLINE R min1_share(R e) {
     const R above = e > R(1) ? R(0) : R(1);
     return e == R(1) ? R(0.5) : above;
 }
 
 // One head's step: raw (4 dh) += its recurrent input from y (dh), a sum of rows of rt in the order of j.
 template <typename R>
-SLSTM_INLINE void recurrent_input(int64_t dh, const R* __restrict__ rt, const R* __restrict__ y, R* __restrict__ raw) {
+PRIMACY_INLINE void recurrent_input(int64_t dh, const R* __restrict__ rt, const R* __restrict__ y,
+                                    R* __restrict__ raw) {
     for (int64_t j = 0; j < dh; ++j) {
         const R yj = y[j];
         const R* row = rt + j * 4 * dh;
@@ -109,14 +71,14 @@ SLSTM_INLINE void recurrent_input(int64_t dh, const R* __restrict__ rt, const R*
 
 // One head's states after a step from its pre-activations (4 dh) and the states before (dh each).
 template <typename R>
-SLSTM_INLINE void pointwise(int64_t dh, bool from_zero, const R* __restrict__ raw, const R* __restrict__ c0,
-                            const R* __restrict__ n0, const R* __restrict__ m0, R* __restrict__ y, R* __restrict__ c,
-                            R* __restrict__ n, R* __restrict__ m) {
+PRIMACY_INLINE void pointwise(int64_t dh, bool from_zero, const R* __restrict__ raw, const R* __restrict__ c0,
+                              const R* __restrict__ n0, const R* __restrict__ m0, R* __restrict__ y, R* __restrict__ c,
+                              R* __restrict__ n, R* __restrict__ m) {
     for (int64_t k = 0; k < dh; ++k) {
         const R ir = raw[k], fr = raw[dh + k], zr = raw[2 * dh + k], orr = raw[3 * dh + k];
         const R lfm = log_sigmoid(fr) + m0[k];
         const R mt = from_zero ? ir : max_(ir, lfm);
-        const R ig = min1(exp_(ir - mt)), fg = min1(exp_(lfm - mt));
+        const R ig = min1(fast_exp(ir - mt)), fg = min1(fast_exp(lfm - mt));
         const R ct = fg * c0[k] + ig * tanh_(zr);
         const R nt = ig + fg * n0[k];
         c[k] = ct;
@@ -127,8 +89,8 @@ SLSTM_INLINE void pointwise(int64_t dh, bool from_zero, const R* __restrict__ ra
 }
 
 template <typename R>
-SLSTM_INLINE void forward(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
-                          int64_t first_from_zero, const R* xb, const R* rt, R* raws, R* states) {
+PRIMACY_INLINE void forward(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
+                            int64_t first_from_zero, const R* xb, const R* rt, R* raws, R* states) {
     const int64_t H = NH * dh, S = (T + 1) * B * H;  // S: the stride between the four states
     for (int64_t t = 0; t < T; ++t) {  // the batch elements innermost: their rows are adjacent in memory
         for (int64_t b = first; b < last; ++b) {
@@ -151,16 +113,16 @@ SLSTM_INLINE void forward(int64_t first, int64_t last, int64_t T, int64_t B, int
 // pre-activations and states, the gradient of the pre-activations (graw, 4 dh), and the carries into the states
 // before step t, except y's (gc, gn, gm updated in place; y's is formed from graw by the caller).
 template <typename R>
-SLSTM_INLINE void pointwise_backward(int64_t dh, bool from_zero, const R* __restrict__ raw, const R* __restrict__ c0,
-                                     const R* __restrict__ n0, const R* __restrict__ m0, const R* __restrict__ y1,
-                                     const R* __restrict__ c1, const R* __restrict__ n1, const R* __restrict__ m1,
-                                     const R* __restrict__ gy, R* __restrict__ gc, R* __restrict__ gn,
-                                     R* __restrict__ gm, R* __restrict__ graw) {
+PRIMACY_INLINE void pointwise_backward(int64_t dh, bool from_zero, const R* __restrict__ raw,
+                                       const R* __restrict__ c0, const R* __restrict__ n0, const R* __restrict__ m0,
+                                       const R* __restrict__ y1, const R* __restrict__ c1, const R* __restrict__ n1,
+                                       const R* __restrict__ m1, const R* __restrict__ gy, R* __restrict__ gc,
+                                       R* __restrict__ gn, R* __restrict__ gm, R* __restrict__ graw) {
     const R keep = from_zero ? R(0) : R(1);  // on the first step from a zero state m = ĩ: its shares are 1 and 0
     for (int64_t k = 0; k < dh; ++k) {
         const R ir = raw[k], fr = raw[dh + k], zr = raw[2 * dh + k], orr = raw[3 * dh + k];
         const R lfm = m0[k] + log_sigmoid(fr);
-        const R e_i = exp_(ir - m1[k]), e_f = exp_(lfm - m1[k]);
+        const R e_i = fast_exp(ir - m1[k]), e_f = fast_exp(lfm - m1[k]);
         const R to_i = max_share(ir, lfm) * keep + R(1) - keep, to_l = max_share(lfm, ir) * keep;
         const R so = sigmoid(orr), tz = tanh_(zr);
         const R g_y = gy[k];
@@ -184,8 +146,8 @@ SLSTM_INLINE void pointwise_backward(int64_t dh, bool from_zero, const R* __rest
 // out (dh) = Σ_g w[g] rows[g] over a head's 4 dh gates: four partial sums (g ≡ 0, 1, 2, 3 mod 4), each in the order
 // of g, then (p0 + p1) + (p2 + p3), so that four chains of additions run side by side; p: scratch (4 dh).
 template <typename R>
-SLSTM_INLINE void gates_times_rows(int64_t dh, const R* __restrict__ w, const R* __restrict__ rows, R* __restrict__ p,
-                                   R* __restrict__ out) {
+PRIMACY_INLINE void gates_times_rows(int64_t dh, const R* __restrict__ w, const R* __restrict__ rows, R* __restrict__ p,
+                                     R* __restrict__ out) {
     for (int64_t j = 0; j < 4 * dh; ++j) p[j] = R(0);
     for (int64_t g = 0; g < 4 * dh; g += 4) {
         for (int64_t q = 0; q < 4; ++q) {
@@ -199,9 +161,9 @@ SLSTM_INLINE void gates_times_rows(int64_t dh, const R* __restrict__ w, const R*
 }
 
 template <typename R>
-SLSTM_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
-                          int64_t first_from_zero, const R* raws, const R* states, const R* r, const R* gy_out,
-                          const R* g_all, R* graws, R* gstates) {
+PRIMACY_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
+                            int64_t first_from_zero, const R* raws, const R* states, const R* r, const R* gy_out,
+                            const R* g_all, R* graws, R* gstates) {
     const int64_t H = NH * dh, S = (T + 1) * B * H;
     // per batch element, the gradients into y, c, n, m after the step (4 H); then y's before it, and p (4 dh)
     std::vector<R> carries((last - first) * 4 * H + H + 4 * dh);
@@ -253,26 +215,26 @@ extern "C" {
 
 int primacy_slstm_abi() { return 1; }
 
-SLSTM_CLONES void primacy_slstm_forward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
-                                            int64_t first_from_zero, const float* xb, const float* rt, float* raws,
-                                            float* states) {
+PRIMACY_CLONES void primacy_slstm_forward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
+                                              int64_t first_from_zero, const float* xb, const float* rt, float* raws,
+                                              float* states) {
     forward(first, last, T, B, NH, dh, first_from_zero, xb, rt, raws, states);
 }
-SLSTM_CLONES void primacy_slstm_forward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
-                                            int64_t first_from_zero, const double* xb, const double* rt,
-                                            double* raws, double* states) {
+PRIMACY_CLONES void primacy_slstm_forward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
+                                              int64_t first_from_zero, const double* xb, const double* rt,
+                                              double* raws, double* states) {
     forward(first, last, T, B, NH, dh, first_from_zero, xb, rt, raws, states);
 }
-SLSTM_CLONES void primacy_slstm_backward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
-                                             int64_t dh, int64_t first_from_zero, const float* raws,
-                                             const float* states, const float* r, const float* gy_out,
-                                             const float* g_all, float* graws, float* gstates) {
+PRIMACY_CLONES void primacy_slstm_backward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+                                               int64_t dh, int64_t first_from_zero, const float* raws,
+                                               const float* states, const float* r, const float* gy_out,
+                                               const float* g_all, float* graws, float* gstates) {
     backward(first, last, T, B, NH, dh, first_from_zero, raws, states, r, gy_out, g_all, graws, gstates);
 }
-SLSTM_CLONES void primacy_slstm_backward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
-                                             int64_t dh, int64_t first_from_zero, const double* raws,
-                                             const double* states, const double* r, const double* gy_out,
-                                             const double* g_all, double* graws, double* gstates) {
+PRIMACY_CLONES void primacy_slstm_backward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+                                               int64_t dh, int64_t first_from_zero, const double* raws,
+                                               const double* states, const double* r, const double* gy_out,
+                                               const double* g_all, double* graws, double* gstates) {
     backward(first, last, T, B, NH, dh, first_from_zero, raws, states, r, gy_out, g_all, graws, gstates);
 }
 

@@ -2,10 +2,14 @@
 kernels (primacy-mamba's scan, primacy-xlstm's sLSTM) share this one way to build, cache and load them.
 
 No PyTorch headers are involved: ``$CXX`` (default ``c++``) builds a source file in seconds into
-``$PRIMACY_KERNEL_CACHE`` (default ``~/.cache/primacy/kernels``), under a name that hashes the source, the compiler,
-its flags and the machine's architecture (a cache in a home directory may be shared by a cluster's nodes), written
-atomically (concurrent runs may build it at once), and refused if its ABI is not the caller's. Every failure is a
-one-line UsageError that names the setting that asked for the library and the one to use instead.
+``$PRIMACY_KERNEL_CACHE`` (default ``~/.cache/primacy/kernels``), under a name that hashes the source, the headers
+it may include (this folder's, on the compiler's include path), the compiler, its flags and the machine's
+architecture (a cache in a home directory may be shared by a cluster's nodes), written atomically (concurrent runs
+may build it at once), and refused if its ABI is not the caller's. Every failure is a one-line UsageError that names
+the setting that asked for the library and the one to use instead.
+
+The folder holds no module but this one; its header ``fast_math.h`` (the float maths the kernels share: fast_exp,
+log1p_unit, sigmoid, scalar and 8-wide) is package data (pyproject's ``[tool.setuptools.package-data]``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ from primacy.errors import UsageError
 
 # No -march (a cache may be shared by machines); no fused multiply-adds, so every build rounds alike.
 FLAGS = ("-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
+# the headers a source may include (#include "fast_math.h"): this folder, given to the compiler with -I
+INCLUDE = Path(__file__).parent
+
+
+def headers() -> list[Path]:
+    """The headers of ``INCLUDE``, in name order: their text is part of every library's cache key."""
+    return sorted(INCLUDE.glob("*.h"))
 
 
 def compiler() -> str:
@@ -54,8 +65,10 @@ class NativeLibrary:
     owner: str
 
     def path(self) -> Path:
-        """Where the build of the source by this compiler with FLAGS for this architecture is kept."""
-        parts = [self.source.read_text(), compiler(), *FLAGS, platform.machine(), platform.system()]
+        """Where the build of the source (and the headers it may include) by this compiler with FLAGS for this
+        architecture is kept."""
+        shared = [f"{header.name}\0{header.read_text()}" for header in headers()]
+        parts = [self.source.read_text(), *shared, compiler(), *FLAGS, platform.machine(), platform.system()]
         key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
         return cache_dir() / f"{self.prefix}_{key}.so"
 
@@ -87,7 +100,8 @@ class NativeLibrary:
         fd, partial = tempfile.mkstemp(suffix=".so", prefix=".building-", dir=path.parent)
         os.close(fd)
         try:
-            done = subprocess.run([cxx, *FLAGS, str(self.source), "-o", partial], capture_output=True, text=True)
+            command = [cxx, *FLAGS, f"-I{INCLUDE}", str(self.source), "-o", partial]
+            done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode != 0:
                 lines = done.stderr.strip().splitlines()
                 detail = next((line for line in lines if "error" in line), lines[0] if lines else "")

@@ -10,6 +10,7 @@ import os
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from primacy.errors import UsageError
 
@@ -148,3 +149,14 @@ def import_class(class_path: str) -> type:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as err:
         raise UsageError(f"class {class_path} cannot be imported: {err}") from None
+
+
+def constructor_parameters(cls: type) -> list[Any]:
+    """The constructor parameters of ``cls`` as the CLI sees them: its signature's, with the parameters of whatever a
+    ``**kwargs`` is handed on to in its place (a model's ``**optimiser``: ``primacy.models.optim.Optimiser``'s), each
+    with ``name``, ``kind``, ``annotation``, ``default`` and ``doc`` (its docstring line, or None). It asks
+    jsonargparse's resolver, the one LightningCLI builds a class's options with (it has no public name), so help,
+    error messages and checks list exactly the options a config can set."""
+    from jsonargparse._parameter_resolvers import get_signature_parameters
+
+    return list(get_signature_parameters(cls, logger=False))

@@ -71,7 +71,9 @@ def import_class(class_path: str) -> type | None:
 
 
 def parameters(cls: type) -> list[Param]:
-    """The constructor parameters of ``cls`` with type, default and the line its docstring gives them."""
+    """The constructor parameters of ``cls`` (those a ``**kwargs`` stands for included, as the CLI resolves them:
+    ``registry.constructor_parameters``) with type, default and the line its docstring (or, for those, the docstring
+    of what they are handed to) gives them."""
     try:
         hints = typing.get_type_hints(cls.__init__)
     except Exception:  # an annotation that does not resolve: show it as written
@@ -79,16 +81,15 @@ def parameters(cls: type) -> list[Param]:
     docs = {}
     for doc in (cls.__doc__, cls.__init__.__doc__):
         for param in docstring_parser.parse(doc or "").params:
-            names = [name.strip() for name in param.arg_name.split(",")]  # "betas, eps, weight_decay: Adam(W) ..."
+            names = [name.strip() for name in param.arg_name.split(",")]  # "train_A, train_B, train_dt: whether ..."
             docs[names[0]] = _first_sentence(param.description or "")
             docs.update((name, "") for name in names[1:])  # the first of a group says it for all
     params = []
-    for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
+    for p in registry.constructor_parameters(cls):
         hint = hints.get(p.name, p.annotation)
         meta = "VALUE" if hint is inspect.Parameter.empty else _meta(hint)
-        params.append(Param(p.name, meta, p.default, docs.get(p.name, "")))
+        doc = docs[p.name] if p.name in docs else _first_sentence(p.doc or "")
+        params.append(Param(p.name, meta, p.default, doc))
     return params
 
 

@@ -167,13 +167,15 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _default(class_path: str | None, name: str) -> Any:
-    """The constructor default of argument ``name`` of the class at ``class_path``, if there is one."""
+    """The constructor default of argument ``name`` of the class at ``class_path`` (one a ``**kwargs`` stands for
+    included: ``registry.constructor_parameters``), if there is one."""
     if not class_path or "." not in class_path:
         return _NO_DEFAULT
     try:
-        parameter = inspect.signature(registry.import_class(class_path)).parameters.get(name)
+        parameters = registry.constructor_parameters(registry.import_class(class_path))
     except (UsageError, TypeError, ValueError):
         return _NO_DEFAULT
+    parameter = next((p for p in parameters if p.name == name), None)
     return _NO_DEFAULT if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
 
 

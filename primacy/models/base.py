@@ -3,8 +3,12 @@ the optimiser) and ``logs_this_step``, the test of whether a training step's val
 
 from __future__ import annotations
 
+import inspect
+import types
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -13,7 +17,7 @@ from torchmetrics import MeanMetric, Metric
 
 from primacy.backbones.base import Backbone
 from primacy.checks import fits_in_memory, positive
-from primacy.models.optim import adamw_warmup_cosine, check_optimiser
+from primacy.models.optim import Optimiser
 
 Batch = dict[str, torch.Tensor]
 
@@ -36,6 +40,11 @@ class TaskModel(L.LightningModule, ABC):
     answers were right), ``_update`` (one evaluation batch into a stage's metric and loss) and ``_summary`` (the
     logged values of a computed metric).
 
+    The optimiser is an ``Optimiser`` (``primacy.models.optim``, where its settings lr, betas, eps, weight_decay and
+    warmup_steps are described), kept as ``self.optimiser``. A model's constructor takes those settings as
+    ``**optimiser`` and hands ``Optimiser(**optimiser)`` (or a subclass with other defaults) to this one, or hands
+    ``**optimiser`` on to a parent that does: the CLI then gives it the settings as arguments of its own.
+
     ``requires`` and ``task_sizes`` are the model's side of the model-task contract: the batch fields it reads in
     training or evaluation (a key, or ``key:what it holds``; see ``primacy.tasks.base.batch_keys``), which the task's
     ``provides`` must cover, and the task settings its own arguments of the same name are linked from, which the task
@@ -47,10 +56,8 @@ class TaskModel(L.LightningModule, ABC):
     requires: ClassVar[frozenset[str]]  # the batch fields read in training or evaluation
     task_sizes: ClassVar[frozenset[str]] = frozenset()  # task settings linked to arguments of the same name
 
-    def __init__(self, backbone: Backbone, vocab_size: int, lr: float, betas: tuple[float, float], eps: float,
-                 weight_decay: float, warmup_steps: int) -> None:
+    def __init__(self, backbone: Backbone, vocab_size: int, optimiser: Optimiser) -> None:
         super().__init__()
-        check_optimiser(lr, betas, eps, weight_decay, warmup_steps)
         positive(vocab_size=vocab_size)
         fits_in_memory("the embedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
                        d_model=backbone.d_model)
@@ -58,6 +65,7 @@ class TaskModel(L.LightningModule, ABC):
         self.embedding = nn.Embedding(vocab_size, backbone.d_model)
         self.val_loss = MeanMetric().set_dtype(torch.float64)  # loss per answer, summed exactly across processes
         self.test_loss = MeanMetric().set_dtype(torch.float64)
+        self.optimiser = optimiser
 
     @abstractmethod
     def training_answers(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,4 +115,22 @@ class TaskModel(L.LightningModule, ABC):
         self._log_summary("test")
 
     def configure_optimizers(self):
-        return adamw_warmup_cosine(self)
+        return self.optimiser.configure(self)
+
+    def save_hyperparameters(self, *args: Any, ignore: Sequence[str] | str | None = None,
+                             frame: types.FrameType | None = None, logger: bool = True) -> None:
+        """Lightning's, with every optimiser setting in Optimiser's order where the first stands (last of a model's
+        arguments), as when each model declared them: those the constructor was not given (a model built in Python
+        with their defaults; the CLI gives them all, in order) are added, so hparams, a checkpoint and summary.json hold
+        them however the model was built."""
+        super().save_hyperparameters(*args, ignore=ignore, frame=frame or inspect.currentframe().f_back, logger=logger)
+        if args:  # the caller chose which to save
+            return
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        settings = {name: self.hparams.get(name, value) for name, value in asdict(self.optimiser).items()
+                    if name not in ignored}
+        items = list(self.hparams.items())
+        at = next((i for i, (name, _) in enumerate(items) if name in settings), len(items))
+        rest = [(name, value) for name, value in items if name not in settings]
+        self.hparams.clear()
+        self.hparams.update([*rest[:at], *settings.items(), *rest[at:]])

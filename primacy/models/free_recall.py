@@ -55,7 +55,7 @@ the abstract, not their definitions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -69,6 +69,7 @@ from primacy.errors import UsageError
 from primacy.metrics import FreeRecallStats
 from primacy.models import recall_reward
 from primacy.models.base import TaskModel, logs_this_step
+from primacy.models.optim import Optimiser
 from primacy.models.recall_reward import RewardSettings
 from primacy.tasks.sampling import stream_generator
 
@@ -113,7 +114,7 @@ class FreeRecallModel(TaskModel):
         baseline: ``leave_one_out`` (the batch's other lists' mean return) or ``none``.
         sampling_seed: seeds the training samples with each list's row; None: the run's seed
             (``torch.initial_seed()``, which ``seed_everything`` sets).
-        lr, betas, eps, weight_decay, warmup_steps: as for SequenceModel.
+        **optimiser: the optimiser's settings (lr, betas, eps, weight_decay, warmup_steps): ``Optimiser``.
     """
 
     METRIC = "recall"  # val_recall and test_recall: FreeRecallStats
@@ -139,13 +140,9 @@ class FreeRecallModel(TaskModel):
         recall_limit: int | None = None,
         baseline: Literal["leave_one_out", "none"] = "leave_one_out",
         sampling_seed: int | None = None,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.99),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        warmup_steps: int = 1000,
+        **optimiser: Any,
     ) -> None:
-        super().__init__(backbone, vocab_size, lr, betas, eps, weight_decay, warmup_steps)
+        super().__init__(backbone, vocab_size, Optimiser(**optimiser))
         # n_items is the task's, checked where it is linked (primacy.contract.check_linked_sizes); built by hand, the
         # metrics refuse a bad one, before the checks below that compare other settings with it
         stats = FreeRecallStats(n_items), FreeRecallStats(n_items)

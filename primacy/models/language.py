@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -12,8 +15,16 @@ from primacy.checks import fits_in_memory
 from primacy.errors import UsageError
 from primacy.metrics import TokenGroupMetrics
 from primacy.models.base import Batch, TaskModel
+from primacy.models.optim import Optimiser
 
 GROUPS = ("repeat", "other")  # tokens predictable only by copying from context, and the rest
+
+
+@dataclass(frozen=True)
+class LanguageOptimiser(Optimiser):
+    """LanguageModel's optimiser: ``Optimiser`` with a shorter warm-up by default, 200 steps."""
+
+    warmup_steps: int = 200
 
 
 class LanguageModel(TaskModel):
@@ -25,7 +36,8 @@ class LanguageModel(TaskModel):
     Args:
         backbone: the sequence model (any registered Backbone; the Transformer's attention can be captured).
         vocab_size: V, linked from the task.
-        lr, betas, eps, weight_decay, warmup_steps: as for SequenceModel.
+        **optimiser: the optimiser's settings (lr, betas, eps, weight_decay, warmup_steps): ``Optimiser``, with a
+            200-step warm-up by default (``LanguageOptimiser``).
     """
 
     METRIC = "metrics"  # val_metrics and test_metrics: TokenGroupMetrics over GROUPS
@@ -36,15 +48,11 @@ class LanguageModel(TaskModel):
         self,
         backbone: Backbone,
         vocab_size: int = 128,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.99),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        warmup_steps: int = 200,
+        **optimiser: Any,
     ) -> None:
         if vocab_size < 2:
             raise UsageError(f"vocab_size={vocab_size} is invalid: it must be at least 2")
-        super().__init__(backbone, vocab_size, lr, betas, eps, weight_decay, warmup_steps)
+        super().__init__(backbone, vocab_size, LanguageOptimiser(**optimiser))
         fits_in_memory("the unembedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
                        d_model=backbone.d_model)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)

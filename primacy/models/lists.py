@@ -6,6 +6,7 @@ study x query accuracy matrix. SequenceModel answers old/new (memory verificatio
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +17,7 @@ from primacy.backbones.base import Backbone
 from primacy.checks import fits_in_memory
 from primacy.metrics import StudyQueryAccuracy, old_new_correct
 from primacy.models.base import Batch, TaskModel
+from primacy.models.optim import Optimiser
 
 SUMMARY_KEYS = ("overall_accuracy", "target_accuracy", "distractor_accuracy",
                 "primacy_index", "recency_index", "early_minus_late")
@@ -30,9 +32,9 @@ class ListModel(TaskModel):
     HEADLINE = ("overall_accuracy", "early_minus_late")
     task_sizes = frozenset({"n_items"})  # sizes the accuracy matrices
 
-    def __init__(self, backbone: Backbone, vocab_size: int, n_items: int, lr: float, betas: tuple[float, float],
-                 eps: float, weight_decay: float, warmup_steps: int, delays: list[int] | None = None) -> None:
-        super().__init__(backbone, vocab_size, lr, betas, eps, weight_decay, warmup_steps)
+    def __init__(self, backbone: Backbone, vocab_size: int, n_items: int, optimiser: Optimiser,
+                 delays: list[int] | None = None) -> None:
+        super().__init__(backbone, vocab_size, optimiser)
         # n_items is the task's, checked where it is linked (primacy.contract.check_linked_sizes); built by hand, the
         # accuracy matrices refuse a bad one
         fits_in_memory("the validation and test accuracy matrices", 2 * 2 * 8 * n_items**2, n_items=n_items)
@@ -64,9 +66,7 @@ class SequenceModel(ListModel):
         backbone: the sequence model (any registered Backbone).
         vocab_size: K, linked from the task.
         n_items: L, linked from the task (sizes the accuracy matrices).
-        lr: peak learning rate.
-        betas, eps, weight_decay: Adam(W) settings (the paper's text: betas 0.9, 0.99).
-        warmup_steps: linear warm-up from 0 to ``lr``; then cosine decay to 0 at the trainer's last step.
+        **optimiser: the optimiser's settings (lr, betas, eps, weight_decay, warmup_steps): ``Optimiser``.
     """
 
     requires = frozenset({"tokens", "targets:old_new", "study_pos"})  # tokens: L study items, then L queries
@@ -76,13 +76,9 @@ class SequenceModel(ListModel):
         backbone: Backbone,
         vocab_size: int = 512,
         n_items: int = 32,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.99),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        warmup_steps: int = 1000,
+        **optimiser: Any,
     ) -> None:
-        super().__init__(backbone, vocab_size, n_items, lr, betas, eps, weight_decay, warmup_steps)
+        super().__init__(backbone, vocab_size, n_items, Optimiser(**optimiser))
         # RunConfig logs the whole config; under the CLI the backbone is recorded as its class_path/init_args config
         self.save_hyperparameters(logger=False)
         self.readout = nn.Linear(backbone.d_model, 1)
@@ -111,7 +107,7 @@ class RecallModel(ListModel):
         n_items: L, linked from the task (sizes the accuracy matrices).
         delays: the delays the task's evaluation trials use, linked from it (null: the task has none); the accuracy
             matrices then also count the serial-position curve by delay.
-        lr, betas, eps, weight_decay, warmup_steps: as for SequenceModel.
+        **optimiser: the optimiser's settings (lr, betas, eps, weight_decay, warmup_steps): ``Optimiser``.
     """
 
     requires = frozenset({"tokens", "query_index", "targets:token", "study_pos"})  # delay, when given, is counted too
@@ -122,13 +118,9 @@ class RecallModel(ListModel):
         vocab_size: int = 514,
         n_items: int = 32,
         delays: list[int] | None = None,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.99),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        warmup_steps: int = 1000,
+        **optimiser: Any,
     ) -> None:
-        super().__init__(backbone, vocab_size, n_items, lr, betas, eps, weight_decay, warmup_steps, delays)
+        super().__init__(backbone, vocab_size, n_items, Optimiser(**optimiser), delays)
         fits_in_memory("the unembedding", 4 * vocab_size * backbone.d_model, vocab_size=vocab_size,
                        d_model=backbone.d_model)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)

@@ -127,10 +127,8 @@ class CountedAccuracy(StudyQueryAccuracy):
 class CountedModel(SequenceModel):
     """SequenceModel whose metrics name CountResults: a model plugin's, as far as primacy can tell."""
 
-    def __init__(self, backbone: Backbone, vocab_size: int = 512, n_items: int = 32, lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.99), eps: float = 1e-8, weight_decay: float = 0.0,
-                 warmup_steps: int = 1000) -> None:
-        super().__init__(backbone, vocab_size, n_items, lr, betas, eps, weight_decay, warmup_steps)
+    def __init__(self, backbone: Backbone, vocab_size: int = 512, n_items: int = 32, **optimiser: Any) -> None:
+        super().__init__(backbone, vocab_size, n_items, **optimiser)
         self.val_accuracy, self.test_accuracy = CountedAccuracy(n_items), CountedAccuracy(n_items)
 
 

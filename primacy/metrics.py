@@ -196,6 +196,10 @@ class TokenGroupMetrics(Metric):
         return result
 
 
+# the orders a free-recall model is teacher-forced on at evaluation: the task's random one and its own greedy one
+FORCED_ORDERS = ("task_order", "own_order")
+
+
 class FreeRecallStats(Metric):
     """The free-recall counts of recall sequences (``primacy.analysis.behaviour.free_recall.FreeRecallCounts``: lists,
     spc, first recall, lag-CRP actual and possible, outputs, correct, intrusions, repetitions), summed, so the curves
@@ -205,6 +209,10 @@ class FreeRecallStats(Metric):
     update(study (B, L) item ids, recalls (B, R) output ids padded with -1 after the model stopped, index (B,) the
     lists' indices in the design). compute() gives ``(counts, study (N, L), recalls (N, R))``, the lists ordered by
     index: the same whatever the number of processes.
+
+    update_forced(task_order (B, S) bool, own_order (B, S) bool) counts the steps of teacher-forced recall whose most
+    probable token is a right answer, fed the task's order and the model's own; ``forced_accuracy()`` gives their
+    shares.
     """
 
     result_kind = "FreeRecallResults"  # what a test writes of it: primacy.rundir.kinds.FreeRecallResults
@@ -223,6 +231,8 @@ class FreeRecallStats(Metric):
             self.add_state(name, torch.zeros(shape, dtype=torch.long), dist_reduce_fx="sum")
         for name in ("study", "recalls", "index"):
             self.add_state(name, [], dist_reduce_fx="cat")
+        self.add_state("forced_right", torch.zeros(len(FORCED_ORDERS), dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("forced_steps", torch.zeros((), dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, study: torch.Tensor, recalls: torch.Tensor, index: torch.Tensor) -> None:
         counts = free_recall_counts(recall_positions(study, recalls), self.n_items)
@@ -231,6 +241,21 @@ class FreeRecallStats(Metric):
         self.study.append(study)
         self.recalls.append(recalls)
         self.index.append(index)
+
+    def update_forced(self, task_order: torch.Tensor, own_order: torch.Tensor) -> None:
+        if task_order.shape != own_order.shape:
+            raise UsageError(f"update_forced got task_order {tuple(task_order.shape)} and own_order "
+                             f"{tuple(own_order.shape)}: both must be (lists, steps)")
+        self.forced_right = self.forced_right + torch.stack([task_order.sum(), own_order.sum()])
+        self.forced_steps = self.forced_steps + task_order.numel()
+
+    def forced_accuracy(self) -> dict[str, float] | None:
+        """The share of teacher-forced steps answered right, fed each order (FORCED_ORDERS); None if none were."""
+        with self.sync_context(dist_sync_fn=self.dist_sync_fn):  # every process's counts (compute() unsyncs after)
+            steps, right = int(self.forced_steps), self.forced_right.tolist()
+        if steps == 0:
+            return None
+        return {name: count / steps for name, count in zip(FORCED_ORDERS, right)}
 
     def compute(self) -> tuple[FreeRecallCounts, torch.Tensor, torch.Tensor]:
         counts = FreeRecallCounts(*(getattr(self, name) for name in FreeRecallCounts._fields))

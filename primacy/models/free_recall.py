@@ -24,7 +24,10 @@ key-value cache), one step per token; a backbone without it runs a pass over the
 At validation and test the model recalls freely (``decoding``): at each step it outputs the most probable token
 (``greedy``) or samples one at ``temperature`` (``sampled``) from the whole vocabulary, and feeds it back.
 Intrusions (any token that is not a studied item, the cue included) and repetitions are kept, not removed; the
-recall ends at stop or after L outputs.
+recall ends at stop or after L outputs. Each list is also teacher-forced twice, fed the task's order and the model's
+own greedy one, and the steps whose most probable token is a right answer are counted (``forced_accuracy`` in the
+test's summary): a model right on the first but not on the second learned the task on orders its own recall never
+feeds it (exposure bias).
 
 ``objective: reward`` trains by reward instead (REINFORCE, ``primacy.models.recall_reward``): the model recalls each
 training list itself, sampling each output from its whole-vocabulary distribution (temperature 1) and feeding it back,
@@ -327,6 +330,8 @@ class FreeRecallModel(TaskModel):
     def _update(self, batch: Batch, stats: FreeRecallStats, loss_mean: MeanMetric) -> None:
         loss, right = self.order_agnostic_loss(batch["tokens"])  # on the task's order, as sampled training sees it
         loss_mean.update(loss, weight=right.numel())
+        _, right_own = self.order_agnostic_loss(self.greedy_order(batch["tokens"], batch["study"]))  # as greedy sees
+        stats.update_forced(right, right_own)
         prompt = batch["tokens"][:, : batch["tokens"].shape[1] - self.n_items]  # B T-L: the study phase, the cue
         stats.update(batch["study"], self.recall(batch["study"], batch["index"], prompt), batch["index"])
 

@@ -98,13 +98,14 @@ def write(out_dir: str | Path, result: dict[str, Any], settings: dict[str, Any])
     return content
 
 
-def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any],
-                        loss: float | None = None) -> dict[str, Any]:
+def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any], loss: float | None = None,
+                        forced: dict[str, float] | None = None) -> dict[str, Any]:
     """The summary.json of a free-recall test: ``serial_position_curve`` is the recall probability by study position
     (psifr's spc of free_recall.csv), with its primacy and recency indices; ``first_recall_curve`` (psifr's pnr at
     the first output); ``lag_crp`` by ``lag_crp_lags`` (null where a lag was never possible) and its ``cmr_fit``
     (``cmr_fit_entry``); the rates, the mean number of distinct studied items recalled per list, the counts behind
-    them, and the run's settings."""
+    them, ``forced_accuracy`` (``FreeRecallStats.forced_accuracy``: the share of teacher-forced steps answered right
+    fed the task's order and the model's own; null where not measured) and the run's settings."""
     curves = free_recall_curves(counts)
 
     def values(x: torch.Tensor) -> list[float | None]:
@@ -116,6 +117,7 @@ def free_recall_summary(counts: FreeRecallCounts, settings: dict[str, Any],
         "repetition_rate": files.plain(curves.repetition_rate),
         **{k: files.plain(v) for k, v in position_indices(curves.spc).items()},
         "loss": loss,
+        "forced_accuracy": forced,
         "serial_position_curve": values(curves.spc),
         "first_recall_curve": values(curves.pfr),
         "lag_crp": values(curves.lag_crp),
@@ -140,16 +142,17 @@ def cmr_fit_entry(lag_crp: np.ndarray, lags: np.ndarray) -> dict[str, Any]:
 
 
 def write_free_recall(out_dir: str | Path, counts: FreeRecallCounts, study: torch.Tensor, recalls: torch.Tensor,
-                      settings: dict[str, Any], subject: str, loss: float | None = None) -> dict[str, Any]:
+                      settings: dict[str, Any], subject: str, loss: float | None = None,
+                      forced: dict[str, float] | None = None) -> dict[str, Any]:
     """Writes <out_dir>/free_recall.npz (the counts, ``study`` (N, L) and ``recalls`` (N, L), -1 after stop),
     free_recall.csv (the long format psifr reads, lists numbered from 1 in test order, ``subject`` in every row)
-    and summary.json; returns the summary."""
+    and summary.json (``free_recall_summary``); returns the summary."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files.save_npz(out / FREE_RECALL_ARRAYS, **{k: v.cpu().numpy() for k, v in counts._asdict().items()},
                    study=study.cpu().numpy(), recalls=recalls.cpu().numpy())
     files.write_csv(out / FREE_RECALL_TABLE, long_format_rows(study.cpu(), recalls.cpu(), subject))
-    return write_summary(out, free_recall_summary(counts, settings, loss))
+    return write_summary(out, free_recall_summary(counts, settings, loss, forced))
 
 
 def replacing_notice(out_dir: str | Path) -> str | None:

@@ -86,6 +86,23 @@ def test_greedy_teacher_forcing_feeds_a_permutation_of_the_list_chosen_by_the_mo
     assert torch.equal(fed[:, L + 1], study.gather(1, first_choice[:, None]).squeeze(1))
 
 
+def test_evaluation_counts_the_steps_answered_right_fed_the_tasks_order_and_the_models_own():
+    m = model()
+    study, tokens = trials()
+    stats = FreeRecallStats(L)
+    assert stats.forced_accuracy() is None  # nothing measured yet
+    m._update({"tokens": tokens, "study": study, "index": torch.arange(B)}, stats, m.test_loss)
+    with torch.no_grad():  # by hand: the argmax at each of the L + 1 steps, fed each order, against what remains
+        own = m.greedy_order(tokens)
+        expected = {}
+        for name, fed in (("task_order", tokens), ("own_order", own)):
+            best = m(fed).argmax(-1)  # B L+1
+            right = [best[b, r].item() in fed[b, L + 1 + r:].tolist() if r < L else best[b, r].item() == STOP
+                     for b in range(B) for r in range(L + 1)]
+            expected[name] = sum(right) / len(right)
+    assert stats.forced_accuracy() == expected
+
+
 def test_greedy_recall_feeds_its_own_outputs_back_and_pads_after_stop():
     m = model()
     study, _ = trials()

@@ -106,6 +106,8 @@ def check_split_test(task: str, run: Path, out: Path) -> None:
         assert summary["cmr_fit"] == single["cmr_fit"] == {"lags": [-5, -4, -3, -2, -1, 1, 2, 3, 4, 5], "paper": None,
                                                            "canonical": None}, "L = 4: no lag beyond 3, no fit"
         assert (out / "results" / "free_recall.png").is_file()  # drawn once, by rank 0
+        assert set(summary["forced_accuracy"]) == {"task_order", "own_order"}  # counts of 5 lists x 5 steps: exact
+        assert summary["forced_accuracy"] == single["forced_accuracy"]
     elif task == "induction":
         assert summary["repeat_tokens"] == 11 * 4 and summary["other_tokens"] == 11 * 6
     numbers = {k: v for k, v in single.items() if isinstance(v, float)}

@@ -39,14 +39,15 @@ class FreeRecallResults(ResultKind):
     def collect(self, pl_module: L.LightningModule, stage: str) -> dict[str, Any]:
         """The counts, study lists and recalls (``FreeRecallStats.compute``, every list in test order) and the mean
         loss of ``stage``, read before the model resets it."""
-        counts, study, recalls = pl_module.metric(stage).compute()  # syncs across processes
-        return {"counts": counts, "study": study, "recalls": recalls,
+        metric = pl_module.metric(stage)
+        counts, study, recalls = metric.compute()  # syncs across processes
+        return {"counts": counts, "study": study, "recalls": recalls, "forced": metric.forced_accuracy(),
                 "loss": float(getattr(pl_module, f"{stage}_loss").compute())}
 
     def write(self, out: Path, collected: dict[str, Any], logged: dict[str, float], settings: dict[str, Any],
               subject: str) -> dict[str, Any]:
         return results.write_free_recall(out, collected["counts"], collected["study"], collected["recalls"],
-                                         settings, subject, collected["loss"])
+                                         settings, subject, collected["loss"], collected.get("forced"))
 
     def figures(self, collected: dict[str, Any], summary: dict[str, Any],
                 settings: dict[str, Any]) -> dict[str, Figure]:
@@ -91,7 +92,8 @@ class FreeRecallResults(ResultKind):
         """free_recall.npz, free_recall.csv, summary.json and free_recall.png/.pdf of free-recall runs.
 
         summary.json: ``n_runs``, ``runs``, ``subjects`` (each run's subject in the pooled csv, in the order of
-        ``runs``), ``task``, for each of ``FREE_RECALL_SCALARS`` its ``mean``, ``se`` and the runs' ``values``, for
+        ``runs``), ``task``, for each of ``FREE_RECALL_SCALARS`` (and of ``forced_accuracy``'s orders, when every run
+        has it) its ``mean``, ``se`` and the runs' ``values``, for
         each curve of ``FREE_RECALL_CURVES`` its ``mean`` and ``se`` by study position (``lag_crp``: by lag,
         ``lag_crp_lags``), and the ``settings``. The runs' values are recomputed from their free_recall.npz counts. A
         curve's mean at a position or lag is over the runs that have a value there (as pandas averages psifr's
@@ -113,6 +115,9 @@ class FreeRecallResults(ResultKind):
                                    "task": FreeRecallTask.name}
         for key in FREE_RECALL_SCALARS:
             summary[key] = scalar_entry(np.array([r[key] for r in loaded], dtype=float))  # R
+        forced = [r["summary"].get("forced_accuracy") for r in loaded]
+        summary["forced_accuracy"] = None if None in forced else {  # only where every run measured it
+            order: scalar_entry(np.array([f[order] for f in forced], dtype=float)) for order in forced[0]}
         arrays = {}
         for key, prefix in FREE_RECALL_CURVES.items():
             curves = np.stack([r[key] for r in loaded])  # R L (lag_crp: R 2L-1)

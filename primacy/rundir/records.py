@@ -44,7 +44,10 @@ def files(run: Path, name: str) -> list[Path]:
 
 def numbers(record: Any, key: str, file: str) -> list[float]:
     """``key`` of a record (a JSON file, a table's row, an .npz file's arrays): one number, one for each entry of a
-    list where a part is ``*``, or each element of the array it reaches."""
+    list where a part is ``*``, or each element of the array it reaches. A key that is itself a name in the record (a
+    table's column ``dt_share_below_0.03``) is that entry, not a dotted path."""
+    if isinstance(record, dict) and key in record:
+        return _values(record[key], key, file)
     parts = key.split(".")
     if "*" not in parts:
         return _values(_entry(record, parts, key, file), key, file)

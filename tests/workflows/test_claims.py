@@ -225,6 +225,18 @@ def test_a_star_in_the_key_takes_every_entry_of_a_list(tmp_path):
         claims.check(path, tmp_path)
 
 
+def test_a_key_that_is_a_column_name_with_a_dot_is_that_column(tmp_path):
+    """A page's table names the share of channels at or below 0.03 ``dt_final_below_0.03``: the whole name is the
+    column, not a path into it."""
+    folder = tmp_path / "results" / "study"
+    folder.mkdir(parents=True)
+    (folder / "page.csv").write_text("panel,dt_final_below_0.03\nA,0.7656\nB,0.7865\n")
+    doc = "77-79 % of channels"
+    path = _claims_file(tmp_path, f"says: \"{doc}\", of: '.', file: page.csv, key: dt_final_below_0.03, unit: '%', "
+                                  "stat: range, is: value, value: '77-79', n: 2", doc=doc)
+    assert not claims.failures(claims.check(path, tmp_path))
+
+
 def test_a_file_glob_reads_each_file_it_finds(tmp_path):
     """A group's fits come one file a member (fits/S4D/seed0.json, ...): ``file: seed*.json`` reads every one."""
     folder = tmp_path / "results" / "study" / "fits" / "S4D"

@@ -15,20 +15,22 @@ claims:
     value: "−0.107 ± 0.013"        # how ``says`` writes the estimate: it must round to it
 ```
 
-``is`` applies the one rule of ``primacy.analysis.evidence`` to the runs' mean ± SE (``above``/``below``/``same``:
-to its difference with each group in ``than``, a list of run globs, or of ``{of, key, file}``). ``value`` checks the
+``is`` applies the one rule of ``primacy.analysis.evidence`` to the runs' mean ± SE (``above``/``below``/``same``: to
+its difference with each group in ``than``, a list of run globs, or of ``{of, key, file}``). ``value`` checks the
 numbers the sentence gives: "A ± B" the mean and SE, "A" the statistic alone, "A to B" ("A–B", "A-B") the smallest and
 the largest value (``stat: range``); ``stat`` is ``mean`` (default), ``sum``, ``min``, ``max``, ``range``, ``median``
 or ``count``; ``unit`` (``min``, ``h``) divides seconds, or (``%``) writes a rate as a percentage. ``n`` states how
 many values there must be (runs, files, rows, elements). ``stat: count`` counts the values in ``within``: one closed
-interval ``[low, high]`` or a list of them (``[[0, 0.001], [0.999, 1]]``: at 0 or 1; ``.inf`` is unbounded), so
-"20 of 40" is ``value: "20", n: 40``; ``within`` a mapping of keys to intervals counts the records (rows, files) in
-which every value of each key falls in its own (``{induction: [0.5, .inf], cmr_distance: [0, 0.5]}``, naming
-``key``). ``file`` may be a glob (``seed*.json``: one value per file it finds). A ``.csv`` ``file`` gives one
-value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already (people's
-curves) names its SE and count columns (``se: se, count: members``). An ``.npz`` ``file``'s ``key`` names an array
-(``dt``; ``dt.-1`` its last row, ``dt.0:8`` the mean of rows 0-7) and gives each element of what it reaches as a value
-(a step × channel array: every channel of every step), for any ``stat``. A file that cannot be read as such is a
+interval ``[low, high]`` or a list of them (``[[0, 0.001], [0.999, 1]]``: at 0 or 1; ``.inf`` is unbounded), so "20 of
+40" is ``value: "20", n: 40``; ``within`` a mapping of keys to intervals counts the records (rows, files) in which
+every value of each key falls in its own (``{induction: [0.5, .inf], cmr_distance: [0, 0.5]}``, naming ``key``).
+``file`` may be a glob (``seed*.json``: one value per file it finds). ``minus`` (runs, or a mapping of of, key, file,
+where; what it leaves out is the claim's) makes each value a paired difference: the claim's value less the one in the
+same place of the other (seed by seed: "ablation costs 1.37 units" is the ablated score less the intact one). A ``.csv`` ``file`` gives
+one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already
+(people's curves) names its SE and count columns (``se: se, count: members``). An ``.npz`` ``file``'s ``key`` names an
+array (``dt``; ``dt.-1`` its last row, ``dt.0:8`` the mean of rows 0-7) and gives each element of what it reaches as a
+value (a step × channel array: every channel of every step), for any ``stat``. A file that cannot be read as such is a
 one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure, reported
 with its value, SE and n.
 """
@@ -59,7 +61,7 @@ KINDS = (*WORDS, *COMPARISONS, "value")
 STATS = ("mean", "sum", "min", "max", "range", "median", "count")
 UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0, "%": 0.01}  # what a value is divided by: 0.08 is "8 %"
 _QUANTITY = {"of", "key", "file", "where", "se", "count"}
-_FIELDS = {"says", "doc", "is", "than", "value", "stat", "within", "unit", "n", *_QUANTITY}
+_FIELDS = {"says", "doc", "is", "than", "value", "stat", "within", "unit", "n", "minus", *_QUANTITY}
 _NUMBER = re.compile(r"(?:(?<![\d.])[+\-−])?\d[\d,]*(?:\.\d+)?")  # "0.6-0.7": a range, not −0.7
 
 
@@ -75,6 +77,7 @@ class Quantity:
     where: tuple[tuple[str, tuple[str, ...]], ...] = ()
     se: str | None = None
     count: str | None = None
+    minus: Quantity | None = None  # a paired difference: each value less the same place's value of another quantity
 
     def rows(self, folder: Path) -> list[dict[str, Any]]:
         """Each value's record: a run's JSON file, or each row of a run's table that ``where`` selects."""
@@ -91,12 +94,21 @@ class Quantity:
         return found
 
     def values(self, folder: Path, unit: float) -> list[float]:
-        return [number / unit for row in self.rows(folder) for number in records.numbers(row, self.key, self.file)]
+        values = [number / unit for row in self.rows(folder) for number in records.numbers(row, self.key, self.file)]
+        if self.minus is None:
+            return values
+        others = self.minus.values(folder, unit)
+        if len(others) != len(values):
+            raise UsageError(f"minus={_name(self.minus.of)!r} (key {self.minus.key!r}) gives {len(others)} values and "
+                             f"the claim {len(values)}: a paired difference needs one of each, in the same order")
+        return [value - other for value, other in zip(values, others)]
 
     def estimate(self, folder: Path, unit: float) -> Estimate:
         """Mean ± SE over the values, or the one row's own mean, SE and count when it names them."""
         if self.se is None:
             return Estimate.of(self.values(folder, unit))
+        if self.minus is not None:
+            raise UsageError(f"se={self.se!r} reads one row's own SE, which a paired difference (minus) has not")
         rows = self.rows(folder)
         if len(rows) != 1:
             raise UsageError(f"se={self.se!r} reads one row's own SE, but {len(rows)} rows match")
@@ -268,8 +280,11 @@ def _quantity(spec: Any, parent: dict | None = None) -> Quantity:
         raise UsageError(f"where={where!r} must map columns to a value or a list of values")
     rows = tuple((str(column), tuple(str(v) for v in (value if isinstance(value, list) else [value])))
                  for column, value in where.items())
+    minus = own.get("minus")
+    if minus is not None and not isinstance(minus, (str, list, dict)):
+        raise UsageError(f"minus={minus!r} must be runs (a glob or a list of them) or a mapping of of, key, file, where")
     return Quantity(_globs(merged["of"]), merged["key"], merged.get("file", SUMMARY), rows, merged.get("se"),
-                    merged.get("count"))
+                    merged.get("count"), None if minus is None else _quantity(minus, merged))
 
 
 def _globs(of: str | list[str]) -> tuple[str, ...]:

@@ -237,6 +237,21 @@ def test_a_key_that_is_a_column_name_with_a_dot_is_that_column(tmp_path):
     assert not claims.failures(claims.check(path, tmp_path))
 
 
+def test_minus_makes_each_value_a_paired_difference(tmp_path):
+    """An ablation's cost, seed by seed: the intact score less the ablated one, then mean ± SE over the seeds."""
+    for seed, (intact, ablated) in enumerate([(-4.0, -2.5), (-3.8, -2.4), (-3.9, -2.2)]):
+        folder = tmp_path / "results" / "study" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "ablation.json").write_text(f'{{"intact": {intact}, "ablated": {ablated}}}')
+    doc = "ablating costs 1.53 ± 0.09 units"  # differences 1.5, 1.4, 1.7
+    path = _claims_file(tmp_path, f"says: \"{doc}\", of: 'seed*', file: ablation.json, key: ablated, "
+                                  "minus: {key: intact}, is: value, value: '1.53 ± 0.09', n: 3", doc=doc)
+    assert not claims.failures(claims.check(path, tmp_path))
+    path.write_text(path.read_text().replace("minus: {key: intact}", "minus: {of: seed0, key: intact}"))
+    with pytest.raises(UsageError, match=r"minus='seed0' \(key 'intact'\) gives 1 values and the claim 3"):
+        claims.check(path, tmp_path)
+
+
 def test_a_file_glob_reads_each_file_it_finds(tmp_path):
     """A group's fits come one file a member (fits/S4D/seed0.json, ...): ``file: seed*.json`` reads every one."""
     folder = tmp_path / "results" / "study" / "fits" / "S4D"

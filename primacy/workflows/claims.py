@@ -26,13 +26,13 @@ interval ``[low, high]`` or a list of them (``[[0, 0.001], [0.999, 1]]``: at 0 o
 every value of each key falls in its own (``{induction: [0.5, .inf], cmr_distance: [0, 0.5]}``, naming ``key``).
 ``file`` may be a glob (``seed*.json``: one value per file it finds). ``minus`` (runs, or a mapping of of, key, file,
 where; what it leaves out is the claim's) makes each value a paired difference: the claim's value less the one in the
-same place of the other (seed by seed: "ablation costs 1.37 units" is the ablated score less the intact one). A ``.csv`` ``file`` gives
-one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already
-(people's curves) names its SE and count columns (``se: se, count: members``). An ``.npz`` ``file``'s ``key`` names an
-array (``dt``; ``dt.-1`` its last row, ``dt.0:8`` the mean of rows 0-7) and gives each element of what it reaches as a
-value (a step × channel array: every channel of every step), for any ``stat``. A file that cannot be read as such is a
-one-line usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure, reported
-with its value, SE and n.
+same place of the other (seed by seed: "ablation costs 1.37 units" is the ablated score less the intact one). A
+``.csv`` ``file`` gives one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that
+is a mean already (people's curves) names its SE and count columns (``se: se, count: members``). An ``.npz``
+``file``'s ``key`` names an array (``dt``; ``dt.-1`` its last row, ``dt.0:8`` the mean of rows 0-7) and gives each
+element of what it reaches as a value (a step × channel array: every channel of every step), for any ``stat``. A file
+that cannot be read as such is a one-line usage error; a claim that does not hold (or whose sentence is no longer in
+its doc) is a failure, reported with its value, SE and n.
 """
 
 from __future__ import annotations
@@ -282,7 +282,8 @@ def _quantity(spec: Any, parent: dict | None = None) -> Quantity:
                  for column, value in where.items())
     minus = own.get("minus")
     if minus is not None and not isinstance(minus, (str, list, dict)):
-        raise UsageError(f"minus={minus!r} must be runs (a glob or a list of them) or a mapping of of, key, file, where")
+        raise UsageError(f"minus={minus!r} must be runs (a glob or a list of them) or a mapping of of, key, file, "
+                         "where")
     return Quantity(_globs(merged["of"]), merged["key"], merged.get("file", SUMMARY), rows, merged.get("se"),
                     merged.get("count"), None if minus is None else _quantity(minus, merged))
 

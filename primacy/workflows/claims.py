@@ -26,13 +26,14 @@ interval ``[low, high]`` or a list of them (``[[0, 0.001], [0.999, 1]]``: at 0 o
 every value of each key falls in its own (``{induction: [0.5, .inf], cmr_distance: [0, 0.5]}``, naming ``key``).
 ``file`` may be a glob (``seed*.json``: one value per file it finds). ``minus`` (runs, or a mapping of of, key, file,
 where; what it leaves out is the claim's) makes each value a paired difference: the claim's value less the one in the
-same place of the other (seed by seed: "ablation costs 1.37 units" is the ablated score less the intact one). A
-``.csv`` ``file`` gives one value per row that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that
-is a mean already (people's curves) names its SE and count columns (``se: se, count: members``). An ``.npz``
-``file``'s ``key`` names an array (``dt``; ``dt.-1`` its last row, ``dt.0:8`` the mean of rows 0-7) and gives each
-element of what it reaches as a value (a step × channel array: every channel of every step), for any ``stat``. A file
-that cannot be read as such is a one-line usage error; a claim that does not hold (or whose sentence is no longer in
-its doc) is a failure, reported with its value, SE and n.
+same place of the other, or less the other's one value; where only its key differs, within each record (seed by seed:
+"ablation costs 1.37 units" is the ablated score less the intact one). A ``.csv`` ``file`` gives one value per row
+that ``where`` selects (``where: {curve: spc, x: [7, 8]}``), and a row that is a mean already (people's curves) names
+its SE and count columns (``se: se, count: members``). An ``.npz`` ``file``'s ``key`` names an array (``dt``;
+``dt.-1`` its last row, ``dt.0:8`` the mean of rows 0-7) and gives each element of what it reaches as a value (a step
+× channel array: every channel of every step), for any ``stat``. A file that cannot be read as such is a one-line
+usage error; a claim that does not hold (or whose sentence is no longer in its doc) is a failure, reported with its
+value, SE and n.
 """
 
 from __future__ import annotations
@@ -94,14 +95,15 @@ class Quantity:
         return found
 
     def values(self, folder: Path, unit: float) -> list[float]:
-        values = [number / unit for row in self.rows(folder) for number in records.numbers(row, self.key, self.file)]
+        rows = self.rows(folder)
         if self.minus is None:
-            return values
-        others = self.minus.values(folder, unit)
-        if len(others) != len(values):
-            raise UsageError(f"minus={_name(self.minus.of)!r} (key {self.minus.key!r}) gives {len(others)} values and "
-                             f"the claim {len(values)}: a paired difference needs one of each, in the same order")
-        return [value - other for value, other in zip(values, others)]
+            return [number / unit for row in rows for number in records.numbers(row, self.key, self.file)]
+        other = self.minus
+        if (other.of, other.file, other.where) == (self.of, self.file, self.where):  # the same records: within each
+            return [value / unit for row in rows for value in _paired(
+                records.numbers(row, self.key, self.file), records.numbers(row, other.key, self.file), other)]
+        own = [number / unit for row in rows for number in records.numbers(row, self.key, self.file)]
+        return _paired(own, other.values(folder, unit), other)
 
     def estimate(self, folder: Path, unit: float) -> Estimate:
         """Mean ± SE over the values, or the one row's own mean, SE and count when it names them."""
@@ -214,6 +216,16 @@ def _judge(claim: dict, folder: Path) -> tuple[str, str | None]:
                 return (f"{text} against {theirs}",
                         f"not {wanted} {_name(other)}: difference {estimate.minus(theirs)} is {said or 'undefined'}")
     return text, _value_failure(claim, (estimate.mean, estimate.se))
+
+
+def _paired(values: list[float], others: list[float], other: Quantity) -> list[float]:
+    """Each value less the same place's other value, or less the one other value there is."""
+    if len(others) == 1:
+        others = others * len(values)
+    if len(others) != len(values):
+        raise UsageError(f"minus={_name(other.of)!r} (key {other.key!r}) gives {len(others)} values and the claim "
+                         f"{len(values)}: a paired difference needs one of each, in the same order, or one in all")
+    return [value - that for value, that in zip(values, others)]
 
 
 def _count(claim: dict, quantity: Quantity, folder: Path, unit: float) -> tuple[int, int]:

@@ -247,9 +247,12 @@ def test_minus_makes_each_value_a_paired_difference(tmp_path):
     path = _claims_file(tmp_path, f"says: \"{doc}\", of: 'seed*', file: ablation.json, key: ablated, "
                                   "minus: {key: intact}, is: value, value: '1.53 ± 0.09', n: 3", doc=doc)
     assert not claims.failures(claims.check(path, tmp_path))
-    path.write_text(path.read_text().replace("minus: {key: intact}", "minus: {of: seed0, key: intact}"))
-    with pytest.raises(UsageError, match=r"minus='seed0' \(key 'intact'\) gives 1 values and the claim 3"):
+    path.write_text(path.read_text().replace("minus: {key: intact}", "minus: {of: 'seed[01]', key: intact}"))
+    with pytest.raises(UsageError, match=r"minus='seed\[01\]' \(key 'intact'\) gives 2 values and the claim 3"):
         claims.check(path, tmp_path)
+    path.write_text(path.read_text().replace("'seed[01]'", "seed0").replace("1.53 ± 0.09", "1.63 ± 0.09"))
+    path.parent.parent.parent.joinpath("docs", "page.md").write_text("ablating costs 1.63 ± 0.09 units")
+    assert not claims.failures(claims.check(path, tmp_path))  # seed 0's -4.0 taken from each: 1.5, 1.6, 1.8
 
 
 def test_a_file_glob_reads_each_file_it_finds(tmp_path):

@@ -127,8 +127,8 @@ def test_the_backbone_is_the_same_map_with_the_same_gradients_in_float64():
 
 def test_the_backbone_builds_the_chunkwise_cell_and_runs_it_unless_backend_fn_is_replaced(monkeypatch):
     """Same state dict as xlstm's cell, backend_fn still xlstm's parallel function (the influence records it);
-    forward calls the chunkwise form, or a backend_fn someone set instead."""
-    model = XLSTMBackbone(d_model=16, blocks=["mlstm", "slstm"], context_length=8)
+    forward calls the chunkwise form (mlstm_loop='pytorch'), or a backend_fn someone set instead."""
+    model = XLSTMBackbone(d_model=16, blocks=["mlstm", "slstm"], context_length=8, mlstm_loop="pytorch")
     [cell] = [m for m in model.modules() if isinstance(m, mLSTMCell)]
     assert type(cell) is ChunkwisemLSTMCell and cell.backend_fn is parallel_stabilized_simple
     assert model.state_dict().keys() == XLSTMBackbone(d_model=16, blocks=["mlstm", "slstm"]).state_dict().keys()

@@ -159,6 +159,8 @@ def no_compiler(tmp_path, monkeypatch):
 
 
 def small(**settings):
+    """The mLSTM cell the chunkwise form unless asked (test_mlstm_compiled checks its record)."""
+    settings.setdefault("mlstm_loop", "pytorch")
     torch.manual_seed(0)
     return XLSTMBackbone(d_model=8, blocks=["mlstm", "slstm"], slstm_heads=2, backend="vanilla", **settings)
 
@@ -166,8 +168,9 @@ def small(**settings):
 def test_auto_is_the_compiled_loop_where_it_builds_and_the_state_dict_records_it():
     model = small()
     assert model.slstm_setting == "auto" and loops(model) == {"compiled"}
-    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled"}
-    assert small(slstm_loop="pytorch").state_dict()["_extra_state"] == {"slstm_loop": "pytorch"}
+    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled", "mlstm_loop": "pytorch"}
+    expected = {"slstm_loop": "pytorch", "mlstm_loop": "pytorch"}
+    assert small(slstm_loop="pytorch").state_dict()["_extra_state"] == expected
 
 
 def test_auto_without_a_compiler_is_the_pytorch_loop_and_says_why(no_compiler, caplog):
@@ -216,7 +219,8 @@ def test_auto_takes_the_pytorch_loop_for_an_input_the_compiled_one_does_not_take
     x = torch.randn(2, 5, 8, dtype=torch.bfloat16, requires_grad=True)
     with caplog.at_level("INFO", logger="primacy_xlstm"):
         model(x).float().sum().backward()
-    assert loops(model) == {"pytorch"} and model.state_dict()["_extra_state"] == {"slstm_loop": "pytorch"}
+    assert loops(model) == {"pytorch"}
+    assert model.state_dict()["_extra_state"] == {"slstm_loop": "pytorch", "mlstm_loop": "pytorch"}
     assert ("XLSTMBackbone runs the pytorch sLSTM loop (slstm_loop='auto' and the input is torch.bfloat16 on cpu, "
             "which the compiled loop does not take)") in caplog.text
     with pytest.raises(UsageError, match=r"^slstm_loop='compiled' runs on float32 or float64 CPU tensors"):

@@ -1,9 +1,11 @@
 """Which sLSTM cell a model builds: xlstm's fused CUDA kernel where CUDA is present, else its PyTorch cell, whose loop
-over the sequence is this plugin's in PyTorch or compiled."""
+over the sequence is this plugin's in PyTorch or compiled; and which mLSTM cell runs: the chunkwise form in PyTorch
+or the compiled recurrence. The state dict records both choices, so a run resumes on its paths."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -12,6 +14,8 @@ from primacy.errors import UsageError
 from torch import nn
 
 from primacy_xlstm.compiled import check_compiled, compiled_takes
+from primacy_xlstm.mlstm import ChunkwisemLSTMCell
+from primacy_xlstm.mlstm_compiled import check_mlstm_compiled, mlstm_takes
 from primacy_xlstm.slstm import FastsLSTMCell
 
 Backend = Literal["auto", "vanilla", "cuda"]
@@ -60,41 +64,63 @@ def resolve_loop(loop: str, built: str) -> tuple[str, str]:
     return "compiled", "slstm_loop='auto' and the machine's C++ compiler built the compiled loop"
 
 
+def resolve_mlstm_loop(loop: str) -> tuple[str, str]:
+    """The mLSTM cell an ``mlstm_loop`` setting runs, and why (for the log): ``pytorch`` (the chunkwise form,
+    primacy_xlstm.mlstm, any device), ``compiled`` (the recurrence in C++ on the CPU, primacy_xlstm.mlstm_compiled),
+    ``auto`` compiled where the machine's C++ compiler builds it (built now), else pytorch. ``compiled`` asked for
+    where it cannot be built is a one-line UsageError."""
+    one_of("mlstm_loop", loop, LOOPS)
+    if loop != "auto":
+        if loop == "compiled":
+            check_mlstm_compiled()
+        return loop, f"mlstm_loop={loop!r}"
+    try:
+        check_mlstm_compiled()
+    except UsageError as err:
+        return "pytorch", f"mlstm_loop='auto' and the compiled cell cannot be built here: {err}"
+    return "compiled", "mlstm_loop='auto' and the machine's C++ compiler built the compiled cell"
+
+
 class RecordsLoop(nn.Module):
-    """What ``XLSTMBackbone``'s state dict records besides parameters (key ``_extra_state``): the sLSTM loop it runs.
-    A state dict loaded into a backbone with ``slstm_loop='auto'`` runs on the loop it was trained on (one without the
-    record, from before it, on the PyTorch loop, the only one then), or is refused in one line where that loop cannot
-    run; an explicit loop is honoured, and the CUDA cell ignores the record (both loops agree to float rounding)."""
+    """What ``XLSTMBackbone``'s state dict records besides parameters (key ``_extra_state``): the sLSTM loop and the
+    mLSTM cell it runs. A state dict loaded into a backbone with ``slstm_loop='auto'`` (``mlstm_loop='auto'``) runs on
+    the loop (cell) it was trained on (one without the record, from before it, on the PyTorch one, the only one then),
+    or is refused in one line where that one cannot run; an explicit setting is honoured, and the CUDA cell ignores
+    the sLSTM record (the paths agree to float rounding)."""
 
     slstm_setting: str
     slstm_loop: str
+    mlstm_setting: str
+    mlstm_loop: str
     backend: str
 
     def get_extra_state(self) -> dict[str, str]:
-        return {"slstm_loop": self.slstm_loop}
+        return {"slstm_loop": self.slstm_loop, "mlstm_loop": self.mlstm_loop}
 
     def set_extra_state(self, state: dict[str, str | None]) -> None:
         recorded = state.get("slstm_loop") or "pytorch"
-        if self.slstm_setting != "auto" or self.backend == "cuda" or recorded == self.slstm_loop:
-            return
-        try:
-            resolve_loop(recorded, self.backend)
-        except UsageError as err:
-            raise UsageError(f"this checkpoint was trained with slstm_loop={recorded!r}, which cannot run here "
-                             f"({err}); set slstm_loop explicitly to run it on the other loop (they agree to float "
-                             "rounding)") from None
-        self.use_loop(recorded, f"slstm_loop='auto' and the checkpoint was trained on the {recorded} loop")
+        if self.slstm_setting == "auto" and self.backend != "cuda" and recorded != self.slstm_loop:
+            _recorded_runs("slstm_loop", recorded, lambda: resolve_loop(recorded, self.backend))
+            self.use_loop(recorded, f"slstm_loop='auto' and the checkpoint was trained on the {recorded} loop")
+        recorded = state.get("mlstm_loop") or "pytorch"
+        if self.mlstm_setting == "auto" and recorded != self.mlstm_loop:
+            _recorded_runs("mlstm_loop", recorded, lambda: resolve_mlstm_loop(recorded))
+            self.use_mlstm_loop(recorded, f"mlstm_loop='auto' and the checkpoint was trained on the {recorded} cell")
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         state_dict.setdefault(prefix + _RECORD, {"slstm_loop": None})  # a state dict from before: loads strictly
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def follow_input(self, x: torch.Tensor) -> None:
-        """With ``slstm_loop='auto'``, the PyTorch loop from the first input the compiled one cannot take (not on the
-        CPU, or neither float32 nor float64), said in the log; the record follows. An explicit loop is left alone."""
+        """With ``slstm_loop='auto'`` (``mlstm_loop='auto'``), the PyTorch loop (cell) from the first input the
+        compiled one cannot take (not on the CPU, or neither float32 nor float64), said in the log; the record
+        follows. An explicit setting is left alone."""
         if self.slstm_loop == "compiled" and self.slstm_setting == "auto" and not compiled_takes(x):
             self.use_loop("pytorch", f"slstm_loop='auto' and the input is {x.dtype} on {x.device.type}, which the "
                                      "compiled loop does not take")
+        if self.mlstm_loop == "compiled" and self.mlstm_setting == "auto" and not mlstm_takes(x):
+            self.use_mlstm_loop("pytorch", f"mlstm_loop='auto' and the input is {x.dtype} on {x.device.type}, "
+                                           "which the compiled cell does not take")
 
     def use_loop(self, loop: str, reason: str) -> None:
         """Runs every sLSTM cell of this module on ``loop`` from now on, and says so in the log."""
@@ -103,3 +129,22 @@ class RecordsLoop(nn.Module):
             if isinstance(module, FastsLSTMCell):
                 module.slstm_loop = loop
         log.info("XLSTMBackbone runs the %s sLSTM loop (%s)", loop, reason)
+
+    def use_mlstm_loop(self, loop: str, reason: str | None = None) -> None:
+        """Runs every mLSTM cell of this module on ``loop`` from now on, and says so in the log (with a reason)."""
+        self.mlstm_loop = loop
+        cells = [module for module in self.modules() if isinstance(module, ChunkwisemLSTMCell)]
+        for cell in cells:
+            cell.mlstm_loop = loop
+        if cells and reason:
+            log.info("XLSTMBackbone runs the %s mLSTM cell (%s)", loop, reason)
+
+
+def _recorded_runs(setting: str, recorded: str, resolve: Callable[[], Any]) -> None:
+    """Refuses, in one line, a checkpoint whose recorded ``setting`` cannot run here."""
+    try:
+        resolve()
+    except UsageError as err:
+        raise UsageError(f"this checkpoint was trained with {setting}={recorded!r}, which cannot run here ({err}); "
+                         f"set {setting} explicitly to run it on the other loop (they agree to float rounding)"
+                         ) from None

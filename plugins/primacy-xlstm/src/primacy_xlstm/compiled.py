@@ -79,9 +79,9 @@ def _parts(batch: int) -> list[tuple[int, int]]:
 
 def _run(kernel: Any, batch: int, *args: Any) -> None:
     """kernel(first, last, *args) over the batch, on threads when torch may use several; tensors passed as pointers,
-    None as a null pointer, integers as int64."""
+    None as a null pointer, floats as double, integers as int64."""
     values = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else None if a is None
-              else ctypes.c_int64(a) for a in args]
+              else ctypes.c_double(a) if isinstance(a, float) else ctypes.c_int64(a) for a in args]
     parts = _parts(batch)
     if len(parts) == 1:
         kernel(ctypes.c_int64(0), ctypes.c_int64(batch), *values)

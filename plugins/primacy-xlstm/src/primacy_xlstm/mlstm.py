@@ -66,6 +66,8 @@ from xlstm.blocks.mlstm.cell import mLSTMCell
 from xlstm.blocks.mlstm.layer import mLSTMLayer
 from xlstm.components.linear_headwise import LinearHeadwiseExpand
 
+from primacy_xlstm.mlstm_compiled import mlstm_compiled
+
 # positions per chunk, by measurement (one CPU thread, B = 64, H = 4, d = 32): the mLSTM's forward and backward at
 # T = 256 take 202, 141, 177 ms at C = 16, 32, 64 (an xLSTM training step 951, 771, 902 ms; C = 128: 1038); at T = 64,
 # 33, 26, 26 ms (steps equal within noise). That is the largest chunk: with more heads of the same inner width 128
@@ -164,9 +166,14 @@ def _states(k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, own: torch.Tensor
 class ChunkwisemLSTMCell(mLSTMCell):
     """xlstm's ``mLSTMCell`` (same parameters, buffers and state dict) whose forward pass calls ``mlstm_chunkwise``
     where xlstm's calls ``parallel_stabilized_simple`` (training and evaluation alike), while ``backend_fn`` is that
-    function, as built. A ``backend_fn`` set by anyone else (``XLSTMBackbone``'s influence, which records the parallel
-    form's calls; a test) is called as it is. Its gates ``igate`` and ``fgate`` are applied as one linear map (same
-    values). ``step`` is xlstm's."""
+    function, as built, or ``mlstm_compiled`` (the same map as a compiled recurrence: primacy_xlstm.mlstm_compiled)
+    where ``mlstm_loop`` (an attribute, not in the state dict; ``XLSTMBackbone`` sets it) is ``compiled`` (except under
+    autocast, where the chunkwise form takes its lower-precision tensors, as the sLSTM cell runs xlstm's loop). A
+    ``backend_fn`` set by anyone else (``XLSTMBackbone``'s influence, which records the parallel form's calls; a test)
+    is called as it is. Its gates ``igate`` and ``fgate`` are applied as one linear map (same values). ``step`` is
+    xlstm's."""
+
+    mlstm_loop = "pytorch"
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """mLSTMCell.forward: q, k, v (B, T, H·d) -> the per-head normalised h̃ (B, T, H·d)."""
@@ -179,7 +186,11 @@ class ChunkwisemLSTMCell(mLSTMCell):
     def mix(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
         """The cell's output from q, k, v (B, H, T, d) and both gates' pre-activations (ĩ | f̃) (B, T, 2H): h̃ by
         ``backend_fn`` (``mlstm_chunkwise`` in its place, see the class), then ``outnorm``, as (B, T, H·d)."""
-        backend = mlstm_chunkwise if self.backend_fn is parallel_stabilized_simple else self.backend_fn
+        backend = self.backend_fn
+        if backend is parallel_stabilized_simple:
+            # under autocast (bfloat16 q, k, v) the chunkwise form, as the sLSTM cell runs xlstm's loop then
+            compiled = self.mlstm_loop == "compiled" and not torch.is_autocast_enabled(q.device.type)
+            backend = mlstm_compiled if compiled else mlstm_chunkwise
         batch, heads, length, _ = q.shape
         gates = gates.transpose(-1, -2)[..., None]  # B 2H T 1: ĩ of each head, then f̃
         h = backend(

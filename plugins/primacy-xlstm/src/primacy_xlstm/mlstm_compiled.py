@@ -1,0 +1,136 @@
+"""The mLSTM cell compiled for the CPU: ``native/mlstm.cpp``, built on first use with the machine's C++ compiler
+(``primacy.native.NativeLibrary``, as the sLSTM loop of ``primacy_xlstm.compiled``).
+
+What it computes: xlstm's ``parallel_stabilized_simple`` (the map ``primacy_xlstm.mlstm`` states), as its recurrence,
+one position at a time from m = −∞, per (batch element, head) with a d × d_v state S and a d state n kept in cache:
+
+    m_t = max(m_{t−1} + log σ(f̃_t), ĩ_t),   α_t = exp(m_{t−1} + log σ(f̃_t) − m_t),   β_t = exp(ĩ_t − m_t),
+    S_t = α_t S_{t−1} + β_t k̂_t v_tᵀ,   n_t = α_t n_{t−1} + β_t k̂_t,   k̂ = k / √d,
+    h̃_t = S_tᵀ q_t / (max(|n_t · q_t|, exp(−m_t)) + eps),
+
+which is the chunkwise form with chunks of one position (m_t is the parallel form's row maximum, so eps takes the
+same share). The gradient: one pass forward in time recomputes S_t and n_t (the same operations, so the same values)
+for q's gradient S_t g_num + g_den n_t; one pass backward carries the gradient of the state, G_t = α_{t+1} G_{t+1} +
+q_t g_numᵀ (and n's alike), for k's (β_t (G_t v_t + G^n_t) / √d) and v's (β_t G_tᵀ k̂_t); and the gates' follow
+without the states: with b_t = Σ_{1≤j≤t} log σ(f̃_j), a_s = ĩ_s − b_s and g_t = m_t − b_t = max(g_{t−1}, a_t), the
+output depends on a_s through exp(a_s − g_t) alone (gradient k̂_s · g_k̂_s), on g_t through those and exp(−m_t)
+(−q_t · g_q_t plus the normaliser's), and on b_t through exp(−m_t) alone; g_t's gradient goes to a_t or g_{t−1} as
+torch.maximum shares a tie, ĩ_t gets a_t's and log σ(f̃_t) the sum over s ≥ t of b_s's (f̃_0 none: it forgets
+nothing). The (B, H, T, C) and (B, H, T, T) matrices of the chunkwise and parallel forms are never formed.
+
+What it must equal: ``parallel_stabilized_simple`` and ``mlstm_chunkwise`` in float64 to 1e-10, gradients of q, k, v
+and both gates included (``tests/test_mlstm_compiled.py``). Its float32 rounding is its own: S and n add one
+position at a time (the PyTorch forms sum a chunk or the whole row in one product), and the gates use the C
+library's exp and log1p. Measured against float64: on random inputs (T 64 to 256, saturated gates too) ≤ 6e-6 of the
+largest output and ≤ 1e-5 of the largest gradient, where the chunkwise form is ≤ 3e-5 and xlstm's parallel form
+≤ 3e-4; inside the atlas's xLSTM at initialisation (B 64, T 256, D 64) the cell's output 1.8e-6 of its largest
+entry (the chunkwise form's 1.7e-7), the backbone's 5.4e-6 (2.2e-6 at T 64; the PyTorch cells 1.7e-6 and 1.5e-6).
+Every (batch element, head) is computed alone, so the bits do not depend on how the work is split across torch's
+threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from primacy.errors import UsageError
+from primacy.native import NativeLibrary
+from torch.autograd.function import once_differentiable
+from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
+
+from primacy_xlstm.compiled import _run
+
+SOURCE = Path(__file__).with_name("native") / "mlstm.cpp"
+ABI = 1  # primacy_mlstm_abi() of the source this module calls
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
+LIBRARY = NativeLibrary(SOURCE, "primacy_mlstm", ABI, "mlstm_loop='compiled'", "use mlstm_loop='pytorch'",
+                        "this primacy-xlstm's mLSTM library")
+
+
+def check_mlstm_compiled() -> None:
+    """Builds (or finds) the library now, so that a config asking for it fails before any work, in one line."""
+    _library()
+
+
+@cache
+def _library() -> ctypes.CDLL:
+    """The compiled loops, built unless cached; UsageError (one line) when they cannot be built or loaded."""
+    return LIBRARY.load()
+
+
+def mlstm_takes(x: torch.Tensor) -> bool:
+    """Whether the compiled cell takes a tensor like x: on the CPU, float32 or float64."""
+    return x.device.type == "cpu" and x.dtype in _SUFFIX
+
+
+def mlstm_compiled(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    igate_preact: torch.Tensor,
+    fgate_preact: torch.Tensor,
+    lower_triangular_matrix: torch.Tensor | None = None,
+    stabilize_rowwise: bool = True,
+    eps: float = 1e-6,
+    **kwargs: Any,
+) -> torch.Tensor:
+    """xlstm's ``parallel_stabilized_simple`` (same arguments, same result h̃) on the compiled loops (module
+    docstring); another stabiliser and a mask shorter than T go to xlstm's function (as in ``mlstm_chunkwise``), and
+    tensors not on the CPU, or not all float32 or all float64, are refused in one line.
+
+    Args:
+        queries, keys: B H T d.
+        values: B H T d_v.
+        igate_preact, fgate_preact: B H T 1.
+
+    Returns:
+        B H T d_v.
+    """
+    length = queries.shape[2]
+    short_mask = lower_triangular_matrix is not None and length > lower_triangular_matrix.size(-1)
+    if not stabilize_rowwise or short_mask:
+        return parallel_stabilized_simple(queries, keys, values, igate_preact, fgate_preact, lower_triangular_matrix,
+                                          stabilize_rowwise, eps, **kwargs)
+    tensors = (queries, keys, values, igate_preact, fgate_preact)
+    if not all(mlstm_takes(x) and x.dtype == queries.dtype for x in tensors):
+        found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in tensors}))
+        raise UsageError(f"mlstm_loop='compiled' runs on float32 or float64 CPU tensors of one dtype, not {found}: "
+                         "use mlstm_loop='pytorch'")
+    return _compiled_cell(queries, keys, values, igate_preact, fgate_preact, float(eps))
+
+
+@torch.compiler.disable  # torch.compile (primacy's CompileBackbone) calls it as it is: it cannot trace ctypes
+def _compiled_cell(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_pre: torch.Tensor, f_pre: torch.Tensor,
+                   eps: float) -> torch.Tensor:
+    return _CompiledCell.apply(q, k, v, i_pre, f_pre, eps)
+
+
+class _CompiledCell(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_pre: torch.Tensor,
+                f_pre: torch.Tensor, eps: float) -> torch.Tensor:
+        batch, heads, length, width = q.shape
+        q, k, v, i_pre, f_pre = (x.contiguous() for x in (q, k, v, i_pre, f_pre))
+        h = v.new_empty(v.shape)  # B H T d_v
+        ms, dens = q.new_empty(batch, heads, length), q.new_empty(batch, heads, length)  # m_t, n_t · q_t
+        kernel = getattr(_library(), f"primacy_mlstm_forward_{_SUFFIX[q.dtype]}")
+        _run(kernel, batch * heads, length, width, v.shape[-1], eps, q, k, v, i_pre, f_pre, h, ms, dens)
+        ctx.save_for_backward(q, k, v, i_pre, f_pre, h, ms, dens)
+        ctx.eps = eps
+        return h
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, i_pre, f_pre, h, ms, dens = ctx.saved_tensors
+        batch, heads, length, width = q.shape
+        grad = grad.contiguous()
+        gq, gk, gv, gi, gf = (torch.empty_like(x) for x in (q, k, v, i_pre, f_pre))
+        kernel = getattr(_library(), f"primacy_mlstm_backward_{_SUFFIX[q.dtype]}")
+        _run(kernel, batch * heads, length, width, v.shape[-1], ctx.eps, q, k, v, i_pre, f_pre, h, ms, dens, grad,
+             gq, gk, gv, gi, gf)
+        return gq, gk, gv, gi, gf, None

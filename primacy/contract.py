@@ -7,7 +7,6 @@ figures, which read the checked value)."""
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any
 
 from primacy import registry
@@ -113,8 +112,9 @@ def _declared(kind: str, side: str) -> list[tuple[str, type]]:
 
 
 def _parameters(cls: type) -> dict[str, Any]:
-    """The init parameters of ``cls`` with their defaults: the settings a task would be built with by default."""
-    return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"}
+    """The init parameters of ``cls`` with their defaults (those a ``**stream`` stands for included, as the CLI
+    resolves them: ``registry.constructor_parameters``): the settings a task would be built with by default."""
+    return {p.name: p.default for p in registry.constructor_parameters(cls)}
 
 
 def task_class_and_settings(data: Any) -> tuple[type | None, dict]:

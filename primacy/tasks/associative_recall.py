@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 import torch
 
-from primacy.checks import non_negative, one_of, positive
+from primacy.checks import one_of, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Batch, HeldOutTask
+from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask
 from primacy.tasks.sampling import HeldOut, cyclic_orders, draw_distinct
 
 Condition = Literal["seen", "half"]
@@ -126,12 +126,9 @@ class AssociativeRecallTask(HeldOutTask):
         p_unseen: probability that a training query asks an unseen key (answer ``none``) instead of a pair.
         condition: test design, ``seen`` (every query asks a pair) or ``half`` (every other query asks an unseen key;
             needs p_unseen > 0).
-        batch_size: trials per batch and process (N processes at B / N train on the data of one at B).
-        num_held_out: key sets kept out of training (with any values); test and validation sets come from them.
-        num_test_sets: held-out sets the test uses (each gives L trials, 2L in ``half``).
-        num_val_sets: held-out sets validation uses, disjoint from the test sets.
-        seed: the data's seed; training, held-out and design streams are derived from it.
-        num_workers: DataLoader workers; the data do not depend on it.
+        **stream: the data's settings (batch_size, num_held_out, num_test_sets, num_val_sets, seed, num_workers):
+            ``HeldOutStream``. A held-out set is a set of keys (with any values); it gives L test trials, 2L in
+            ``half``.
     """
 
     name = "recall"  # the results' task name (summary.json "task", results/<name>.csv)
@@ -144,16 +141,10 @@ class AssociativeRecallTask(HeldOutTask):
         n_values: int = 256,
         p_unseen: float = 0.0,
         condition: Condition = "seen",
-        batch_size: int = 64,
-        num_held_out: int = 1024,
-        num_test_sets: int = 256,
-        num_val_sets: int = 16,
-        seed: int = 0,
-        num_workers: int = 0,
+        **stream: Any,
     ) -> None:
         super().__init__()
-        positive(n_items=n_items, n_keys=n_keys, n_values=n_values, batch_size=batch_size,
-                 num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        positive(n_items=n_items, n_keys=n_keys, n_values=n_values)
         if not 0.0 <= p_unseen < 1.0:
             raise UsageError(f"p_unseen={p_unseen} is invalid: it must lie in [0, 1)")
         unseen = p_unseen > 0
@@ -166,13 +157,12 @@ class AssociativeRecallTask(HeldOutTask):
         if condition == "half" and not unseen:
             raise UsageError("condition='half' asks unseen keys, which a model trained with p_unseen=0 never meets: "
                              "set p_unseen > 0 or condition='seen'")
-        non_negative(num_workers=num_workers)
-        self.check_sequences(batch_size, n_items=n_items)
-        self.hold_out(held_out_pairs(num_held_out, n_items, n_keys, n_values, seed, unseen), drawing="key",
-                      batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        settings = HeldOutStream(**stream)
+        self.check_sequences(settings.batch_size, n_items=n_items)
+        self.hold_out(held_out_pairs(settings.num_held_out, n_items, n_keys, n_values, settings.seed, unseen), settings,
+                      drawing="key")
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.n_keys, self.n_values, self.p_unseen, self.condition = n_keys, n_values, p_unseen, condition
-        self.num_workers = num_workers
         self.layout = Layout(n_items, n_keys, n_values)
 
     @classmethod

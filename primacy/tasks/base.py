@@ -3,15 +3,18 @@ and evaluation sets split across processes without padding or duplicates."""
 
 from __future__ import annotations
 
+import inspect
+import types
 from abc import abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from primacy.checks import fits_in_memory
+from primacy.checks import fits_in_memory, non_negative, positive
 from primacy.tasks.sampling import TEST_DESIGN, TRAIN, HeldOut, stream_generator
 
 Batch = dict[str, torch.Tensor]
@@ -148,36 +151,91 @@ class Task(L.LightningDataModule):
                           generator=_loader_generator())
 
 
+@dataclass(frozen=True)
+class HeldOutStream:
+    """The settings of a held-out task's data that every such task has: its batches, held-out sets, seed and loader.
+
+    A task takes them as its own arguments without declaring them: its constructor ends with ``**stream`` and passes
+    them to this class (or to a subclass that changes a default, as MQAR's does), and jsonargparse, following that
+    call, gives the task these parameters with their types, defaults and the descriptions below, so the CLI shows,
+    checks and saves them as before. Settings no task can use are refused when it is built, in one line naming the
+    setting. A task whose saved configs hold one of its own settings among these (verification's ``condition``, free
+    recall's distractors after them) declares them in that order and builds this class from them.
+
+    Args:
+        batch_size: trials per batch and process (N processes at B / N train on the data of one at B).
+        num_held_out: sets kept out of training; test and validation sets come from them.
+        num_test_sets: held-out sets the test uses.
+        num_val_sets: held-out sets validation uses, disjoint from the test sets.
+        seed: the data's seed; training, held-out and design streams are derived from it.
+        num_workers: DataLoader workers; the data do not depend on it.
+    """
+
+    batch_size: int = 64
+    num_held_out: int = 1024
+    num_test_sets: int = 256
+    num_val_sets: int = 16
+    seed: int = 0
+    num_workers: int = 0
+
+    def __post_init__(self) -> None:
+        positive(batch_size=self.batch_size, num_test_sets=self.num_test_sets, num_val_sets=self.num_val_sets)
+        non_negative(num_workers=self.num_workers)
+
+
 class HeldOutTask(Task):
     """A task tested on held-out study sets through a design: test takes the first ``num_test_sets`` held-out sets
     with design stream 0, validation the last ``num_val_sets`` with stream 1, each set with one random query order. A
-    subclass's constructor, after its own checks, hands its held-out sets and the settings every held-out task has to
-    ``hold_out``; it draws training sets with ``training_rows`` and defines ``design`` (or ``draw_design``)."""
+    subclass's constructor, after its own checks, hands its held-out sets and its ``HeldOutStream`` to ``hold_out``;
+    it draws training sets with ``training_rows`` and defines ``design`` (or ``draw_design``)."""
 
     n_items: int
     num_held_out: int
     num_test_sets: int
     num_val_sets: int
+    stream: HeldOutStream
     _held_out: HeldOut
 
-    def hold_out(self, held_out: HeldOut, *, batch_size: int, num_test_sets: int, num_val_sets: int,
-                 drawing: str | None = "item") -> None:
-        """Checks, then keeps, the held-out sets and the settings every held-out task has.
+    def hold_out(self, held_out: HeldOut, stream: HeldOutStream, drawing: str | None = "item") -> None:
+        """Checks, then keeps, the held-out sets and the settings every held-out task has (``stream``, from which
+        ``held_out`` was drawn: its ``num_held_out`` sets from its ``seed``).
 
         Refuses (UsageError) sets that would not fit in memory while drawn, as the largest draw holds one random key
         per token and row (``drawing`` names what a set is made of in the error; None: the task checks its memory
         itself), then sets that leave training none or cannot hold the test and validation sets
-        (``HeldOut.check``). Then sets ``batch_size``, ``num_test_sets``, ``num_val_sets`` and, from ``held_out``,
-        ``n_items``, ``num_held_out`` (its ``n_sets``) and ``seed``; the task sets ``num_workers``.
+        (``HeldOut.check``). Then keeps ``stream`` and sets ``batch_size``, ``num_test_sets``, ``num_val_sets``,
+        ``num_workers`` and, from ``held_out``, ``n_items``, ``num_held_out`` (its ``n_sets``) and ``seed``.
         """
+        batch_size = stream.batch_size
         if drawing is not None:
             tokens, rows = held_out.vocab_size, max(batch_size, held_out.n_sets)
             fits_in_memory(f"drawing {drawing} sets", 4 * tokens * rows, **{held_out.setting: tokens},
                            batch_size=batch_size, num_held_out=held_out.n_sets)
-        held_out.check(num_test_sets, num_val_sets)
-        self._held_out = held_out
+        held_out.check(stream.num_test_sets, stream.num_val_sets)
+        self._held_out, self.stream = held_out, stream
         self.n_items, self.num_held_out, self.seed = held_out.n_items, held_out.n_sets, held_out.seed
-        self.batch_size, self.num_test_sets, self.num_val_sets = batch_size, num_test_sets, num_val_sets
+        self.batch_size, self.num_test_sets, self.num_val_sets = batch_size, stream.num_test_sets, stream.num_val_sets
+        self.num_workers = stream.num_workers
+
+    def save_hyperparameters(self, *args: Any, ignore: Sequence[str] | str | None = None,
+                             frame: types.FrameType | None = None, logger: bool = True) -> None:
+        """Lightning's, with the settings a constructor takes as ``**stream`` in ``HeldOutStream``'s order where the
+        first of them stands (after the task's own arguments, before the CLI's ``_instantiator``), as when each task
+        declared them: those it was not given (a task built in Python with their defaults; the CLI gives them all, in
+        order) are added, so hparams, a checkpoint and summary.json hold them however the task was built. A task that
+        declares them in its signature (verification, free recall) keeps Lightning's record, in its own order, as does
+        one that saves them before ``hold_out`` has its stream."""
+        super().save_hyperparameters(*args, ignore=ignore, frame=frame or inspect.currentframe().f_back, logger=logger)
+        settings = asdict(self.stream) if hasattr(self, "stream") else {}
+        if args or not settings or settings.keys() & inspect.signature(type(self).__init__).parameters.keys():
+            return  # the caller chose which to save, or the constructor declares the settings
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        items = list(self.hparams.items())  # the task's own, then those it was given, then the CLI's _instantiator
+        at = next((i for i, (name, _) in enumerate(items) if name in settings), len(items))
+        rest = [(name, value) for name, value in items if name not in settings]
+        self.hparams.clear()
+        self.hparams.update([*rest[:at], *((name, value) for name, value in settings.items() if name not in ignored),
+                             *rest[at:]])
 
     def training_rows(self, index: int, size: int) -> tuple[torch.Tensor, torch.Generator]:
         """The ``size`` rows (size, M) of global training batch ``index``, drawn as the held-out sets are but from

@@ -35,7 +35,7 @@ import torch
 
 from primacy.checks import non_negative, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Batch, HeldOutTask
+from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask
 from primacy.tasks.sampling import HeldOut, draw_distinct
 
 
@@ -136,23 +136,22 @@ class FreeRecallTask(HeldOutTask):
         distractor_vocab: int = 0,
     ) -> None:
         super().__init__()
-        positive(n_items=n_items, vocab_size=vocab_size, batch_size=batch_size, num_test_sets=num_test_sets,
-                 num_val_sets=num_val_sets)
+        positive(n_items=n_items, vocab_size=vocab_size)
+        # declared here rather than taken as **stream: saved configs hold delay, gap and distractor_vocab after them
+        settings = HeldOutStream(batch_size, num_held_out, num_test_sets, num_val_sets, seed, num_workers)
         if vocab_size < n_items:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: a list of distinct items "
                              f"needs vocab_size >= {n_items}")
-        non_negative(num_workers=num_workers, delay=delay, gap=gap, distractor_vocab=distractor_vocab)
+        non_negative(delay=delay, gap=gap, distractor_vocab=distractor_vocab)
         if (delay or gap) and not distractor_vocab:
             named = f"delay={delay}" if delay else f"gap={gap}"
             raise UsageError(f"{named} needs distractor tokens, but distractor_vocab=0: set distractor_vocab >= 1 (the "
                              "distractors' own token ids, never items)")
         self.check_sequences(batch_size, n_items=n_items, delay=delay, gap=gap)
         draw = partial(draw_distinct, n=n_items, vocab_size=vocab_size)
-        self.hold_out(HeldOut(draw, num_held_out, n_items, vocab_size, seed), batch_size=batch_size,
-                      num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        self.hold_out(HeldOut(draw, num_held_out, n_items, vocab_size, seed), settings)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.vocab_size, self.delay, self.gap, self.distractor_vocab = vocab_size, delay, gap, distractor_vocab
-        self.num_workers = num_workers
         self.tokens = Tokens(vocab_size, distractor_vocab)
 
     @classmethod

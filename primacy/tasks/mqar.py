@@ -27,10 +27,10 @@ from typing import Any
 
 import torch
 
-from primacy.checks import non_negative, positive
+from primacy.checks import positive
 from primacy.errors import UsageError
 from primacy.tasks.associative_recall import held_out_pairs
-from primacy.tasks.base import Batch, HeldOutTask, in_proportion
+from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask, in_proportion
 from primacy.tasks.sampling import cyclic_orders
 
 
@@ -96,6 +96,13 @@ class MQARDesign:
         return {key: value[index] for key, value in self.trials_.items()}
 
 
+@dataclass(frozen=True)
+class MQARStream(HeldOutStream):
+    """MQAR's data settings: ``HeldOutStream`` with 64 test sets by default."""
+
+    num_test_sets: int = 64
+
+
 class MQARTask(HeldOutTask):
     """Zoology's multi-query associative recall, with primacy's position-resolved accuracy (module docstring).
 
@@ -106,12 +113,8 @@ class MQARTask(HeldOutTask):
         n_values: value vocabulary, disjoint from the keys'.
         power_a: the exponent a of the query slots' power law p(g) ∝ (g + 1)^(a - 1), in (0, 1]: near 0, most queries
             come right after the pairs (Zoology's default, 0.01); 1 spreads them uniformly.
-        batch_size: trials per batch and process (N processes at B / N train on the data of one at B).
-        num_held_out: key sets kept out of training (with any values); test and validation sets come from them.
-        num_test_sets: held-out sets the test uses (each gives L trials).
-        num_val_sets: held-out sets validation uses, disjoint from the test sets.
-        seed: the data's seed; training, held-out and design streams are derived from it.
-        num_workers: DataLoader workers; the data do not depend on it.
+        **stream: the data's settings (batch_size, num_held_out, num_test_sets, num_val_sets, seed, num_workers):
+            ``MQARStream``. A held-out set is a set of keys (with any values); it gives L test trials.
     """
 
     name = "mqar"  # the results' task name (summary.json "task", results/<name>.csv)
@@ -124,16 +127,10 @@ class MQARTask(HeldOutTask):
         n_keys: int = 128,
         n_values: int = 128,
         power_a: float = 0.01,
-        batch_size: int = 64,
-        num_held_out: int = 1024,
-        num_test_sets: int = 64,
-        num_val_sets: int = 16,
-        seed: int = 0,
-        num_workers: int = 0,
+        **stream: Any,
     ) -> None:
         super().__init__()
-        positive(n_items=n_items, n_keys=n_keys, n_values=n_values, batch_size=batch_size,
-                 num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        positive(n_items=n_items, n_keys=n_keys, n_values=n_values)
         if length < 4 * n_items:
             raise UsageError(f"length={length} is too short for n_items={n_items}: the pairs take 2L tokens and the "
                              f"queries L slots of two, so it must be at least 4L = {4 * n_items}")
@@ -141,13 +138,12 @@ class MQARTask(HeldOutTask):
             raise UsageError(f"n_keys={n_keys} is too small for n_items={n_items}: a trial's keys are distinct")
         if not 0.0 < power_a <= 1.0:
             raise UsageError(f"power_a={power_a} is invalid: it must lie in (0, 1]")
-        non_negative(num_workers=num_workers)
-        self.check_sequences(batch_size, length=length)
-        self.hold_out(held_out_pairs(num_held_out, n_items, n_keys, n_values, seed, unseen=False), drawing="key",
-                      batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        settings = MQARStream(**stream)
+        self.check_sequences(settings.batch_size, length=length)
+        self.hold_out(held_out_pairs(settings.num_held_out, n_items, n_keys, n_values, settings.seed, unseen=False),
+                      settings, drawing="key")
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.length, self.n_keys, self.n_values, self.power_a = length, n_keys, n_values, power_a
-        self.num_workers = num_workers
         self.layout = Layout(n_items, n_keys, n_values, length, power_a)
 
     @classmethod

@@ -25,9 +25,9 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from primacy.checks import non_negative, one_of, positive
+from primacy.checks import one_of, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Batch, HeldOutTask
+from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask
 from primacy.tasks.sampling import HeldOut, cyclic_orders, draw_distinct
 
 Condition = Literal["forward", "cued"]
@@ -130,12 +130,8 @@ class ReconstructionTask(HeldOutTask):
             spaced delays from its min to its max.
         condition: ``forward`` (recall in study order) or ``cued`` (a position cue at each query, cyclic design).
         teacher_forcing: (forward) the query after the cue is the previous studied item instead of a blank.
-        batch_size: trials per batch and process (N processes at B / N train on the data of one at B).
-        num_held_out: study sets kept out of training; test and validation sets come from them.
-        num_test_sets: held-out sets the test uses (each gives one trial per delay, times L when cued).
-        num_val_sets: held-out sets validation uses, disjoint from the test sets.
-        seed: the data's seed; training, held-out and design streams are derived from it.
-        num_workers: DataLoader workers; the data do not depend on it.
+        **stream: the data's settings (batch_size, num_held_out, num_test_sets, num_val_sets, seed, num_workers):
+            ``HeldOutStream``. A held-out set is a study list; it gives one test trial per delay, times L when cued.
     """
 
     name = "reconstruction"  # the results' task name (summary.json "task", results/<name>.csv)
@@ -150,32 +146,26 @@ class ReconstructionTask(HeldOutTask):
         test_delays: list[int] | None = None,
         condition: Condition = "forward",
         teacher_forcing: bool = False,
-        batch_size: int = 64,
-        num_held_out: int = 1024,
-        num_test_sets: int = 256,
-        num_val_sets: int = 16,
-        seed: int = 0,
-        num_workers: int = 0,
+        **stream: Any,
     ) -> None:
         super().__init__()
-        positive(n_items=n_items, vocab_size=vocab_size, batch_size=batch_size, num_test_sets=num_test_sets,
-                 num_val_sets=num_val_sets)
+        positive(n_items=n_items, vocab_size=vocab_size)
         if not repeats and vocab_size < n_items:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: a list of distinct items "
                              f"needs vocab_size >= {n_items} (or repeats=true)")
         one_of("condition", condition, CONDITIONS)
         if teacher_forcing and condition != "forward":
             raise UsageError("teacher_forcing=true is for condition='forward': cued queries are position tokens")
-        non_negative(num_workers=num_workers)
+        settings = HeldOutStream(**stream)
         self.delay_range = delay_range(delay)
         self.test_delays = resolve_test_delays(delay, test_delays)
-        self.check_sequences(batch_size, n_items=n_items, delay=delay, test_delays=test_delays)
+        self.check_sequences(settings.batch_size, n_items=n_items, delay=delay, test_delays=test_delays)
         draw = partial(draw_items, n_items=n_items, vocab_size=vocab_size, repeats=repeats)
-        self.hold_out(HeldOut(draw, num_held_out, n_items, vocab_size, seed, repeats=repeats), batch_size=batch_size,
-                      num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        held_out = HeldOut(draw, settings.num_held_out, n_items, vocab_size, settings.seed, repeats=repeats)
+        self.hold_out(held_out, settings)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.vocab_size, self.repeats, self.condition = vocab_size, repeats, condition
-        self.teacher_forcing, self.num_workers = teacher_forcing, num_workers
+        self.teacher_forcing = teacher_forcing
         self.tokens = Tokens(vocab_size, n_items, condition)
 
     @classmethod

@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
-from primacy.checks import fits_in_memory, non_negative, positive
+from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Batch, HeldOutTask, in_proportion
+from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask, in_proportion
 from primacy.tasks.reconstruction import draw_items
 from primacy.tasks.sampling import HeldOut
 
@@ -74,6 +74,15 @@ class CopyDesign:
         return {key: value[index] for key, value in self.trials_.items()}
 
 
+@dataclass(frozen=True)
+class SelectiveCopyingStream(HeldOutStream):
+    """Selective copying's data settings: ``HeldOutStream`` with 512 test and 64 validation sets by default (a set
+    gives one trial)."""
+
+    num_test_sets: int = 512
+    num_val_sets: int = 64
+
+
 class SelectiveCopyingTask(HeldOutTask):
     """The Mamba paper's selective copying, with primacy's position-resolved accuracy (module docstring).
 
@@ -81,12 +90,8 @@ class SelectiveCopyingTask(HeldOutTask):
         n_items: data tokens L to copy.
         length: tokens per sequence, the L markers included; at least 2L.
         vocab_size: data tokens (the model's vocabulary is vocab_size + 2: noise and marker).
-        batch_size: trials per batch and process (N processes at B / N train on the data of one at B).
-        num_held_out: lists (as multisets of tokens) kept out of training; test and validation lists come from them.
-        num_test_sets: held-out lists the test uses, one trial each.
-        num_val_sets: held-out lists validation uses, disjoint from the test's.
-        seed: the data's seed; training, held-out and design streams are derived from it.
-        num_workers: DataLoader workers; the data do not depend on it.
+        **stream: the data's settings (batch_size, num_held_out, num_test_sets, num_val_sets, seed, num_workers):
+            ``SelectiveCopyingStream``. A held-out set is a list (as a multiset of tokens); it gives one test trial.
     """
 
     name = "selective_copying"  # the results' task name (summary.json "task", results/<name>.csv)
@@ -97,29 +102,23 @@ class SelectiveCopyingTask(HeldOutTask):
         n_items: int = 16,
         length: int = 128,
         vocab_size: int = 16,
-        batch_size: int = 64,
-        num_held_out: int = 1024,
-        num_test_sets: int = 512,
-        num_val_sets: int = 64,
-        seed: int = 0,
-        num_workers: int = 0,
+        **stream: Any,
     ) -> None:
         super().__init__()
-        positive(n_items=n_items, vocab_size=vocab_size, batch_size=batch_size, num_test_sets=num_test_sets,
-                 num_val_sets=num_val_sets)
+        positive(n_items=n_items, vocab_size=vocab_size)
         if length < 2 * n_items:
             raise UsageError(f"length={length} is too short for n_items={n_items}: the data tokens and the markers "
                              f"take L places each, so it must be at least 2L = {2 * n_items}")
-        non_negative(num_workers=num_workers)
-        self.check_sequences(batch_size, length=length)
-        fits_in_memory("the test trials", 8 * length * max(num_test_sets, num_val_sets), length=length,
-                       num_test_sets=num_test_sets)
+        settings = SelectiveCopyingStream(**stream)
+        self.check_sequences(settings.batch_size, length=length)
+        fits_in_memory("the test trials", 8 * length * max(settings.num_test_sets, settings.num_val_sets),
+                       length=length, num_test_sets=settings.num_test_sets)
         # a list is L independent tokens, drawn without a key per token: the test trials are what may not fit
         draw = partial(draw_items, n_items=n_items, vocab_size=vocab_size, repeats=True)
-        self.hold_out(HeldOut(draw, num_held_out, n_items, vocab_size, seed, repeats=True), drawing=None,
-                      batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        self.hold_out(HeldOut(draw, settings.num_held_out, n_items, vocab_size, settings.seed, repeats=True), settings,
+                      drawing=None)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
-        self.length, self.vocab_size, self.num_workers = length, vocab_size, num_workers
+        self.length, self.vocab_size = length, vocab_size
         self.layout = Layout(n_items, vocab_size, length)
 
     @classmethod

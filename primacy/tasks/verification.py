@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import torch
 
-from primacy.checks import non_negative, one_of, positive
+from primacy.checks import one_of, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import HeldOutTask
+from primacy.tasks.base import HeldOutStream, HeldOutTask
 from primacy.tasks.sampling import TEST_DESIGN, TRAIN, HeldOut, avoiding, draw_distinct, stream_generator
 
 Condition = Literal["half", "uniform"]
@@ -184,17 +184,15 @@ class VerificationTask(HeldOutTask):
     ) -> None:
         super().__init__()
         check_sizes(n_items, vocab_size)
-        positive(batch_size=batch_size, num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        # declared here rather than taken as **stream: saved configs hold condition between num_val_sets and seed
+        settings = HeldOutStream(batch_size, num_held_out, num_test_sets, num_val_sets, seed, num_workers)
         if not 0.0 <= p_distractor <= 1.0:
             raise UsageError(f"p_distractor={p_distractor} is invalid: it must lie in [0, 1]")
         self.check_sequences(batch_size, n_items=n_items)
-        self.hold_out(held_out(num_held_out, n_items, vocab_size, seed), batch_size=batch_size,
-                      num_test_sets=num_test_sets, num_val_sets=num_val_sets)
+        self.hold_out(held_out(num_held_out, n_items, vocab_size, seed), settings)
         one_of("condition", condition, CONDITIONS)
-        non_negative(num_workers=num_workers)
         self.save_hyperparameters(logger=False)  # the loggers get the whole config (RunConfig)
         self.vocab_size, self.p_distractor, self.condition = vocab_size, p_distractor, condition
-        self.num_workers = num_workers
 
     @classmethod
     def sequence_length(cls, settings: dict[str, Any]) -> int:

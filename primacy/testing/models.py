@@ -13,6 +13,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from primacy import registry
 from primacy.backbones.base import Backbone
 from primacy.callbacks.results import ResultsWriter
 from primacy.contract import linked_sizes
@@ -23,11 +24,12 @@ from primacy.testing.signature import check_signature
 
 
 def task_settings(task: L.LightningDataModule) -> dict[str, Any]:
-    """The settings (init args) ``task`` was built with: its hparams, or the attributes named like its arguments."""
+    """The settings (init args) ``task`` was built with: its hparams, or the attributes named like its arguments (as
+    the CLI resolves them: ``registry.constructor_parameters``)."""
     if task.hparams:
         return dict(task.hparams)
-    names = inspect.signature(type(task).__init__).parameters
-    return {name: getattr(task, name) for name in names if name != "self" and hasattr(task, name)}
+    names = [p.name for p in registry.constructor_parameters(type(task))]
+    return {name: getattr(task, name) for name in names if hasattr(task, name)}
 
 
 def model_for(cls: type, task: L.LightningDataModule, **settings: Any) -> L.LightningModule:

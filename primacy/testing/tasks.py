@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from primacy import registry
 from primacy.tasks.base import Batch, Task
 from primacy.testing.signature import check_signature
 
@@ -63,7 +63,7 @@ def check_task(cls: type, *, study_items: Callable[[Batch], torch.Tensor] | None
     single = _train(task, batches)
     for i, batch in enumerate(single):
         assert _equal(batch, task.stream_batch(i, size)), f"{name}: train_dataloader's batch {i} is not stream_batch's"
-    takes_size = "batch_size" in inspect.signature(cls.__init__).parameters
+    takes_size = "batch_size" in {p.name for p in registry.constructor_parameters(cls)}
     for world in WORLDS:
         ranks = [_train(task, batches, SimulatedProcess(rank, world)) for rank in range(world)]
         whole = _train(cls(**{**settings, "batch_size": world * size}), batches) if takes_size else \

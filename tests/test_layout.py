@@ -175,7 +175,7 @@ def test_a_mixed_package_holds_at_most_ten_modules(package):
 # of the analyses' folders a run keeps (HeadsDir, AblationDir, ProbesDir beside RunDir).
 RUN_DIRECTORY_FILES = {"config.yaml", "last.ckpt", "summary.json", "accuracy.npz", "free_recall.npz", "free_recall.csv",
                        "dt_history.npz", "token_dt.npz", "head_history.npz", "heads.csv", "lag_crps.npz",
-                       "emergence.csv", "ablation.json", "probes.csv", "probes.npz"}
+                       "emergence.csv", "ablation.json", "probes.csv", "probes.npz", "state.json"}
 RUN_DIRECTORY_FOLDERS = {"results", "checkpoints", "logs", "icl", "ablation", "probes"}  # spelled only in a path:
 # "results" is also an option, "probes" a page's layout
 

@@ -19,6 +19,7 @@ DT_HISTORY = "dt_history.npz"  # the trackers' files in results/ (primacy.callba
 TOKEN_DT, HEAD_HISTORY = "token_dt.npz", "head_history.npz"
 ACCURACY_ARRAYS = "accuracy.npz"  # the kinds of result's own files: primacy.rundir.kinds
 FREE_RECALL_ARRAYS, FREE_RECALL_TABLE = "free_recall.npz", "free_recall.csv"
+LAUNCH_STATE = "state.json"  # in logs/: a launcher's record of the run (primacy.workflows.launchers)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class RunDir:
                                heatmap (``figure``)
     ``icl/``, ``ablation/``    the analyses ``primacy reproduce induction`` makes of the run's checkpoints
     ``probes/``                ``analyze probes`` of the last checkpoint, as ``primacy reproduce weights`` makes it
+    ``logs/``                  what a launcher started (``logs``): the run's output, ``state.json`` (``launch_state``)
     """
 
     path: Path
@@ -100,6 +102,11 @@ class RunDir:
     def logs(self) -> Path:
         """What ``primacy reproduce`` launched: the run's output and its launcher's state."""
         return self.path / "logs"
+
+    @property
+    def launch_state(self) -> Path:
+        """The launcher's record of the run: running (pid, host, heartbeat) or exited (code, outcome, seconds)."""
+        return self.logs / LAUNCH_STATE
 
     @property
     def icl(self) -> HeadsDir:

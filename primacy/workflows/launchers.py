@@ -36,7 +36,7 @@ SIGNAL_ENV = "PRIMACY_LAUNCHER_SIGNAL"  # set in a run's environment in a submit
 
 
 def state_file(run_dir: str | Path) -> Path:
-    return RunDir(run_dir).logs / "state.json"
+    return RunDir(run_dir).launch_state
 
 
 def read_state(run_dir: str | Path) -> dict[str, Any]:

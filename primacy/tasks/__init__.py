@@ -2,7 +2,7 @@
 
 Modules:
     associative_recall  associative recall: study pairs, answer by key
-    base                what every task guarantees: seeded, resumable, split across processes; held-out settings
+    base                what every task guarantees: seeded, resumable, split over processes; shared settings
     free_recall         free recall: study, cue, recall in any order, stop
     induction           repeated random tokens, next-token prediction
     mqar                multi-query associative recall as Zoology draws it

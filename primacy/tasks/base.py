@@ -285,6 +285,20 @@ def _loader_generator() -> torch.Generator:
     return torch.Generator().manual_seed(0)
 
 
+class LengthSetting:
+    """For a task whose sequences have a ``length`` setting of their own (MQAR, selective copying): that length is its
+    longest sequence, and it grows with the items when the task is tested at another list length (``in_proportion``).
+    Listed before the task's base class, whose defaults it overrides: ``class MQARTask(LengthSetting, HeldOutTask)``."""
+
+    @classmethod
+    def sequence_length(cls, settings: dict[str, Any]) -> int:
+        return settings["length"]
+
+    @classmethod
+    def at_list_length(cls, settings: dict[str, Any], n_items: int) -> dict[str, Any]:
+        return in_proportion(settings, n_items)
+
+
 def in_proportion(settings: dict[str, Any], n_items: int) -> dict[str, Any]:
     """``Task.at_list_length`` of a task whose trials have a ``length`` of their own (MQAR, selective copying): the
     length grows with the items (rounded up), so a longer list is as dense as the trained one, not squeezed in."""

@@ -30,7 +30,7 @@ import torch
 from primacy.checks import positive
 from primacy.errors import UsageError
 from primacy.tasks.associative_recall import held_out_pairs
-from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask, in_proportion
+from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask, LengthSetting
 from primacy.tasks.sampling import cyclic_orders
 
 
@@ -103,7 +103,7 @@ class MQARStream(HeldOutStream):
     num_test_sets: int = 64
 
 
-class MQARTask(HeldOutTask):
+class MQARTask(LengthSetting, HeldOutTask):
     """Zoology's multi-query associative recall, with primacy's position-resolved accuracy (module docstring).
 
     Args:
@@ -149,14 +149,6 @@ class MQARTask(HeldOutTask):
     @classmethod
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
         return settings["n_keys"] + settings["n_values"]
-
-    @classmethod
-    def sequence_length(cls, settings: dict[str, Any]) -> int:
-        return settings["length"]
-
-    @classmethod
-    def at_list_length(cls, settings: dict[str, Any], n_items: int) -> dict[str, Any]:
-        return in_proportion(settings, n_items)
 
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out key sets are never drawn."""

@@ -27,7 +27,7 @@ import torch
 
 from primacy.checks import fits_in_memory, positive
 from primacy.errors import UsageError
-from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask, in_proportion
+from primacy.tasks.base import Batch, HeldOutStream, HeldOutTask, LengthSetting
 from primacy.tasks.reconstruction import draw_items
 from primacy.tasks.sampling import HeldOut
 
@@ -83,7 +83,7 @@ class SelectiveCopyingStream(HeldOutStream):
     num_val_sets: int = 64
 
 
-class SelectiveCopyingTask(HeldOutTask):
+class SelectiveCopyingTask(LengthSetting, HeldOutTask):
     """The Mamba paper's selective copying, with primacy's position-resolved accuracy (module docstring).
 
     Args:
@@ -124,14 +124,6 @@ class SelectiveCopyingTask(HeldOutTask):
     @classmethod
     def model_vocabulary(cls, settings: dict[str, Any]) -> int:
         return settings["vocab_size"] + 2
-
-    @classmethod
-    def sequence_length(cls, settings: dict[str, Any]) -> int:
-        return settings["length"]
-
-    @classmethod
-    def at_list_length(cls, settings: dict[str, Any], n_items: int) -> dict[str, Any]:
-        return in_proportion(settings, n_items)
 
     def stream_batch(self, index: int, size: int) -> Batch:
         """Training batch ``index`` from generator (seed, train, index); held-out lists are never drawn."""

@@ -1,10 +1,12 @@
 """The package's layout is a contract (docs/architecture.md): every module belongs to one layer, imports point down
 only, nothing outside the command line imports a command module, no two modules import each other through any
 path, and no module grows past ~400 lines. Read from the source with ast, so lazy imports inside functions count.
-tests/ is laid out like the package."""
+tests/ is laid out like the package. The page's map is written from the packages' module lists: `python
+tests/test_layout.py` rewrites it."""
 
 import ast
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -208,23 +210,28 @@ def test_the_file_name_check_finds_a_literal(monkeypatch, tmp_path):
 
 
 # The map: each package's __init__ docstring lists its modules ("Modules:", then one indented line per module or
-# subpackage: its name, two spaces, what it holds), and docs/architecture.md names every package.
-MODULE_LINE = re.compile(r"^    (\w+)  +\S")
+# subpackage: its name, two spaces, what it holds), and docs/architecture.md's map is written from those lists.
+MODULE_LINE = re.compile(r"^    (\w+)  +(\S.*)$")
 
 
-def listed_modules(init: Path) -> list[str]:
-    """The names a package's ``Modules:`` block lists, in its order ([] when it has none)."""
+def module_block(init: Path) -> list[tuple[str, str]]:
+    """A package's ``Modules:`` block: (name, what it holds) for each line, in its order ([] when it has none)."""
     doc = ast.get_docstring(ast.parse(init.read_text())) or ""
     lines = doc.splitlines()
     if "Modules:" not in lines:
         return []
-    names = []
+    block = []
     for line in lines[lines.index("Modules:") + 1:]:
         found = MODULE_LINE.match(line)
         if found is None:
             break
-        names.append(found.group(1))
-    return names
+        block.append((found.group(1), found.group(2)))
+    return block
+
+
+def listed_modules(init: Path) -> list[str]:
+    """The names a package's ``Modules:`` block lists, in its order ([] when it has none)."""
+    return [name for name, _ in module_block(init)]
 
 
 def package_contents(package: Path) -> set[str]:
@@ -262,6 +269,78 @@ def test_the_architecture_page_names_every_package():
     packages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
     assert named == packages, (f"docs/architecture.md: name {sorted(packages - named)} as `primacy/<name>/`; "
                                f"{sorted(named - packages)} are not packages")
+
+
+# docs/architecture.md's map: every module and package of primacy/ under its layer, each with the line its package's
+# Modules: list gives it, a package with the names of its modules. `python tests/test_layout.py` writes it from the
+# lists, and the test below holds the page to them; as the lists are held to the folders above, the map names every
+# module there is and no other.
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+MAP_BEGIN = "<!-- the map: written from each package's Modules: list by `python tests/test_layout.py` -->"
+MAP_END = "<!-- end of the map -->"
+
+
+def map_item(path: Path, said: str) -> str:
+    """A module's or a package's item in the map: where it is, what it holds and, for a package, its modules."""
+    where = path.relative_to(PACKAGE.parent).as_posix()
+    if not (path / "__init__.py").is_file():
+        return f"`{where}.py` — {said}"
+    inside = [f"`{name}/`" if (path / name / "__init__.py").is_file() else f"`{name}`"
+              for name in listed_modules(path / "__init__.py")]
+    return f"`{where}/` — {said}" + (f"; modules {', '.join(inside)}" if inside else "")
+
+
+def map_items(parent: Path, top: bool = True) -> list[tuple[str, str]]:
+    """(module name, item) for each module of the top level's list and each package below it, a package followed by
+    its own packages."""
+    items = []
+    for name, said in module_block(parent / "__init__.py"):
+        path = parent / name
+        package = (path / "__init__.py").is_file()
+        if top or package:
+            items.append((module_name(path / "__init__.py" if package else path.with_suffix(".py")),
+                          map_item(path, said)))
+        if package:
+            items += map_items(path, top=False)
+    return items
+
+
+def architecture_map() -> str:
+    """The map: the layers bottom up, each with its modules and packages."""
+    items, lines = map_items(PACKAGE), []
+    for index, (name, _) in enumerate(LAYERS):
+        lines.append(f"- **{name}**")
+        lines += [textwrap.fill(item, 120, initial_indent="  - ", subsequent_indent="    ", break_long_words=False,
+                                break_on_hyphens=False) for module, item in items if layer(module) == index]
+    return "\n".join(lines)
+
+
+def written_map(page: str) -> str:
+    """The map a page holds, between its two markers."""
+    assert page.count(MAP_BEGIN) == 1 and page.count(MAP_END) == 1, f"the page must hold {MAP_BEGIN} ... {MAP_END}"
+    return page.split(MAP_BEGIN)[1].split(MAP_END)[0].strip("\n")
+
+
+def with_map(page: str, text: str) -> str:
+    """``page`` with ``text`` as its map."""
+    written_map(page)
+    before, rest = page.split(MAP_BEGIN)
+    return f"{before}{MAP_BEGIN}\n{text}\n{MAP_END}{rest.split(MAP_END)[1]}"
+
+
+def test_the_architecture_page_holds_the_map_the_module_lists_give():
+    assert written_map(ARCHITECTURE.read_text()) == architecture_map(), (
+        "docs/architecture.md's map differs from the packages' Modules: lists: run python tests/test_layout.py")
+
+
+def test_the_map_check_finds_a_stale_map():
+    """The check above can fail: a page's map is read between its markers, and rewriting it changes only that."""
+    page = f"# A page\n{MAP_BEGIN}\n- old\n{MAP_END}\nmore\n"
+    assert written_map(page) == "- old"
+    assert with_map(page, "- new") == f"# A page\n{MAP_BEGIN}\n- new\n{MAP_END}\nmore\n"
+    with pytest.raises(AssertionError, match="the page must hold"):
+        written_map("# A page without a map\n")
+    assert "`primacy/errors.py` — UsageError" in architecture_map()
 
 
 # tests/ is laid out like the package: a folder of tests is named after the package of primacy/ whose tests it holds
@@ -302,3 +381,7 @@ def test_test_modules_have_names_of_their_own_and_no_package_file():
     assert not twice, f"pytest imports test modules by file name: rename one of each {twice}"
     inits = [path for path in TESTS.rglob("__init__.py") if path.parent.name != "support"]
     assert not inits, f"tests/ holds no packages but support/: {inits}"
+
+
+if __name__ == "__main__":  # write docs/architecture.md's map from the packages' Modules: lists
+    ARCHITECTURE.write_text(with_map(ARCHITECTURE.read_text(), architecture_map()))

@@ -5,6 +5,6 @@ Modules:
     free_recall    FreeRecallModel: outputs fed back until stop, set losses or a reward
     language       LanguageModel: next-token prediction (induction)
     lists          SequenceModel, RecallModel: an answer at each query position
-    optim          parameter groups from hints, warm-up and cosine schedule
+    optim          Optimiser, the settings every model ends with (AdamW, warm-up + cosine); parameter groups
     recall_reward  free recall's reward: rewards, returns, baseline, REINFORCE loss
 """

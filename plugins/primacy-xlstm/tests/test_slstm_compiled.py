@@ -165,10 +165,11 @@ def small(**settings):
     return XLSTMBackbone(d_model=8, blocks=["mlstm", "slstm"], slstm_heads=2, backend="vanilla", **settings)
 
 
-def test_auto_is_the_compiled_loop_where_it_builds_and_the_state_dict_records_it():
+def test_auto_is_a_compiled_loop_where_it_builds_and_the_state_dict_records_it():
+    """compiled_gates since primacy-xlstm 0.4 (test_slstm_gates), compiled before."""
     model = small()
-    assert model.slstm_setting == "auto" and loops(model) == {"compiled"}
-    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled", "mlstm_loop": "pytorch"}
+    assert model.slstm_setting == "auto" and loops(model) == {"compiled_gates"}
+    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled_gates", "mlstm_loop": "pytorch"}
     expected = {"slstm_loop": "pytorch", "mlstm_loop": "pytorch"}
     assert small(slstm_loop="pytorch").state_dict()["_extra_state"] == expected
 

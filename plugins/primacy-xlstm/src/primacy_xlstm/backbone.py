@@ -32,7 +32,16 @@ from xlstm.blocks.mlstm.layer import mLSTMLayer
 from xlstm.blocks.slstm.cell import sLSTMCell_vanilla
 from xlstm.blocks.slstm.layer import sLSTMLayer
 
-from primacy_xlstm.backends import Backend, Loop, RecordsLoop, log, resolve_backend, resolve_loop, resolve_mlstm_loop
+from primacy_xlstm.backends import (
+    Backend,
+    Loop,
+    RecordsLoop,
+    SLSTMLoop,
+    log,
+    resolve_backend,
+    resolve_loop,
+    resolve_mlstm_loop,
+)
 from primacy_xlstm.components import (  # noqa: F401 (their old home: importable from here as before)
     DenseHeadwiseExpand,
     FastCausalConv1d,
@@ -72,7 +81,8 @@ class XLSTMBackbone(RecordsLoop, Backbone):
             (``primacy_xlstm.slstm``; any device), ``cuda`` xlstm's fused kernel
             (compiled when the model is built; needs CUDA), ``auto`` the kernel where CUDA is available.
         slstm_loop: the PyTorch cell's loop: ``pytorch`` (any device), ``compiled`` (C++, CPU: primacy_xlstm.compiled),
-            ``auto`` compiled where it builds (CPU, float32/64 inputs), else pytorch; recorded in the state dict.
+            ``compiled_gates`` (that loop forming each head's gates from its own units), ``auto`` compiled_gates where
+            it builds (CPU, float32/64 inputs), else pytorch; recorded in the state dict.
         mlstm_loop: the mLSTM cell: ``pytorch`` (the chunkwise form, any device: primacy_xlstm.mlstm), ``compiled``
             (its recurrence in C++, CPU: primacy_xlstm.mlstm_compiled), ``auto`` compiled where it builds (CPU,
             float32/64 inputs), else pytorch; recorded in the state dict.
@@ -89,7 +99,7 @@ class XLSTMBackbone(RecordsLoop, Backbone):
         proj_factor: float = 2.0,
         ff_proj_factor: float = 1.3,
         backend: Backend = "auto",
-        slstm_loop: Loop = "auto",
+        slstm_loop: SLSTMLoop = "auto",
         mlstm_loop: Loop = "auto",
     ) -> None:
         super().__init__()

@@ -22,6 +22,10 @@ Backend = Literal["auto", "vanilla", "cuda"]
 BACKENDS = ("auto", "vanilla", "cuda")
 Loop = Literal["auto", "pytorch", "compiled"]
 LOOPS = ("auto", "pytorch", "compiled")
+# the sLSTM's: compiled_gates is the compiled loop with each head's gates formed inside it from its own units
+SLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_gates"]
+SLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_gates")
+COMPILED_LOOPS = ("compiled", "compiled_gates")
 log = logging.getLogger("primacy_xlstm")
 _RECORD = "_extra_state"  # torch's state dict key for get_extra_state, under the backbone's prefix
 
@@ -43,25 +47,33 @@ def resolve_backend(backend: str) -> tuple[str, str]:
 
 
 def resolve_loop(loop: str, built: str) -> tuple[str, str]:
-    """The sLSTM loop a ``slstm_loop`` setting runs with the cell ``built`` (``pytorch`` or ``compiled``), and why (for
-    the log): ``auto`` is ``compiled`` where the machine's C++ compiler builds the library (built now) and ``pytorch``
-    where not; with the CUDA cell, whose kernel has a loop of its own, ``pytorch`` (ours never runs). ``compiled``
-    asked for where it cannot run is a one-line UsageError."""
-    one_of("slstm_loop", loop, LOOPS)
+    """The sLSTM loop a ``slstm_loop`` setting runs with the cell ``built`` (``pytorch``, ``compiled`` or
+    ``compiled_gates``), and why (for the log): ``auto`` is ``compiled_gates`` where the machine's C++ compiler builds
+    the library (built now) and ``pytorch`` where not; with the CUDA cell, whose kernel has a loop of its own,
+    ``pytorch`` (ours never runs). A compiled loop asked for where it cannot run is a one-line UsageError."""
+    one_of("slstm_loop", loop, SLSTM_LOOPS)
     if built == "cuda":
-        if loop == "compiled":
-            raise UsageError("slstm_loop='compiled' is a CPU loop of the PyTorch cell and the CUDA cell was built: "
+        if loop in COMPILED_LOOPS:
+            raise UsageError(f"slstm_loop={loop!r} is a CPU loop of the PyTorch cell and the CUDA cell was built: "
                              "set backend='vanilla' to use it, or slstm_loop='auto' or 'pytorch'")
         return "pytorch", "the CUDA cell runs xlstm's kernel"
     if loop != "auto":
-        if loop == "compiled":
-            check_compiled()
+        if loop in COMPILED_LOOPS:
+            _check_compiled(loop)
         return loop, f"slstm_loop={loop!r}"
     try:
         check_compiled()
     except UsageError as err:
         return "pytorch", f"slstm_loop='auto' and the compiled loop cannot be built here: {err}"
-    return "compiled", "slstm_loop='auto' and the machine's C++ compiler built the compiled loop"
+    return "compiled_gates", "slstm_loop='auto' and the machine's C++ compiler built the compiled loop"
+
+
+def _check_compiled(loop: str) -> None:
+    """check_compiled, its one-line refusal naming ``loop``."""
+    try:
+        check_compiled()
+    except UsageError as err:
+        raise UsageError(str(err).replace("slstm_loop='compiled'", f"slstm_loop={loop!r}", 1)) from None
 
 
 def resolve_mlstm_loop(loop: str) -> tuple[str, str]:
@@ -115,7 +127,7 @@ class RecordsLoop(nn.Module):
         """With ``slstm_loop='auto'`` (``mlstm_loop='auto'``), the PyTorch loop (cell) from the first input the
         compiled one cannot take (not on the CPU, or neither float32 nor float64), said in the log; the record
         follows. An explicit setting is left alone."""
-        if self.slstm_loop == "compiled" and self.slstm_setting == "auto" and not compiled_takes(x):
+        if self.slstm_loop in COMPILED_LOOPS and self.slstm_setting == "auto" and not compiled_takes(x):
             self.use_loop("pytorch", f"slstm_loop='auto' and the input is {x.dtype} on {x.device.type}, which the "
                                      "compiled loop does not take")
         if self.mlstm_loop == "compiled" and self.mlstm_setting == "auto" and not mlstm_takes(x):

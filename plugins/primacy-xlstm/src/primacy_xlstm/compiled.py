@@ -13,6 +13,11 @@ source, primacy's shared header (``primacy/native/fast_math.h``), the compiler, 
 architecture, written atomically (concurrent runs may build it at once), and refused if its ABI is not this module's.
 Where no compiler works, ``slstm_loop='compiled'`` is a one-line error that says so.
 
+``compiled_gates_sequence`` (``slstm_loop='compiled_gates'``) runs the sLSTM layer's gates with the loop: each head's
+pre-activations are formed from its own units of the layer's inputs at each step (the dense product's zeros are not
+multiplied), and the backward writes the inputs' gradient in the same pass; the gates' and R's weight gradients are
+products per head in PyTorch.
+
 float64 uses the C library's exp, log1p and tanh, so it equals the PyTorch loop (and xlstm's cell) to rounding;
 float32 a vectorisable exp (relative error ≤ 3e-7; ``primacy/native/fast_math.h``, shared with primacy-mamba) and
 log σ and tanh built on it (``native/slstm.cpp``).
@@ -32,7 +37,7 @@ from primacy.native import NativeLibrary
 from torch.autograd.function import once_differentiable
 
 SOURCE = Path(__file__).with_name("native") / "slstm.cpp"
-ABI = 1  # primacy_slstm_abi() of the source this module calls
+ABI = 2  # primacy_slstm_abi() of the source this module calls (2: with the gates entry points)
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _FALLBACK = "use slstm_loop='pytorch'"
 LIBRARY = NativeLibrary(SOURCE, "primacy_slstm", ABI, "slstm_loop='compiled'", _FALLBACK,
@@ -61,12 +66,13 @@ def compiled_takes(x: torch.Tensor) -> bool:
     return x.device.type == "cpu" and x.dtype in _SUFFIX
 
 
-def check_tensors(*tensors: torch.Tensor) -> None:
-    """Refuses, in one line, tensors the loops cannot take: CPU tensors of float32 or float64, all of one dtype."""
+def check_tensors(*tensors: torch.Tensor, setting: str = "slstm_loop='compiled'") -> None:
+    """Refuses, in one line, tensors the loops cannot take: CPU tensors of float32 or float64, all of one dtype;
+    ``setting`` is the one the error names."""
     first = tensors[0]
     if first.device.type != "cpu" or first.dtype not in _SUFFIX or any(x.dtype != first.dtype for x in tensors):
         found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in tensors}))
-        raise UsageError(f"slstm_loop='compiled' runs on float32 or float64 CPU tensors of one dtype, not {found}: "
+        raise UsageError(f"{setting} runs on float32 or float64 CPU tensors of one dtype, not {found}: "
                          f"{_FALLBACK}")
 
 
@@ -137,3 +143,60 @@ class _CompiledSequence(torch.autograd.Function):
         y_heads = all_states[0, :-1].reshape(length * batch, heads, dh)
         grad_R = torch.stack([g_heads[:, h].T @ y_heads[:, h] for h in range(heads)])  # NH 4dh dh
         return grad_raws, grad_states, grad_R, None
+
+
+def _head_products(grad: torch.Tensor, inputs: torch.Tensor, heads: int) -> torch.Tensor:
+    """Σ over rows of grad's head-h columns times inputs' head-h columns, per head: grad (N, NH·G), inputs (N, NH·d),
+    both head-major, -> (NH, G, d). One product per head on strided views (no copy, no products between heads)."""
+    g_heads = grad.view(grad.shape[0], heads, -1)
+    x_heads = inputs.reshape(inputs.shape[0], heads, -1)
+    return torch.stack([g_heads[:, h].T @ x_heads[:, h] for h in range(heads)])
+
+
+@torch.compiler.disable  # as compiled_sequence
+def compiled_gates_sequence(rows: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor, R: torch.Tensor
+                            ) -> torch.Tensor:
+    """The sLSTM layer's gates and recurrence from a zero state on the compiled loops, each head's gate
+    pre-activations formed inside the loop from its own units (``slstm_loop='compiled_gates'``): rows (T, B, 2D), the
+    layer's (x_conv | x) at each position; w_in (NH, 4dh, dh), head h's weights from its dh units of x_conv (gates i,
+    f) or of x (gates z, o) to its gates (R's layout); bias (4D) head-major; R (NH, 4dh, dh) -> y after each step
+    (T, B, D). It equals ``compiled_sequence(rows @ W.T + bias, 0, R, True)`` with W the dense (4D, 2D) matrix of
+    w_in's blocks (``primacy_xlstm.slstm.gate_matrix``) to rounding, without multiplying W's zeros: the gates' sums
+    run over a head's own units in a fixed order, so float32 rounds its own way. Differentiable in all four."""
+    check_tensors(rows, w_in, bias, R, setting="slstm_loop='compiled_gates'")
+    return _CompiledGates.apply(rows, w_in, bias, R)
+
+
+class _CompiledGates(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, rows: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor, R: torch.Tensor
+                ) -> torch.Tensor:
+        length, batch, _ = rows.shape
+        heads, _, dh = R.shape
+        rows, w_in, bias, R = (x.contiguous() for x in (rows, w_in, bias, R))
+        raws = rows.new_empty(length, batch, 4 * heads * dh)  # T B 4H: each step's pre-activations, for backward
+        all_states = rows.new_empty(4, length + 1, batch, heads * dh)
+        all_states[:, 0] = 0.0  # xlstm's zero state
+        kernel = getattr(library(), f"primacy_slstm_gates_forward_{_SUFFIX[rows.dtype]}")
+        _run(kernel, batch, length, batch, heads, dh, rows, w_in.transpose(1, 2).contiguous(), bias,
+             R.transpose(1, 2).contiguous(), raws, all_states)
+        ctx.save_for_backward(rows, w_in, R, raws, all_states)
+        return all_states[0, 1:]  # T B H
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        rows, w_in, R, raws, all_states = ctx.saved_tensors
+        length, batch, _ = raws.shape
+        heads, _, dh = R.shape
+        grad_raws, grad_rows = torch.empty_like(raws), torch.empty_like(rows)
+        kernel = getattr(library(), f"primacy_slstm_gates_backward_{_SUFFIX[raws.dtype]}")
+        _run(kernel, batch, length, batch, heads, dh, raws, all_states, R, w_in, grad.contiguous(), grad_raws,
+             grad_rows)
+        count = length * batch
+        g = grad_raws.view(count, heads, 2, 2 * dh)  # (i, f) and (z, o) of each head
+        inputs = rows.view(count, 2, heads, dh)  # x_conv and x, per head
+        # a head's gates i, f read its units of x_conv, z, o of x: w_in's gradient, one product per head and input
+        grad_w = torch.stack([torch.cat([g[:, h, s].T @ inputs[:, s, h] for s in range(2)]) for h in range(heads)])
+        grad_R = _head_products(grad_raws.view(count, -1), all_states[0, :-1].reshape(count, -1), heads)
+        return grad_rows, grad_w, grad_raws.view(count, -1).sum(0), grad_R

@@ -13,6 +13,11 @@
 //   gy_out (T, B, H) the gradient of y after each step alone, or g_all (4, T + 1, B, H) of every state (one of them
 //   null); gstates (4, B, H) the gradient of the initial states.
 //
+// The "gates" entry points (slstm_loop='compiled_gates') also form the pre-activations from the layer's inputs, per
+// head: rows (T, B, 2D) are (x_conv | x) at each position; wt (NH, dh, 4dh) as rt, wt[h, j, g dh + k] the weight from
+// unit j of head h of gate g's input (x_conv for i and f, x for z and o) to gate g's unit k; w (NH, 4dh, dh) the same
+// transposed (backward); bias (4H) head-major. The backward also writes grows (T, B, 2D), the gradient of rows.
+//
 // Loops over a head's units carry no dependence and contain no branch (the clamps, maxima and ties are selects), so
 // compilers vectorise them; the recurrent products run as sums of rows, each in a fixed order.
 
@@ -226,11 +231,149 @@ PRIMACY_INLINE void forward_any(int64_t first, int64_t last, int64_t T, int64_t 
     }
 }
 
+
+// One head's pre-activations (4 dh) from its inputs: the bias, then the sum of wt's rows for gates i and f over the
+// head's units of x_conv (xc, dh) and for z and o over those of x (xr, dh), each in the order of j.
+template <typename R>
+PRIMACY_INLINE void input_gates(int64_t dh, const R* __restrict__ wt, const R* __restrict__ bias,
+                                const R* __restrict__ xc, const R* __restrict__ xr, R* __restrict__ raw) {
+    for (int64_t g = 0; g < 4 * dh; ++g) raw[g] = bias[g];
+    for (int64_t j = 0; j < dh; ++j) {
+        const R xj = xc[j];
+        const R* row = wt + j * 4 * dh;
+        for (int64_t g = 0; g < 2 * dh; ++g) raw[g] += row[g] * xj;
+    }
+    for (int64_t j = 0; j < dh; ++j) {
+        const R xj = xr[j];
+        const R* row = wt + j * 4 * dh;
+        for (int64_t g = 2 * dh; g < 4 * dh; ++g) raw[g] += row[g] * xj;
+    }
+}
+
+// forward with the pre-activations formed here from rows (input_gates), not given: the states from zero
+template <typename R, int64_t DH>
+PRIMACY_INLINE void forward_gates(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh_given,
+                                  const R* rows, const R* wt, const R* bias, const R* rt, R* raws, R* states) {
+    const int64_t dh = DH ? DH : dh_given;
+    const int64_t H = NH * dh, S = (T + 1) * B * H;
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t b = first; b < last; ++b) {
+            const R* before = states + (t * B + b) * H;
+            R* after = states + ((t + 1) * B + b) * H;
+            R* raw = raws + (t * B + b) * 4 * H;
+            const R* row = rows + (t * B + b) * 2 * H;
+            for (int64_t h = 0; h < NH; ++h) {
+                R* rh = raw + h * 4 * dh;
+                const int64_t u = h * dh;
+                input_gates(dh, wt + h * dh * 4 * dh, bias + h * 4 * dh, row + u, row + H + u, rh);
+                recurrent_input(dh, rt + h * dh * 4 * dh, before + u, rh);
+                pointwise(dh, t == 0, rh, before + S + u, before + 2 * S + u, before + 3 * S + u, after + u,
+                          after + S + u, after + 2 * S + u, after + 3 * S + u);
+            }
+        }
+    }
+}
+
+template <typename R>
+PRIMACY_INLINE void forward_gates_any(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
+                                      const R* rows, const R* wt, const R* bias, const R* rt, R* raws, R* states) {
+    switch (dh) {
+        case 8: return forward_gates<R, 8>(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
+        case 16: return forward_gates<R, 16>(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
+        case 32: return forward_gates<R, 32>(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
+        default: return forward_gates<R, 0>(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
+    }
+}
+
+// out (dh) = Σ_{g < G} w[g] rows[g] (rows: G × dh): four partial sums (g ≡ 0, 1, 2, 3 mod 4), each in the order of
+// g, then (p0 + p1) + (p2 + p3), G a multiple of 4. DH: dh as a constant (0: as given), so that the partial sums live
+// in registers (with a scratch array GCC's code for a constant 16 took 3 times as long, for a variable dh as long)
+template <typename R, int64_t DH>
+PRIMACY_INLINE void rows_product(int64_t dh_given, int64_t G, const R* __restrict__ w, const R* __restrict__ rows,
+                                 R* __restrict__ out) {
+    constexpr int64_t N = DH ? DH : 64;
+    const int64_t dh = DH ? DH : dh_given;
+    if (DH == 0 && (dh > N || G % 4)) {  // a width beyond the arrays or gates not in fours: one sum, in order of g
+        for (int64_t j = 0; j < dh; ++j) out[j] = R(0);
+        for (int64_t g = 0; g < G; ++g)
+            for (int64_t j = 0; j < dh; ++j) out[j] += w[g] * rows[g * dh + j];
+        return;
+    }
+    R p0[N], p1[N], p2[N], p3[N];
+    for (int64_t j = 0; j < dh; ++j) p0[j] = p1[j] = p2[j] = p3[j] = R(0);
+#pragma GCC unroll 1
+    for (int64_t g = 0; g < G; g += 4) {
+        const R w0 = w[g], w1 = w[g + 1], w2 = w[g + 2], w3 = w[g + 3];
+        const R *r0 = rows + g * dh, *r1 = r0 + dh, *r2 = r1 + dh, *r3 = r2 + dh;
+        for (int64_t j = 0; j < dh; ++j) {
+            p0[j] += w0 * r0[j];
+            p1[j] += w1 * r1[j];
+            p2[j] += w2 * r2[j];
+            p3[j] += w3 * r3[j];
+        }
+    }
+    for (int64_t j = 0; j < dh; ++j) out[j] = (p0[j] + p1[j]) + (p2[j] + p3[j]);
+}
+
+// backward of forward_gates from the gradient of y after each step alone (gy_out, T B H): graws as backward's, and
+// grows, the gradient of rows (graw's gates i, f times their rows of w into x_conv, z, o's into x)
+template <typename R, int64_t DH>
+PRIMACY_INLINE void backward_gates(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh_given,
+                                   const R* raws, const R* states, const R* r, const R* w, const R* gy_out, R* graws,
+                                   R* grows) {
+    const int64_t dh = DH ? DH : dh_given;
+    const int64_t H = NH * dh, S = (T + 1) * B * H;
+    std::vector<R> carries((last - first) * 4 * H + H);
+    R* gy0 = carries.data() + (last - first) * 4 * H;
+    for (int64_t b = first; b < last; ++b) {
+        R* carry = carries.data() + (b - first) * 4 * H;
+        for (int64_t u = 0; u < H; ++u) carry[u] = gy_out[((T - 1) * B + b) * H + u];
+        for (int64_t u = H; u < 4 * H; ++u) carry[u] = R(0);
+    }
+    for (int64_t t = T - 1; t >= 0; --t) {
+        for (int64_t b = first; b < last; ++b) {
+            R* carry = carries.data() + (b - first) * 4 * H;
+            R *gy = carry, *gc = gy + H, *gn = gc + H, *gm = gn + H;
+            const R* before = states + (t * B + b) * H;
+            const R* after = states + ((t + 1) * B + b) * H;
+            const R* raw = raws + (t * B + b) * 4 * H;
+            R* graw = graws + (t * B + b) * 4 * H;
+            R* grow = grows + (t * B + b) * 2 * H;
+            for (int64_t h = 0; h < NH; ++h) {
+                const int64_t u = h * dh;
+                pointwise_backward(dh, t == 0, raw + h * 4 * dh, before + S + u, before + 2 * S + u,
+                                   before + 3 * S + u, after + u, after + S + u, after + 2 * S + u, after + 3 * S + u,
+                                   gy + u, gc + u, gn + u, gm + u, graw + h * 4 * dh);
+            }
+            for (int64_t h = 0; h < NH; ++h) {
+                const R* gh = graw + h * 4 * dh;
+                const R* wh = w + h * 4 * dh * dh;
+                rows_product<R, DH>(dh, 4 * dh, gh, r + h * 4 * dh * dh, gy0 + h * dh);
+                rows_product<R, DH>(dh, 2 * dh, gh, wh, grow + h * dh);
+                rows_product<R, DH>(dh, 2 * dh, gh + 2 * dh, wh + 2 * dh * dh, grow + H + h * dh);
+            }
+            for (int64_t u = 0; u < H; ++u) gy[u] = t > 0 ? gy_out[((t - 1) * B + b) * H + u] + gy0[u] : gy0[u];
+        }
+    }
+}
+
+template <typename R>
+PRIMACY_INLINE void backward_gates_any(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
+                                       const R* raws, const R* states, const R* r, const R* w, const R* gy_out,
+                                       R* graws, R* grows) {
+    switch (dh) {
+        case 8: return backward_gates<R, 8>(first, last, T, B, NH, dh, raws, states, r, w, gy_out, graws, grows);
+        case 16: return backward_gates<R, 16>(first, last, T, B, NH, dh, raws, states, r, w, gy_out, graws, grows);
+        case 32: return backward_gates<R, 32>(first, last, T, B, NH, dh, raws, states, r, w, gy_out, graws, grows);
+        default: return backward_gates<R, 0>(first, last, T, B, NH, dh, raws, states, r, w, gy_out, graws, grows);
+    }
+}
+
 }  // namespace
 
 extern "C" {
 
-int primacy_slstm_abi() { return 1; }
+int primacy_slstm_abi() { return 2; }
 
 PRIMACY_CLONES void primacy_slstm_forward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
                                               int64_t first_from_zero, const float* xb, const float* rt, float* raws,
@@ -253,6 +396,30 @@ PRIMACY_CLONES void primacy_slstm_backward_f64(int64_t first, int64_t last, int6
                                                const double* states, const double* r, const double* gy_out,
                                                const double* g_all, double* graws, double* gstates) {
     backward(first, last, T, B, NH, dh, first_from_zero, raws, states, r, gy_out, g_all, graws, gstates);
+}
+
+PRIMACY_CLONES void primacy_slstm_gates_forward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+                                                    int64_t dh, const float* rows, const float* wt, const float* bias,
+                                                    const float* rt, float* raws, float* states) {
+    forward_gates_any(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
+}
+PRIMACY_CLONES void primacy_slstm_gates_forward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+                                                    int64_t dh, const double* rows, const double* wt,
+                                                    const double* bias, const double* rt, double* raws,
+                                                    double* states) {
+    forward_gates_any(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
+}
+PRIMACY_CLONES void primacy_slstm_gates_backward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+                                                     int64_t dh, const float* raws, const float* states,
+                                                     const float* r, const float* w, const float* gy_out,
+                                                     float* graws, float* grows) {
+    backward_gates_any(first, last, T, B, NH, dh, raws, states, r, w, gy_out, graws, grows);
+}
+PRIMACY_CLONES void primacy_slstm_gates_backward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+                                                     int64_t dh, const double* raws, const double* states,
+                                                     const double* r, const double* w, const double* gy_out,
+                                                     double* graws, double* grows) {
+    backward_gates_any(first, last, T, B, NH, dh, raws, states, r, w, gy_out, graws, grows);
 }
 
 }  // extern "C"

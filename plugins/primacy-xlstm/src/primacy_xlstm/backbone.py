@@ -34,7 +34,7 @@ from xlstm.blocks.slstm.layer import sLSTMLayer
 
 from primacy_xlstm.backends import (
     Backend,
-    Loop,
+    MLSTMLoop,
     RecordsLoop,
     SLSTMLoop,
     log,
@@ -84,8 +84,9 @@ class XLSTMBackbone(RecordsLoop, Backbone):
             ``compiled_gates`` (that loop forming each head's gates from its own units), ``auto`` compiled_gates where
             it builds (CPU, float32/64 inputs), else pytorch; recorded in the state dict.
         mlstm_loop: the mLSTM cell: ``pytorch`` (the chunkwise form, any device: primacy_xlstm.mlstm), ``compiled``
-            (its recurrence in C++, CPU: primacy_xlstm.mlstm_compiled), ``auto`` compiled where it builds (CPU,
-            float32/64 inputs), else pytorch; recorded in the state dict.
+            (its recurrence in C++, CPU: primacy_xlstm.mlstm_compiled), ``compiled_qkv`` (that recurrence forming q, k,
+            v itself from the layer's rows), ``auto`` compiled_qkv where it builds (CPU, float32/64 inputs), else
+            pytorch; recorded in the state dict.
     """
 
     def __init__(
@@ -100,7 +101,7 @@ class XLSTMBackbone(RecordsLoop, Backbone):
         ff_proj_factor: float = 1.3,
         backend: Backend = "auto",
         slstm_loop: SLSTMLoop = "auto",
-        mlstm_loop: Loop = "auto",
+        mlstm_loop: MLSTMLoop = "auto",
     ) -> None:
         super().__init__()
         positive(d_model=d_model, mlstm_heads=mlstm_heads, slstm_heads=slstm_heads)

@@ -14,7 +14,7 @@ from primacy.errors import UsageError
 from torch import nn
 
 from primacy_xlstm.compiled import check_compiled, compiled_takes
-from primacy_xlstm.mlstm import ChunkwisemLSTMCell
+from primacy_xlstm.mlstm import COMPILED_CELLS, ChunkwisemLSTMCell
 from primacy_xlstm.mlstm_compiled import check_mlstm_compiled, mlstm_takes
 from primacy_xlstm.slstm import FastsLSTMCell
 
@@ -26,6 +26,9 @@ LOOPS = ("auto", "pytorch", "compiled")
 SLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_gates"]
 SLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_gates")
 COMPILED_LOOPS = ("compiled", "compiled_gates")
+# the mLSTM's: compiled_qkv is the compiled cell forming q, k, v inside it from the layer's rows
+MLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_qkv"]
+MLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_qkv")
 log = logging.getLogger("primacy_xlstm")
 _RECORD = "_extra_state"  # torch's state dict key for get_extra_state, under the backbone's prefix
 
@@ -79,18 +82,22 @@ def _check_compiled(loop: str) -> None:
 def resolve_mlstm_loop(loop: str) -> tuple[str, str]:
     """The mLSTM cell an ``mlstm_loop`` setting runs, and why (for the log): ``pytorch`` (the chunkwise form,
     primacy_xlstm.mlstm, any device), ``compiled`` (the recurrence in C++ on the CPU, primacy_xlstm.mlstm_compiled),
-    ``auto`` compiled where the machine's C++ compiler builds it (built now), else pytorch. ``compiled`` asked for
-    where it cannot be built is a one-line UsageError."""
-    one_of("mlstm_loop", loop, LOOPS)
+    ``compiled_qkv`` (that recurrence forming q, k, v itself from the layer's rows), ``auto`` compiled_qkv where the
+    machine's C++ compiler builds it (built now), else pytorch. A compiled cell asked for where it cannot be built is
+    a one-line UsageError."""
+    one_of("mlstm_loop", loop, MLSTM_LOOPS)
     if loop != "auto":
-        if loop == "compiled":
-            check_mlstm_compiled()
+        if loop in COMPILED_CELLS:
+            try:
+                check_mlstm_compiled()
+            except UsageError as err:
+                raise UsageError(str(err).replace("mlstm_loop='compiled'", f"mlstm_loop={loop!r}", 1)) from None
         return loop, f"mlstm_loop={loop!r}"
     try:
         check_mlstm_compiled()
     except UsageError as err:
         return "pytorch", f"mlstm_loop='auto' and the compiled cell cannot be built here: {err}"
-    return "compiled", "mlstm_loop='auto' and the machine's C++ compiler built the compiled cell"
+    return "compiled_qkv", "mlstm_loop='auto' and the machine's C++ compiler built the compiled cell"
 
 
 class RecordsLoop(nn.Module):
@@ -130,7 +137,7 @@ class RecordsLoop(nn.Module):
         if self.slstm_loop in COMPILED_LOOPS and self.slstm_setting == "auto" and not compiled_takes(x):
             self.use_loop("pytorch", f"slstm_loop='auto' and the input is {x.dtype} on {x.device.type}, which the "
                                      "compiled loop does not take")
-        if self.mlstm_loop == "compiled" and self.mlstm_setting == "auto" and not mlstm_takes(x):
+        if self.mlstm_loop in COMPILED_CELLS and self.mlstm_setting == "auto" and not mlstm_takes(x):
             self.use_mlstm_loop("pytorch", f"mlstm_loop='auto' and the input is {x.dtype} on {x.device.type}, "
                                            "which the compiled cell does not take")
 

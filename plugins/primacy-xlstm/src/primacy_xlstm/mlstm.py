@@ -66,7 +66,9 @@ from xlstm.blocks.mlstm.cell import mLSTMCell
 from xlstm.blocks.mlstm.layer import mLSTMLayer
 from xlstm.components.linear_headwise import LinearHeadwiseExpand
 
-from primacy_xlstm.mlstm_compiled import mlstm_compiled
+from primacy_xlstm.mlstm_compiled import mlstm_compiled, mlstm_layer_compiled
+
+COMPILED_CELLS = ("compiled", "compiled_qkv")  # the mlstm_loop settings that run the compiled recurrence
 
 # positions per chunk, by measurement (one CPU thread, B = 64, H = 4, d = 32): the mLSTM's forward and backward at
 # T = 256 take 202, 141, 177 ms at C = 16, 32, 64 (an xLSTM training step 951, 771, 902 ms; C = 128: 1038); at T = 64,
@@ -189,7 +191,7 @@ class ChunkwisemLSTMCell(mLSTMCell):
         backend = self.backend_fn
         if backend is parallel_stabilized_simple:
             # under autocast (bfloat16 q, k, v) the chunkwise form, as the sLSTM cell runs xlstm's loop then
-            compiled = self.mlstm_loop == "compiled" and not torch.is_autocast_enabled(q.device.type)
+            compiled = self.mlstm_loop in COMPILED_CELLS and not torch.is_autocast_enabled(q.device.type)
             backend = mlstm_compiled if compiled else mlstm_chunkwise
         batch, heads, length, _ = q.shape
         gates = gates.transpose(-1, -2)[..., None]  # B 2H T 1: ĩ of each head, then f̃
@@ -219,8 +221,12 @@ class FastmLSTMLayer(mLSTMLayer):
     matrix). The gates, a linear map of (q | k | v), are computed from those inputs with the products of matrices
     (the gate's weight times each projection's), so (q | k | v) is never formed. The cell is not called as a module
     but through ``mix`` (its ``backend_fn`` and ``outnorm`` are, so ``XLSTMBackbone``'s influence and ablation see
-    them); a hook on the cell makes the layer xlstm's. Up and down projections, the learnable skip, the output gate
-    and ``step`` are xlstm's."""
+    them); a hook on the cell makes the layer xlstm's. With ``mlstm_loop='compiled_qkv'`` (``_in_the_kernel``) not
+    even that: the convolution's output and x_mlstm go to the compiled cell as they are, which forms each head's q, k,
+    v from its blocks itself and writes h̃ in (B, T, H·d), the layout ``outnorm`` copies to anyway
+    (``primacy_xlstm.mlstm_compiled.mlstm_layer_compiled``; measured, one CPU thread, B 64, T 64, D 64, thread
+    time: the mLSTM block's step 47.7 → 42.3 ms). Up and down projections, the learnable skip, the output gate and
+    ``step`` are xlstm's."""
 
     def forward(self, x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D), as mLSTMLayer.forward."""
@@ -231,16 +237,30 @@ class FastmLSTMLayer(mLSTMLayer):
         x_conv_act = self.conv_act_fn(self.conv1d(x_mlstm))  # B T E
         cell = self.mlstm_cell
         heads = cell.config.num_heads
-        conv_heads, mlstm_heads = (per_head(u, heads) for u in (x_conv_act, x_mlstm))  # B H T d, contiguous
-        w_q, w_k, w_v = (head_blocks(proj.weight, heads) for proj in (self.q_proj, self.k_proj, self.v_proj))
-        q, k, v = conv_heads @ w_q, conv_heads @ w_k, mlstm_heads @ w_v  # B H T d each
         weight, bias = cell.gate_weights()  # 2H 3E, 2H
         g_q, g_k, g_v = weight.split(inner, dim=1)  # 2H E each: the gates' weights on q, k and v
         dense = [block_diagonal(proj.weight) for proj in (self.q_proj, self.k_proj, self.v_proj)]  # E E each
         gates = linear(x_conv_act, g_q @ dense[0] + g_k @ dense[1]) + linear(x_mlstm, g_v @ dense[2], bias)  # B T 2H
-        h_tilde = cell.mix(q, k, v, gates)  # B T E
+        if self._in_the_kernel(x):  # q, k, v formed inside the compiled cell from the rows (mlstm_loop='compiled_qkv')
+            batch, length, _ = x_mlstm.shape
+            h = mlstm_layer_compiled(x_conv_act, x_mlstm, self.q_proj.weight, self.k_proj.weight, self.v_proj.weight,
+                                     gates, heads)  # B T E: head h's h̃ at h·d
+            h_tilde = cell.outnorm(h.view(batch, length, heads, -1).transpose(1, 2))  # B H T d, a view of B T H d
+            h_tilde = h_tilde.transpose(1, 2).reshape(batch, length, -1)  # B T E
+        else:
+            conv_heads, mlstm_heads = (per_head(u, heads) for u in (x_conv_act, x_mlstm))  # B H T d, contiguous
+            w_q, w_k, w_v = (head_blocks(proj.weight, heads) for proj in (self.q_proj, self.k_proj, self.v_proj))
+            q, k, v = conv_heads @ w_q, conv_heads @ w_k, mlstm_heads @ w_v  # B H T d each
+            h_tilde = cell.mix(q, k, v, gates)  # B T E
         h_state = (h_tilde + self.learnable_skip * x_conv_act) * self.ogate_act_fn(z)  # B T E
         return self.dropout(self.proj_down(h_state))  # B T D
+
+    def _in_the_kernel(self, x: torch.Tensor) -> bool:
+        """On the fast path, whether q, k, v go to the compiled cell as the rows they come from: ``mlstm_loop`` is
+        ``compiled_qkv``, the cell calls xlstm's parallel form (not a recorder: the influence) and no autocast."""
+        cell = self.mlstm_cell
+        return (cell.mlstm_loop == "compiled_qkv" and cell.backend_fn is parallel_stabilized_simple
+                and not torch.is_autocast_enabled(x.device.type))
 
     def _fast_path(self, x: torch.Tensor) -> bool:
         """Whether the cell is a ``ChunkwisemLSTMCell`` with no forward hook (a hook watches the cell's call, with

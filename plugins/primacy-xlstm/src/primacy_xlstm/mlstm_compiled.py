@@ -27,6 +27,13 @@ largest output and ≤ 1e-5 of the largest gradient, where the chunkwise form is
 entry (the chunkwise form's 1.7e-7), the backbone's 5.4e-6 (2.2e-6 at T 64; the PyTorch cells 1.7e-6 and 1.5e-6).
 Every (batch element, head) is computed alone, so the bits do not depend on how the work is split across torch's
 threads.
+
+``mlstm_layer_compiled`` (``mlstm_loop='compiled_qkv'``) is the same cell reading the mLSTM layer's rows: each pair
+forms its q, k, v from the convolution's output and x_mlstm with its head's blocks of the headwise projections (4
+wide in xlstm's layer: 4 products each, on 8 lanes for float32), runs the recurrence above on them, and writes h̃ in
+the layer's (B, T, H·d); the backward maps the gradients of q, k, v back to the rows and to each batch element's share
+of the blocks' gradients (summed over the batch in PyTorch). The per-head copies and the products with the heads'
+(d, d) matrices (seven eighths zeros) of the other paths are gone; float32 rounds its q, k, v its own way.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
 from primacy_xlstm.compiled import _run
 
 SOURCE = Path(__file__).with_name("native") / "mlstm.cpp"
-ABI = 1  # primacy_mlstm_abi() of the source this module calls
+ABI = 2  # primacy_mlstm_abi() of the source this module calls (2: with the layer's entry points)
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 LIBRARY = NativeLibrary(SOURCE, "primacy_mlstm", ABI, "mlstm_loop='compiled'", "use mlstm_loop='pytorch'",
                         "this primacy-xlstm's mLSTM library")
@@ -134,3 +141,57 @@ class _CompiledCell(torch.autograd.Function):
         _run(kernel, batch * heads, length, width, v.shape[-1], ctx.eps, q, k, v, i_pre, f_pre, h, ms, dens, grad,
              gq, gk, gv, gi, gf)
         return gq, gk, gv, gi, gf, None
+
+
+def mlstm_layer_compiled(xc: torch.Tensor, xm: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor,
+                         gates: torch.Tensor, heads: int, eps: float = 1e-6) -> torch.Tensor:
+    """The mLSTM layer's q, k, v projections and cell on the compiled loops (``mlstm_loop='compiled_qkv'``), from the
+    layer's rows: xc (B, T, E) the convolution's activated output (q's and k's input), xm (B, T, E) x_mlstm (v's),
+    wq, wk, wv (NB, bs, bs) xlstm's headwise weights (blocks of width bs within each of ``heads`` heads), gates
+    (B, T, 2·heads) the pre-activations (ĩ | f̃) -> h̃ (B, T, E), head h's at h·d (d = E / heads). It equals
+    ``mlstm_compiled`` on q, k, v formed per head (B, H, T, d) to rounding: each pair's q, k, v are summed from their
+    blocks (bs products in order) inside the kernel, never written out, and its recurrence is the same; the layout
+    needs no copy per head either way. Differentiable in xc, xm, the weights and gates; tensors not on the CPU or not
+    of one dtype, float32 or float64, are refused in one line."""
+    tensors = (xc, xm, wq, wk, wv, gates)
+    if not all(mlstm_takes(x) and x.dtype == xc.dtype for x in tensors):
+        found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in tensors}))
+        raise UsageError(f"mlstm_loop='compiled_qkv' runs on float32 or float64 CPU tensors of one dtype, not "
+                         f"{found}: use mlstm_loop='pytorch'")
+    return _compiled_layer(xc, xm, wq, wk, wv, gates, heads, float(eps))
+
+
+@torch.compiler.disable  # as _compiled_cell
+def _compiled_layer(xc: torch.Tensor, xm: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor,
+                    gates: torch.Tensor, heads: int, eps: float) -> torch.Tensor:
+    return _CompiledLayer.apply(xc, xm, wq, wk, wv, gates, heads, eps)
+
+
+class _CompiledLayer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, xc: torch.Tensor, xm: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor,
+                gates: torch.Tensor, heads: int, eps: float) -> torch.Tensor:
+        batch, length, width = xc.shape
+        xc, xm, wq, wk, wv, gates = (x.contiguous() for x in (xc, xm, wq, wk, wv, gates))
+        out = xc.new_empty(batch, length, width)  # B T E
+        ms, dens = xc.new_empty(batch * heads, length), xc.new_empty(batch * heads, length)
+        kernel = getattr(_library(), f"primacy_mlstm_layer_forward_{_SUFFIX[xc.dtype]}")
+        _run(kernel, batch * heads, heads, length, width // heads, wq.shape[-1], eps, xc, xm, wq, wk, wv, gates, out,
+             ms, dens)
+        ctx.save_for_backward(xc, xm, wq, wk, wv, gates, out, ms, dens)
+        ctx.heads, ctx.eps = heads, eps
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        xc, xm, wq, wk, wv, gates, out, ms, dens = ctx.saved_tensors
+        batch, length, width = xc.shape
+        heads = ctx.heads
+        g_xc, g_xm, g_gates = torch.empty_like(xc), torch.empty_like(xm), torch.empty_like(gates)
+        shares = xc.new_empty(batch, 3, *wq.shape)  # each batch element's share of the weights' gradients
+        kernel = getattr(_library(), f"primacy_mlstm_layer_backward_{_SUFFIX[xc.dtype]}")
+        _run(kernel, batch * heads, heads, length, width // heads, wq.shape[-1], ctx.eps, xc, xm, wq, wk, wv, gates,
+             out, ms, dens, grad.contiguous(), g_xc, g_xm, g_gates, shares)
+        g_wq, g_wk, g_wv = shares.sum(0).unbind(0)
+        return g_xc, g_xm, g_wq, g_wk, g_wv, g_gates, None, None

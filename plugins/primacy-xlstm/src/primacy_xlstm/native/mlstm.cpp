@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 // PRIMACY_CLONES, PRIMACY_INLINE: primacy/native/fast_math.h (NativeLibrary puts it on the include path).
@@ -198,11 +199,179 @@ PRIMACY_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t d, 
     }
 }
 
+// The layer's entry points (mlstm_loop='compiled_qkv'): the cell reading the mLSTM layer's rows and forming q, k, v
+// itself. With E = NH d, bs the width of the q, k, v projections' blocks (d / bs of them in a head), the pair
+// p = b NH + h, and row (b, t) at (b T + t) E:
+//   xc, xm (B, T, E): the convolution's activated output (q's and k's input) and x_mlstm (v's);
+//   wq, wk, wv (NB, bs, bs), NB = E / bs: w[n, o, i] the weight from unit n bs + i to unit n bs + o;
+//   gates (B, T, 2 NH): ĩ of head h at h, f̃ at NH + h; out (B, T, E): h̃ of head h at h d; ms, dens (P, T) as above;
+//   gout, gxc, gxm, ggates: gradients laid out as out, xc, xm, gates; gw (B, 3, NB, bs, bs): each batch element's
+//   share of the gradients of wq, wk, wv (its caller sums them over B, so the split across threads changes nothing).
+// A pair's q, k, v and gates (and in the backward h̃ and its gradient) are gathered into T rows of scratch and the
+// cell's forward or backward above runs on them as on one sequence: the recurrence's arithmetic is the same.
+
+// The blocks of a head as bs rows of d: arranged[i d + j] = w[j / bs, j % bs, i] (forward: out[j] reads input
+// unit (j / bs) bs + i through it) or, with transposed, w[j / bs, i, j % bs] (backward: gx[j] reads g's).
+template <typename R>
+PRIMACY_INLINE void arrange(int64_t d, int64_t bs, bool transposed, const R* __restrict__ w, R* __restrict__ arranged) {
+    for (int64_t i = 0; i < bs; ++i)
+        for (int64_t j = 0; j < d; ++j) {
+            const int64_t n = j / bs, o = j % bs;
+            arranged[i * d + j] = transposed ? w[(n * bs + i) * bs + o] : w[(n * bs + o) * bs + i];
+        }
+}
+
+// out[j] = Σ_i a[i d + j] x[(j / bs) bs + i], the sum from i = 0 in order: a head's projection by its blocks
+// (forward, a = arrange(w)) or the transpose's (backward, a = arrange(w, transposed)). For float blocks of 4 the
+// same operations in the same order run on 8 lanes: each lane's input is picked from its 128-bit half, one block.
+template <typename R>
+PRIMACY_INLINE void grouped(int64_t d, int64_t bs, const R* __restrict__ a, const R* __restrict__ x,
+                            R* __restrict__ out) {
+    for (int64_t j = 0; j < d; ++j) {
+        const R* xs = x + (j / bs) * bs;
+        R s = a[j] * xs[0];
+        for (int64_t i = 1; i < bs; ++i) s += a[i * d + j] * xs[i];
+        out[j] = s;
+    }
+}
+PRIMACY_INLINE void grouped(int64_t d, int64_t bs, const float* __restrict__ a, const float* __restrict__ x,
+                            float* __restrict__ out) {
+    using primacy::F8;
+    if (bs != 4 || d % 8) return grouped<float>(d, bs, a, x, out);
+    for (int64_t j = 0; j < d; j += 8) {
+        F8 v, a0, a1, a2, a3;
+        std::memcpy(&v, x + j, sizeof v);
+        std::memcpy(&a0, a + j, sizeof v);
+        std::memcpy(&a1, a + d + j, sizeof v);
+        std::memcpy(&a2, a + 2 * d + j, sizeof v);
+        std::memcpy(&a3, a + 3 * d + j, sizeof v);
+        F8 s = a0 * __builtin_shufflevector(v, v, 0, 0, 0, 0, 4, 4, 4, 4);
+        s += a1 * __builtin_shufflevector(v, v, 1, 1, 1, 1, 5, 5, 5, 5);
+        s += a2 * __builtin_shufflevector(v, v, 2, 2, 2, 2, 6, 6, 6, 6);
+        s += a3 * __builtin_shufflevector(v, v, 3, 3, 3, 3, 7, 7, 7, 7);
+        std::memcpy(out + j, &s, sizeof s);
+    }
+}
+
+// acc[i d + j] += g[j] x[(j / bs) bs + i]: one position's share of a head's block gradients, arranged as arrange()
+template <typename R>
+PRIMACY_INLINE void grouped_outer(int64_t d, int64_t bs, const R* __restrict__ g, const R* __restrict__ x,
+                                  R* __restrict__ acc) {
+    for (int64_t i = 0; i < bs; ++i)
+        for (int64_t j = 0; j < d; ++j) acc[i * d + j] += g[j] * x[(j / bs) * bs + i];
+}
+PRIMACY_INLINE void grouped_outer(int64_t d, int64_t bs, const float* __restrict__ g, const float* __restrict__ x,
+                                  float* __restrict__ acc) {
+    using primacy::F8;
+    if (bs != 4 || d % 8) return grouped_outer<float>(d, bs, g, x, acc);
+    for (int64_t j = 0; j < d; j += 8) {
+        F8 v, gj, c0, c1, c2, c3;
+        std::memcpy(&v, x + j, sizeof v);
+        std::memcpy(&gj, g + j, sizeof v);
+        std::memcpy(&c0, acc + j, sizeof v);
+        std::memcpy(&c1, acc + d + j, sizeof v);
+        std::memcpy(&c2, acc + 2 * d + j, sizeof v);
+        std::memcpy(&c3, acc + 3 * d + j, sizeof v);
+        c0 += gj * __builtin_shufflevector(v, v, 0, 0, 0, 0, 4, 4, 4, 4);
+        c1 += gj * __builtin_shufflevector(v, v, 1, 1, 1, 1, 5, 5, 5, 5);
+        c2 += gj * __builtin_shufflevector(v, v, 2, 2, 2, 2, 6, 6, 6, 6);
+        c3 += gj * __builtin_shufflevector(v, v, 3, 3, 3, 3, 7, 7, 7, 7);
+        std::memcpy(acc + j, &c0, sizeof v);
+        std::memcpy(acc + d + j, &c1, sizeof v);
+        std::memcpy(acc + 2 * d + j, &c2, sizeof v);
+        std::memcpy(acc + 3 * d + j, &c3, sizeof v);
+    }
+}
+
+// a pair's rows gathered: q, k from xc and v from xm by the head's arranged blocks (a: q's, k's, v's, bs d each),
+// ĩ and f̃ from gates (T rows each)
+template <typename R>
+PRIMACY_INLINE void gather(int64_t b, int64_t h, int64_t NH, int64_t T, int64_t d, int64_t bs, const R* xc,
+                           const R* xm, const R* a, const R* gates, R* q, R* k, R* v, R* ig, R* fg) {
+    const int64_t E = NH * d;
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t row = (b * T + t) * E + h * d;
+        grouped(d, bs, a, xc + row, q + t * d);
+        grouped(d, bs, a + bs * d, xc + row, k + t * d);
+        grouped(d, bs, a + 2 * bs * d, xm + row, v + t * d);
+        ig[t] = gates[(b * T + t) * 2 * NH + h];
+        fg[t] = gates[(b * T + t) * 2 * NH + NH + h];
+    }
+}
+
+// the head's blocks of wq, wk, wv arranged (forward, or transposed for the backward) into a (3 bs d)
+template <typename R>
+PRIMACY_INLINE void arrange_head(int64_t h, int64_t d, int64_t bs, bool transposed, const R* wq, const R* wk,
+                                 const R* wv, R* a) {
+    const R* ws[3] = {wq, wk, wv};
+    for (int64_t w = 0; w < 3; ++w) arrange(d, bs, transposed, ws[w] + h * d * bs, a + w * bs * d);
+}
+
+template <typename R>
+PRIMACY_INLINE void layer_forward(int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, R eps,
+                                  const R* xc, const R* xm, const R* wq, const R* wk, const R* wv, const R* gates,
+                                  R* out, R* ms, R* dens) {
+    const int64_t E = NH * d;
+    std::vector<R> scratch(4 * T * d + 2 * T + 3 * bs * d);
+    R *q = scratch.data(), *k = q + T * d, *v = k + T * d, *h = v + T * d, *ig = h + T * d, *fg = ig + T;
+    R* a = fg + T;
+    for (int64_t p = first; p < last; ++p) {
+        const int64_t b = p / NH, head = p % NH;
+        arrange_head(head, d, bs, false, wq, wk, wv, a);
+        gather(b, head, NH, T, d, bs, xc, xm, a, gates, q, k, v, ig, fg);
+        forward(0, 1, T, d, d, eps, q, k, v, ig, fg, h, ms + p * T, dens + p * T);
+        for (int64_t t = 0; t < T; ++t)
+            std::memcpy(out + (b * T + t) * E + head * d, h + t * d, sizeof(R) * d);
+    }
+}
+
+template <typename R>
+PRIMACY_INLINE void layer_backward(int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, R eps,
+                                   const R* xc, const R* xm, const R* wq, const R* wk, const R* wv, const R* gates,
+                                   const R* out, const R* ms, const R* dens, const R* gout, R* gxc, R* gxm,
+                                   R* ggates, R* gw) {
+    const int64_t E = NH * d, NB = E / bs;
+    std::vector<R> scratch(8 * T * d + 4 * T + 9 * bs * d + d);
+    R *q = scratch.data(), *k = q + T * d, *v = k + T * d, *h = v + T * d, *gh = h + T * d, *gq = gh + T * d;
+    R *gk = gq + T * d, *gv = gk + T * d, *ig = gv + T * d, *fg = ig + T, *gig = fg + T, *gfg = gig + T;
+    R *a = gfg + T, *back = a + 3 * bs * d, *acc = back + 3 * bs * d, *tmp = acc + 3 * bs * d;
+    for (int64_t p = first; p < last; ++p) {
+        const int64_t b = p / NH, head = p % NH;
+        arrange_head(head, d, bs, false, wq, wk, wv, a);
+        arrange_head(head, d, bs, true, wq, wk, wv, back);
+        gather(b, head, NH, T, d, bs, xc, xm, a, gates, q, k, v, ig, fg);
+        for (int64_t t = 0; t < T; ++t) {
+            std::memcpy(h + t * d, out + (b * T + t) * E + head * d, sizeof(R) * d);
+            std::memcpy(gh + t * d, gout + (b * T + t) * E + head * d, sizeof(R) * d);
+        }
+        backward(0, 1, T, d, d, eps, q, k, v, ig, fg, h, ms + p * T, dens + p * T, gh, gq, gk, gv, gig, gfg);
+        for (int64_t j = 0; j < 3 * bs * d; ++j) acc[j] = R(0);
+        for (int64_t t = 0; t < T; ++t) {
+            const int64_t row = (b * T + t) * E + head * d;
+            grouped(d, bs, back, gq + t * d, gxc + row);  // q's share of x_conv's gradient, then k's added
+            grouped(d, bs, back + bs * d, gk + t * d, tmp);
+            for (int64_t j = 0; j < d; ++j) gxc[row + j] += tmp[j];
+            grouped(d, bs, back + 2 * bs * d, gv + t * d, gxm + row);
+            ggates[(b * T + t) * 2 * NH + head] = gig[t];
+            ggates[(b * T + t) * 2 * NH + NH + head] = gfg[t];
+            grouped_outer(d, bs, gq + t * d, xc + row, acc);  // the blocks' gradients, summed over t in order
+            grouped_outer(d, bs, gk + t * d, xc + row, acc + bs * d);
+            grouped_outer(d, bs, gv + t * d, xm + row, acc + 2 * bs * d);
+        }
+        // this batch element's share of the weights' gradients: acc[w][i d + j] is w[j / bs, j % bs, i]'s
+        for (int64_t w = 0; w < 3; ++w)
+            for (int64_t i = 0; i < bs; ++i)
+                for (int64_t j = 0; j < d; ++j)
+                    gw[((b * 3 + w) * NB + head * (d / bs) + j / bs) * bs * bs + (j % bs) * bs + i] =
+                        acc[(w * bs + i) * d + j];
+    }
+}
+
 }  // namespace
 
 extern "C" {
 
-int primacy_mlstm_abi() { return 1; }
+int primacy_mlstm_abi() { return 2; }
 
 PRIMACY_CLONES void primacy_mlstm_forward_f32(int64_t first, int64_t last, int64_t T, int64_t d, int64_t dv,
                                               double eps, const float* q, const float* k, const float* v,
@@ -229,5 +398,22 @@ PRIMACY_CLONES void primacy_mlstm_backward_f64(int64_t first, int64_t last, int6
                                                double* gv, double* gig, double* gfg) {
     backward(first, last, T, d, dv, eps, q, k, v, ig, fg, h, ms, dens, gh, gq, gk, gv, gig, gfg);
 }
+
+#define PRIMACY_LAYER_ENTRIES(R, SUFFIX)                                                                              \
+    PRIMACY_CLONES void primacy_mlstm_layer_forward_##SUFFIX(int64_t first, int64_t last, int64_t NH, int64_t T,     \
+                                                             int64_t d, int64_t bs, double eps, const R* xc,          \
+                                                             const R* xm, const R* wq, const R* wk, const R* wv,      \
+                                                             const R* gates, R* out, R* ms, R* dens) {                \
+        layer_forward(first, last, NH, T, d, bs, R(eps), xc, xm, wq, wk, wv, gates, out, ms, dens);                   \
+    }                                                                                                                 \
+    PRIMACY_CLONES void primacy_mlstm_layer_backward_##SUFFIX(                                                        \
+        int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, double eps, const R* xc,          \
+        const R* xm, const R* wq, const R* wk, const R* wv, const R* gates, const R* out, const R* ms,               \
+        const R* dens, const R* gout, R* gxc, R* gxm, R* ggates, R* gw) {                                             \
+        layer_backward(first, last, NH, T, d, bs, R(eps), xc, xm, wq, wk, wv, gates, out, ms, dens, gout, gxc, gxm,   \
+                       ggates, gw);                                                                                   \
+    }
+PRIMACY_LAYER_ENTRIES(float, f32)
+PRIMACY_LAYER_ENTRIES(double, f64)
 
 }  // extern "C"

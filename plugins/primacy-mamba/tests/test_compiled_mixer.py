@@ -95,7 +95,8 @@ def test_it_gives_the_same_bits_on_any_number_of_threads(dtype):
             assert torch.equal(one, many), name
 
 
-@pytest.mark.parametrize("scan", ["compiled_mixer", "compiled_conv"])  # compiled_conv: compiled_mixer + the convolution
+# compiled_conv: compiled_mixer + the convolution; compiled_fma: all of it, dt_proj too, multiply-adds fused
+@pytest.mark.parametrize("scan", ["compiled_mixer", "compiled_conv", "compiled_fma"])
 def test_the_backbone_on_it_equals_the_recurrent_scans_with_every_gradient_in_float64(scan):
     torch.manual_seed(0)
     fast = MambaBackbone(d_model=8, n_layers=2, scan=scan).double()

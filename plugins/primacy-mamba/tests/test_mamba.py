@@ -29,6 +29,7 @@ import primacy_mamba.chunked
 import primacy_mamba.compiled
 import primacy_mamba.scan
 from primacy_mamba import MambaBackbone
+from primacy_mamba.compiled_fma import fma_native
 
 QUICKSTART = Path(__file__).resolve().parents[3] / "configs" / "quickstart-mamba.yaml"
 
@@ -343,7 +344,10 @@ def test_dt_is_the_mean_input_dependent_step_of_the_last_pass():
     assert torch.allclose(model.dt()["layer0"], direct_dt(model, 2 * x), atol=1e-6), "the last pass only"
 
 
-def test_auto_uses_the_compiled_conv_scan_on_cpu_and_says_so_once(caplog):
+AUTO = "compiled_fma" if fma_native() else "compiled_conv"  # auto's scan on this machine's CPU
+
+
+def test_auto_uses_the_compiled_fma_scan_where_the_cpu_fuses_multiply_adds_and_says_so_once(caplog):
     model = MambaBackbone(d_model=8)
     with caplog.at_level(logging.INFO, logger="primacy_mamba"):
         model(torch.randn(1, 4, 8))
@@ -351,13 +355,20 @@ def test_auto_uses_the_compiled_conv_scan_on_cpu_and_says_so_once(caplog):
     records = [r for r in caplog.records if r.name == "primacy_mamba"]
     assert len(records) == 1
     message = records[0].getMessage()
-    assert "compiled compiled_conv scan" in message and "on cpu" in message and "C++ compiler built" in message
+    assert f"compiled {AUTO} scan" in message and "on cpu" in message and "C++ compiler built" in message
+    assert ("this CPU fuses multiply-adds" if fma_native() else "this CPU has no fused multiply-add") in message
+
+
+def test_auto_takes_compiled_conv_where_the_cpu_has_no_fused_multiply_add(monkeypatch):
+    monkeypatch.setattr(primacy_mamba.backbone, "fma_native", lambda: False)
+    model = MambaBackbone(d_model=8)
+    assert model.scan == "compiled_conv" and "no fused multiply-add" in model._scan_reason
 
 
 def test_auto_on_a_gpu_without_the_fused_kernel_runs_the_chunked_scan_and_records_it():
     # the compiled scans are CPU loops: on a GPU (here only named: this machine may have none) auto takes chunked
     model, explicit = MambaBackbone(d_model=8, n_layers=2), MambaBackbone(d_model=8, scan="compiled")
-    assert model.scan == "compiled_conv"
+    assert model.scan == AUTO
     model.scan_on(torch.device("cuda"))
     explicit.scan_on(torch.device("cuda"))
     assert model.scan == "chunked" and {layer.mixer.scan for layer in model.layers} == {"chunked"}
@@ -414,7 +425,7 @@ def test_fused_path_passes_the_kernel_what_it_expects(monkeypatch):
         ({"dt_min": 0.0}, "dt_min=0.0, dt_max=0.1 is not a valid Δt range"),
         ({"kernel": "cuda"}, "kernel='cuda' is unknown: choose one of 'auto', 'pure', 'fused'"),
         ({"scan": "fast"}, "scan='fast' is unknown: choose one of 'auto', 'recurrent', 'chunked', 'compiled', "
-                           "'compiled_mixer', 'compiled_conv', 'parallel', 'sequential'"),
+                           "'compiled_mixer', 'compiled_conv', 'compiled_fma', 'parallel', 'sequential'"),
     ],
 )
 def test_bad_arguments_are_rejected(kwargs, message):
@@ -436,7 +447,7 @@ def test_a_checkpoint_resumes_on_the_scan_it_was_trained_on_under_auto(no_librar
     trained = MambaBackbone(d_model=8, scan="chunked")
     state = trained.state_dict()
     assert state["_extra_state"] == {"scan": "chunked"}
-    resumed = MambaBackbone(d_model=8)  # auto: compiled_conv here
+    resumed = MambaBackbone(d_model=8)  # auto: compiled_fma here (or compiled_conv)
     resumed.load_state_dict(state)
     assert resumed.scan == "chunked" and all(layer.mixer.scan == "chunked" for layer in resumed.layers)
     x = torch.randn(2, 5, 8)
@@ -454,15 +465,16 @@ def test_a_checkpoint_resumes_on_the_scan_it_was_trained_on_under_auto(no_librar
     assert "\n" not in str(err.value)
 
 
-def test_a_run_on_the_compiled_mixer_resumes_on_it_under_auto():
-    """Runs of primacy-mamba 0.3's default (compiled_mixer, the convolution in PyTorch) keep their path and bits
-    after auto became compiled_conv (the convolution compiled, rounding otherwise)."""
+@pytest.mark.parametrize("scan", ["compiled_mixer", "compiled_conv"])
+def test_a_run_on_an_older_default_resumes_on_it_under_auto(scan):
+    """Runs of primacy-mamba 0.3's default (compiled_mixer, the convolution in PyTorch) and 0.4's (compiled_conv) keep
+    their path and bits after auto became compiled_fma (fused multiply-adds, rounding otherwise)."""
     torch.manual_seed(0)
-    trained = MambaBackbone(d_model=8, scan="compiled_mixer")
+    trained = MambaBackbone(d_model=8, scan=scan)
     resumed = MambaBackbone(d_model=8)
-    assert resumed.scan == "compiled_conv"
+    assert resumed.scan == AUTO
     resumed.load_state_dict(trained.state_dict())
-    assert resumed.scan == "compiled_mixer" and all(layer.mixer.scan == "compiled_mixer" for layer in resumed.layers)
+    assert resumed.scan == scan and all(layer.mixer.scan == scan for layer in resumed.layers)
     x = torch.randn(2, 5, 8)
     assert torch.equal(resumed(x), trained(x))
 
@@ -472,7 +484,7 @@ def test_a_state_dict_from_before_auto_still_loads_strictly():
     old = {key: value for key, value in model.state_dict().items() if key != "_extra_state"}
     fresh = MambaBackbone(d_model=8)
     fresh.load_state_dict(old)
-    assert fresh.scan == "compiled_conv"  # its config names the scan it ran on
+    assert fresh.scan == AUTO  # its config names the scan it ran on
     torch.testing.assert_close(fresh.state_dict()["norm_f.weight"], old["norm_f.weight"])
 
 

@@ -16,12 +16,15 @@ from primacy.errors import UsageError
 from primacy.ssm.timescale import check_dt_range
 from torch import nn
 
-from primacy_mamba.block import MambaLayer
+from primacy_mamba.block import MambaLayer, norm
 from primacy_mamba.compiled import check_compiled
+from primacy_mamba.compiled_fma import fma_native
 from primacy_mamba.kernels import Kernel, check_kernel, log, use_fused
 
-Scan = Literal["auto", "recurrent", "chunked", "compiled", "compiled_mixer", "compiled_conv", "parallel", "sequential"]
-_SCANS = ("auto", "recurrent", "chunked", "compiled", "compiled_mixer", "compiled_conv", "parallel", "sequential")
+Scan = Literal["auto", "recurrent", "chunked", "compiled", "compiled_mixer", "compiled_conv", "compiled_fma",
+               "parallel", "sequential"]
+_SCANS = ("auto", "recurrent", "chunked", "compiled", "compiled_mixer", "compiled_conv", "compiled_fma", "parallel",
+          "sequential")
 _RECORD = "_extra_state"  # torch's state dict key for get_extra_state, under the backbone's prefix
 
 
@@ -42,9 +45,10 @@ class MambaBackbone(Backbone):
         kernel: ``pure`` runs the scan in PyTorch (``scan``); ``fused`` mamba_ssm's CUDA kernel (needs
             ``pip install 'primacy-mamba[cuda]'`` and the model on a GPU); ``auto`` the fused kernel when both
             hold, otherwise the pure one. Both use the same parameters, so checkpoints move between them.
-        scan: the pure path's algorithm: ``auto`` (the default since primacy-mamba 0.3) is ``compiled_conv`` where the
-            machine's C++ compiler builds it (since 0.4; ``compiled_mixer`` in 0.3) and ``chunked`` (pure PyTorch)
-            where not or on a GPU, said in the log; the scan it resolved to is kept in the state dict, and a
+        scan: the pure path's algorithm: ``auto`` (the default since primacy-mamba 0.3) is ``compiled_fma`` where the
+            machine's C++ compiler builds it and the CPU fuses multiply-adds (since 0.5; ``compiled_conv`` in 0.4 and
+            where the CPU does not, ``compiled_mixer`` in 0.3) and ``chunked`` (pure PyTorch) where no compiler works
+            or on a GPU, said in the log; the scan it resolved to is kept in the state dict, and a
             checkpoint loaded with ``auto`` runs on the scan it was trained on (refused in one line where that scan
             cannot run); an explicit setting is always honoured.
             ``recurrent (``primacy_mamba.scan``: a loop over time with a
@@ -56,7 +60,10 @@ class MambaBackbone(Backbone):
             compiler works), ``compiled_mixer`` (``primacy_mamba.compiled_mixer``: the compiled scan with the mixer's
             softplus(Δ + bias), D·u and SiLU(z) gate in the same loops, as mamba_ssm's CUDA kernel; the same maps
             to rounding), ``compiled_conv`` (``compiled_mixer`` with the causal depthwise convolution and its SiLU
-            compiled as well, ``primacy_mamba.compiled_conv``; the same maps to rounding),
+            compiled as well, ``primacy_mamba.compiled_conv``; the same maps to rounding), ``compiled_fma``
+            (everything from in_proj's output to the gate in one compiled map, dt_proj inside the mixer's loops,
+            every multiply-add fused, AVX-512 where the CPU has it; ``primacy_mamba.compiled_fma``; the same maps to
+            rounding),
             ``parallel`` (mambapy's Blelloch scan, which keeps the states for backward; the
             default before primacy-mamba 0.2) or ``sequential`` (mambapy's step-by-step loop, the slow reference).
     """
@@ -137,7 +144,7 @@ class MambaBackbone(Backbone):
         self._log_choice(fused, reason)
         for layer in self.layers:
             x = layer(x, fused)  # B T D
-        return self.norm_f(x)  # B T D
+        return norm(self.norm_f, x, self.scan == "compiled_fma" and not fused)  # B T D
 
     def influence(self, x: torch.Tensor) -> list[Influence]:
         """Each layer's selective scan on x (B, T, D) unrolled exactly (``MambaMixer.influence``), in layer order;
@@ -205,9 +212,10 @@ class MambaBackbone(Backbone):
 
 
 def resolve_scan(scan: str) -> tuple[str, str]:
-    """The scan a ``scan`` setting runs, and why (for the log): ``auto`` is ``compiled_conv`` where a C++ compiler
-    builds the library (it is built now) and ``chunked`` where not; a compiled scan asked for by name where none can
-    be built is a one-line UsageError."""
+    """The scan a ``scan`` setting runs, and why (for the log): ``auto`` is ``compiled_fma`` where a C++ compiler
+    builds the library (it is built now) and the CPU fuses multiply-adds, ``compiled_conv`` where it does not, and
+    ``chunked`` where no compiler works; a compiled scan asked for by name where none can be built is a one-line
+    UsageError."""
     one_of("scan", scan, _SCANS)
     if scan.startswith("compiled"):
         check_compiled()
@@ -217,4 +225,8 @@ def resolve_scan(scan: str) -> tuple[str, str]:
         check_compiled()
     except UsageError as err:
         return "chunked", f"scan='auto', and the compiled scan cannot be built here: {err}"
-    return "compiled_conv", "scan='auto' and the machine's C++ compiler built the compiled scan"
+    if not fma_native():
+        return "compiled_conv", ("scan='auto', the machine's C++ compiler built the compiled scan and this CPU has no "
+                                 "fused multiply-add (compiled_fma would compute it in software)")
+    return "compiled_fma", ("scan='auto', the machine's C++ compiler built the compiled scan and this CPU fuses "
+                            "multiply-adds")

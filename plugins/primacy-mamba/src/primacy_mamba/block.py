@@ -16,6 +16,7 @@ from torch import nn
 from primacy_mamba.chunked import chunked_selective_scan
 from primacy_mamba.compiled import compiled_selective_scan
 from primacy_mamba.compiled_conv import compiled_conv_silu
+from primacy_mamba.compiled_fma import compiled_fma_mixer, compiled_rms_norm
 from primacy_mamba.compiled_mixer import compiled_mixer_scan
 from primacy_mamba.kernels import fused_scan
 from primacy_mamba.scan import selective_scan
@@ -59,6 +60,8 @@ class MambaMixer(MambaBlock):
 
     def forward(self, x: torch.Tensor, fused: bool = False) -> torch.Tensor:
         """(B, T, D) -> (B, T, D); ``fused`` runs mamba_ssm's selective scan (CUDA only)."""
+        if self.scan == "compiled_fma" and not fused:
+            return self.out_proj(zero_units(self._compiled_fma(self.in_proj(x)), self.ablated, dim=-1))  # B T D
         u, z, dt_raw, b, c, a = self._scan_inputs(x)  # B T E·D, B T E·D, B T E·D, B T N, B T N, E·D N
         if fused:
             y = self._fused_scan(u, dt_raw, a, b, c, z)  # B T E·D, already gated by silu(z)
@@ -79,6 +82,17 @@ class MambaMixer(MambaBlock):
             u = u.to(torch.promote_types(u.dtype, torch.float32))
             return compiled_conv_silu(u, self.conv1d.weight.to(u.dtype), self.conv1d.bias)
 
+    def _compiled_fma(self, xz: torch.Tensor) -> torch.Tensor:
+        """Everything between in_proj's output xz (B, T, 2 E·D) and out_proj in one compiled map with fused
+        multiply-adds (primacy_mamba.compiled_fma), y (B, T, E·D) gated; it also gives Δ's mean, which last_dt keeps.
+        Never below float32, as the other scans."""
+        with torch.autocast(device_type=xz.device.type, enabled=False):
+            xz = xz.to(torch.promote_types(xz.dtype, torch.float32))
+            y, self.last_dt = compiled_fma_mixer(xz, self.conv1d.weight, self.conv1d.bias, self.x_proj.weight,
+                                                 self.dt_proj.weight, self.dt_proj.bias,
+                                                 -torch.exp(self.A_log.float()), self.D.float())
+        return y
+
     def _compiled_mixer(self, u: torch.Tensor, dt_raw: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
                         c: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """softplus(Δ + bias), the scan, D·u and the silu(z) gate in one compiled kernel (primacy_mamba.compiled_mixer),
@@ -93,10 +107,11 @@ class MambaMixer(MambaBlock):
                    ) -> torch.Tensor:
         """The scan on the pure path, y (B, T, E·D) before the gate, by ``self.scan``: ``recurrent``
         (primacy_mamba.scan), ``chunked`` (primacy_mamba.chunked), ``compiled`` (primacy_mamba.compiled; also for
-        ``compiled_mixer`` and ``compiled_conv``, whose forward folds the gate in, when a caller wants the scan
-        alone), ``parallel`` (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop, the reference)."""
+        ``compiled_mixer``, ``compiled_conv`` and ``compiled_fma``, whose forward folds the gate in, when a caller wants
+        the scan alone), ``parallel`` (mambapy's Blelloch scan) or ``sequential`` (mambapy's loop, the reference)."""
         scans = {"recurrent": selective_scan, "chunked": chunked_selective_scan, "compiled": compiled_selective_scan,
                  "compiled_mixer": compiled_selective_scan, "compiled_conv": compiled_selective_scan,
+                 "compiled_fma": compiled_selective_scan,
                  "parallel": self.selective_scan,
                  "sequential": self.selective_scan_seq}
         # Never below float32, as mamba_ssm's kernel keeps its state: under autocast u, B and C come in bfloat16.
@@ -167,9 +182,18 @@ class MambaLayer(nn.Module):
         self.norm = RMSNorm(config.d_model, config.rms_norm_eps)
 
     def forward(self, x: torch.Tensor, fused: bool = False) -> torch.Tensor:
-        return x + self.mixer(self.norm(x), fused)  # B T D
+        return x + self.mixer(norm(self.norm, x, self.mixer.scan == "compiled_fma" and not fused), fused)  # B T D
 
     def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
              ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         y_t, state = self.mixer.step(self.norm(x_t), state)  # B D
         return x_t + y_t, state
+
+
+def norm(module: RMSNorm, x: torch.Tensor, compiled: bool) -> torch.Tensor:
+    """mambapy's RMSNorm of x (B, T, D), in compiled loops where ``compiled`` (scan='compiled_fma'; never below
+    float32, as the scans), else the module itself."""
+    if not compiled:
+        return module(x)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        return compiled_rms_norm(x.to(torch.promote_types(x.dtype, torch.float32)), module.weight, module.eps)

@@ -32,7 +32,7 @@ from primacy.errors import UsageError
 from primacy.native import NativeLibrary
 
 SOURCE = Path(__file__).with_name("native") / "scan.cpp"
-ABI = 6  # primacy_scan_abi() of the source this module calls
+ABI = 7  # primacy_scan_abi() of the source this module calls
 LIBRARY = NativeLibrary(SOURCE, "primacy_scan", ABI, "scan='compiled'", "use scan='chunked'",
                         "this primacy-mamba's scan")
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}

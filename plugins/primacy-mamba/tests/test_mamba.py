@@ -168,10 +168,11 @@ def test_the_compiled_scans_backward_is_its_forwards_derivative():
 
 
 @pytest.mark.slow  # 10-30 s of compiling
-@pytest.mark.parametrize("scan", ["compiled", "chunked"])
+@pytest.mark.parametrize("scan", ["compiled", "chunked", "compiled_fma"])
 def test_the_backbone_under_torch_compile_gives_its_eager_numbers(scan):
-    """primacy's CompileBackbone compiles the backbone: the C++ scan runs as it is (torch.compile does not trace
-    it), the chunked one is compiled; both give the eager forward and gradient in float64."""
+    """primacy's CompileBackbone compiles the backbone: the C++ scans run as they are (torch.compile does not trace
+    them; compiled_fma's RMSNorm neither), the chunked one is compiled; all give the eager forward and gradient in
+    float64."""
     torch.manual_seed(0)
     backbone = MambaBackbone(d_model=8, n_layers=1, d_state=4, scan=scan).double()
     x = torch.randn(2, 12, 8, dtype=torch.float64, requires_grad=True)

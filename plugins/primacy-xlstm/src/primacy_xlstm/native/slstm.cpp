@@ -167,6 +167,36 @@ PRIMACY_INLINE void gates_times_rows(int64_t dh, const R* __restrict__ w, const 
     for (int64_t j = 0; j < dh; ++j) out[j] = (p[j] + p[dh + j]) + (p[2 * dh + j] + p[3 * dh + j]);
 }
 
+// out (dh) = Σ_{g < G} w[g] rows[g] (rows: G × dh): four partial sums (g ≡ 0, 1, 2, 3 mod 4), each in the order of
+// g, then (p0 + p1) + (p2 + p3), G a multiple of 4. DH: dh as a constant (0: as given), so that the partial sums live
+// in registers (with a scratch array GCC's code for a constant 16 took 3 times as long, for a variable dh as long)
+template <typename R, int64_t DH>
+PRIMACY_INLINE void rows_product(int64_t dh_given, int64_t G, const R* __restrict__ w, const R* __restrict__ rows,
+                                 R* __restrict__ out) {
+    constexpr int64_t N = DH ? DH : 64;
+    const int64_t dh = DH ? DH : dh_given;
+    if (DH == 0 && (dh > N || G % 4)) {  // a width beyond the arrays or gates not in fours: one sum, in order of g
+        for (int64_t j = 0; j < dh; ++j) out[j] = R(0);
+        for (int64_t g = 0; g < G; ++g)
+            for (int64_t j = 0; j < dh; ++j) out[j] += w[g] * rows[g * dh + j];
+        return;
+    }
+    R p0[N], p1[N], p2[N], p3[N];
+    for (int64_t j = 0; j < dh; ++j) p0[j] = p1[j] = p2[j] = p3[j] = R(0);
+#pragma GCC unroll 1
+    for (int64_t g = 0; g < G; g += 4) {
+        const R w0 = w[g], w1 = w[g + 1], w2 = w[g + 2], w3 = w[g + 3];
+        const R *r0 = rows + g * dh, *r1 = r0 + dh, *r2 = r1 + dh, *r3 = r2 + dh;
+        for (int64_t j = 0; j < dh; ++j) {
+            p0[j] += w0 * r0[j];
+            p1[j] += w1 * r1[j];
+            p2[j] += w2 * r2[j];
+            p3[j] += w3 * r3[j];
+        }
+    }
+    for (int64_t j = 0; j < dh; ++j) out[j] = (p0[j] + p1[j]) + (p2[j] + p3[j]);
+}
+
 template <typename R>
 PRIMACY_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
                             int64_t first_from_zero, const R* raws, const R* states, const R* r, const R* gy_out,
@@ -199,8 +229,13 @@ PRIMACY_INLINE void backward(int64_t first, int64_t last, int64_t T, int64_t B, 
                                    gy + u, gc + u, gn + u, gm + u, graw + h * 4 * dh);
             }
             // y's gradient before the step: graw R (a head's gates times its rows of r), then + from outside
-            for (int64_t h = 0; h < NH; ++h)
-                gates_times_rows(dh, graw + h * 4 * dh, r + h * 4 * dh * dh, p, gy0 + h * dh);
+            // rows_product adds as gates_times_rows does (the same bits) with its partial sums in registers
+            for (int64_t h = 0; h < NH; ++h) {
+                if (dh <= 64)
+                    rows_product<R, 0>(dh, 4 * dh, graw + h * 4 * dh, r + h * 4 * dh * dh, gy0 + h * dh);
+                else
+                    gates_times_rows(dh, graw + h * 4 * dh, r + h * 4 * dh * dh, p, gy0 + h * dh);
+            }
             const R* y_in = g_all ? g_all + (t * B + b) * H : (t > 0 ? gy_out + ((t - 1) * B + b) * H : nullptr);
             for (int64_t u = 0; u < H; ++u) gy[u] = y_in ? y_in[u] + gy0[u] : gy0[u];
             if (g_all) {
@@ -283,36 +318,6 @@ PRIMACY_INLINE void forward_gates_any(int64_t first, int64_t last, int64_t T, in
         case 32: return forward_gates<R, 32>(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
         default: return forward_gates<R, 0>(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
     }
-}
-
-// out (dh) = Σ_{g < G} w[g] rows[g] (rows: G × dh): four partial sums (g ≡ 0, 1, 2, 3 mod 4), each in the order of
-// g, then (p0 + p1) + (p2 + p3), G a multiple of 4. DH: dh as a constant (0: as given), so that the partial sums live
-// in registers (with a scratch array GCC's code for a constant 16 took 3 times as long, for a variable dh as long)
-template <typename R, int64_t DH>
-PRIMACY_INLINE void rows_product(int64_t dh_given, int64_t G, const R* __restrict__ w, const R* __restrict__ rows,
-                                 R* __restrict__ out) {
-    constexpr int64_t N = DH ? DH : 64;
-    const int64_t dh = DH ? DH : dh_given;
-    if (DH == 0 && (dh > N || G % 4)) {  // a width beyond the arrays or gates not in fours: one sum, in order of g
-        for (int64_t j = 0; j < dh; ++j) out[j] = R(0);
-        for (int64_t g = 0; g < G; ++g)
-            for (int64_t j = 0; j < dh; ++j) out[j] += w[g] * rows[g * dh + j];
-        return;
-    }
-    R p0[N], p1[N], p2[N], p3[N];
-    for (int64_t j = 0; j < dh; ++j) p0[j] = p1[j] = p2[j] = p3[j] = R(0);
-#pragma GCC unroll 1
-    for (int64_t g = 0; g < G; g += 4) {
-        const R w0 = w[g], w1 = w[g + 1], w2 = w[g + 2], w3 = w[g + 3];
-        const R *r0 = rows + g * dh, *r1 = r0 + dh, *r2 = r1 + dh, *r3 = r2 + dh;
-        for (int64_t j = 0; j < dh; ++j) {
-            p0[j] += w0 * r0[j];
-            p1[j] += w1 * r1[j];
-            p2[j] += w2 * r2[j];
-            p3[j] += w3 * r3[j];
-        }
-    }
-    for (int64_t j = 0; j < dh; ++j) out[j] = (p0[j] + p1[j]) + (p2[j] + p3[j]);
 }
 
 // backward of forward_gates from the gradient of y after each step alone (gy_out, T B H): graws as backward's, and

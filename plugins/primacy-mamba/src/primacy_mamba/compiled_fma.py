@@ -17,8 +17,12 @@ Function from in_proj's output xz = (x, z) (B, T, 2 E) to out (B, T, E): the con
   order, so every build gives the same bits. Where the CPU has no fused multiply-add the C library computes it,
   exactly but slowly: ``fma_native()`` says which, and scan='auto' takes this scan only where it is in hardware.
 
-float32 uses an exp (and the log1p of softplus) with fused steps, relative error ≤ 3e-7; float64 the C library's, so
-the float64 result equals ``fma_reference`` (the same maps in PyTorch) to rounding, gradients included.
+``compiled_rms_norm`` is mambapy's RMSNorm in the same kind of loops; the scan runs its layers' and its final norm on
+it.
+
+float32 uses the library's exp (fast_exp's steps) and softplus's log1p series with each multiply-add fused; float64
+the C library's, so the float64 result equals ``fma_reference`` (the same maps in PyTorch) to rounding, gradients
+included.
 
 Legend: B batch, T time, E channels (E·D of the mixer), N state size, R Δ's rank, K convolution taps.
 """
@@ -74,7 +78,7 @@ def fma_reference(xz: torch.Tensor, conv_weight: torch.Tensor, conv_bias: torch.
 def compiled_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """mambapy's RMSNorm, x / sqrt(mean(x²) + eps) ⊙ weight over x's last axis (B, T, D), in compiled loops with fused
     multiply-adds (scan='compiled_fma' runs its layers' and its final norm on it); CPU tensors, x float32 or float64
-    (the weight is taken in its dtype). Differentiable in x and weight."""
+    (the weight is taken in x's dtype). Differentiable in x and weight."""
     check_tensors(x)
     return _CompiledRMSNorm.apply(x, weight, eps)
 

@@ -60,23 +60,25 @@ def resolve_loop(loop: str, built: str) -> tuple[str, str]:
             raise UsageError(f"slstm_loop={loop!r} is a CPU loop of the PyTorch cell and the CUDA cell was built: "
                              "set backend='vanilla' to use it, or slstm_loop='auto' or 'pytorch'")
         return "pytorch", "the CUDA cell runs xlstm's kernel"
+    return _resolve("slstm_loop", loop, COMPILED_LOOPS, check_compiled, "compiled_gates", "loop")
+
+
+def _resolve(setting: str, loop: str, compiled: tuple[str, ...], check: Callable[[], None], fastest: str,
+             what: str) -> tuple[str, str]:
+    """A CPU setting's path and why: an explicit one as asked (a compiled one checked first, its one-line refusal
+    naming ``loop``), ``auto`` the ``fastest`` compiled one where ``check`` builds it, else ``pytorch``."""
     if loop != "auto":
-        if loop in COMPILED_LOOPS:
-            _check_compiled(loop)
-        return loop, f"slstm_loop={loop!r}"
+        if loop in compiled:
+            try:
+                check()
+            except UsageError as err:
+                raise UsageError(str(err).replace(f"{setting}='compiled'", f"{setting}={loop!r}", 1)) from None
+        return loop, f"{setting}={loop!r}"
     try:
-        check_compiled()
+        check()
     except UsageError as err:
-        return "pytorch", f"slstm_loop='auto' and the compiled loop cannot be built here: {err}"
-    return "compiled_gates", "slstm_loop='auto' and the machine's C++ compiler built the compiled loop"
-
-
-def _check_compiled(loop: str) -> None:
-    """check_compiled, its one-line refusal naming ``loop``."""
-    try:
-        check_compiled()
-    except UsageError as err:
-        raise UsageError(str(err).replace("slstm_loop='compiled'", f"slstm_loop={loop!r}", 1)) from None
+        return "pytorch", f"{setting}='auto' and the compiled {what} cannot be built here: {err}"
+    return fastest, f"{setting}='auto' and the machine's C++ compiler built the compiled {what}"
 
 
 def resolve_mlstm_loop(loop: str) -> tuple[str, str]:
@@ -86,18 +88,7 @@ def resolve_mlstm_loop(loop: str) -> tuple[str, str]:
     machine's C++ compiler builds it (built now), else pytorch. A compiled cell asked for where it cannot be built is
     a one-line UsageError."""
     one_of("mlstm_loop", loop, MLSTM_LOOPS)
-    if loop != "auto":
-        if loop in COMPILED_CELLS:
-            try:
-                check_mlstm_compiled()
-            except UsageError as err:
-                raise UsageError(str(err).replace("mlstm_loop='compiled'", f"mlstm_loop={loop!r}", 1)) from None
-        return loop, f"mlstm_loop={loop!r}"
-    try:
-        check_mlstm_compiled()
-    except UsageError as err:
-        return "pytorch", f"mlstm_loop='auto' and the compiled cell cannot be built here: {err}"
-    return "compiled_qkv", "mlstm_loop='auto' and the machine's C++ compiler built the compiled cell"
+    return _resolve("mlstm_loop", loop, COMPILED_CELLS, check_mlstm_compiled, "compiled_qkv", "cell")
 
 
 class RecordsLoop(nn.Module):

@@ -82,6 +82,12 @@ def _entry_points(kind: str = "backbone") -> dict:
     return found
 
 
+def plugin_packages() -> list[str]:
+    """The top-level packages of every registered class that another distribution than primacy provides."""
+    return sorted({ep.value.split(":")[0].split(".")[0] for kind in GROUPS for ep in _entry_points(kind).values()
+                   if _dist(ep) != "primacy"})
+
+
 def names(kind: str = "backbone") -> list[str]:
     """Registered names of ``kind`` (backbone, model or task), sorted."""
     return sorted(_entry_points(kind))

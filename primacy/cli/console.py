@@ -42,6 +42,45 @@ def setup() -> None:
         if not any(isinstance(f, _NoTips) for f in logger.filters):
             logger.addFilter(_NoTips())
     os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banners and notices; set it to false to see them
+    show_plugin_logs()
+
+
+def show_plugin_logs() -> None:
+    """Each installed plugin's logger (its top-level package's, ``logging.getLogger("primacy_mamba")``) prints its
+    INFO records on stderr, from the first process only, as Lightning's own do: a plugin says once which kernel or
+    path it chose. A level set on the logger beforehand is kept."""
+    from primacy import registry
+
+    for package in registry.plugin_packages():
+        logger = logging.getLogger(package)
+        if any(isinstance(h, _PluginHandler) for h in logger.handlers):
+            continue
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+        logger.addHandler(_PluginHandler())
+
+
+class _PluginHandler(logging.StreamHandler):
+    """The message alone on whatever sys.stderr is when it comes, from the process of rank 0 only (Lightning sets
+    each process's rank)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.addFilter(_rank_zero)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # StreamHandler's constructor sets it; the property reads sys.stderr
+        pass
+
+
+def _rank_zero(record: logging.LogRecord) -> bool:
+    from lightning.pytorch.utilities import rank_zero_only  # loaded by then: plugins log from Lightning's runs
+
+    return getattr(rank_zero_only, "rank", 0) == 0
 
 
 def show(text: str, stream: Any = None) -> None:

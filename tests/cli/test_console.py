@@ -158,3 +158,33 @@ def test_in_a_terminal_the_progress_bar_is_redrawn_every_few_batches(tmp_path, m
     bars = [c for c in cli.trainer.callbacks if isinstance(c, ProgressBar)]
     assert len(bars) == 1 and isinstance(bars[0], TQDMProgressBar), "Lightning's bar, not plain lines"
     assert bars[0].refresh_rate == TERMINAL_REFRESH_BATCHES > 1, "not redrawn at every batch"
+
+
+def test_a_plugins_info_log_is_shown_once_and_only_by_the_first_process(monkeypatch, capfd):
+    """A plugin says which kernel it chose through its package's logger (primacy_mamba, primacy_xlstm): without a
+    handler of primacy's its INFO records reached no one, so the choice a run made was never on its console."""
+    import logging
+
+    from lightning.pytorch.utilities import rank_zero_only
+
+    from primacy import registry
+    from primacy.cli import console
+
+    monkeypatch.setattr(registry, "plugin_packages", lambda: ["some_plugin"])
+    logger = logging.getLogger("some_plugin")
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    monkeypatch.setattr(logger, "propagate", False)  # here only: pytest's own handlers would show it too
+    console.setup()
+    console.setup()  # again: still one handler
+    logger.info("SomeBackbone uses the fast path")
+    monkeypatch.setattr(rank_zero_only, "rank", 1, raising=False)
+    logger.info("from the second process")
+    err = capfd.readouterr().err
+    assert err.count("SomeBackbone uses the fast path") == 1 and "second process" not in err
+
+
+def test_every_installed_plugin_package_is_named():
+    from primacy import registry
+
+    assert {"primacy_mamba", "primacy_xlstm"} <= set(registry.plugin_packages())

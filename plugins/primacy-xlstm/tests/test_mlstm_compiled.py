@@ -82,6 +82,26 @@ def test_the_same_bits_on_any_number_of_threads():
     assert torch.equal(one, three) and all(torch.equal(a, b) for a, b in zip(one_grads, three_grads))
 
 
+@pytest.mark.parametrize("width", [8, 16, 32])
+def test_the_loops_built_for_a_common_head_width_give_the_bits_of_the_loops_for_any_width(width):
+    """d = dv of 8, 16 or 32 runs on loops compiled for that width; values one column wider (zeros) run on the loops
+    for any width, with the same operations in the same order (the zero column adds +0 to every sum): the same bits,
+    output and every gradient, float32 and float64."""
+    for dtype in (torch.float32, torch.float64):
+        arguments = inputs(40, dtype=dtype, batch=2, heads=3, width=width)
+        padded = {**arguments, "values": torch.cat([arguments["values"], arguments["values"][..., :1] * 0], -1)}
+        results = []
+        for given in (arguments, padded):
+            given = {name: (x.detach().clone().requires_grad_() if name in GRADS else x) for name, x in given.items()}
+            out = mlstm_compiled(**given)
+            weights = torch.linspace(-1.0, 2.0, 2 * 3 * 40 * width, dtype=dtype).view(2, 3, 40, width)
+            weights = torch.cat([weights, weights[..., :out.shape[-1] - width] * 0], -1)
+            grads = torch.autograd.grad((weights * out).sum(), [given[name] for name in GRADS])
+            results.append((out[..., :width], grads[:2] + (grads[2][..., :width],) + grads[3:]))
+        (out, grads), (any_out, any_grads) = results
+        assert torch.equal(out, any_out) and all(torch.equal(a, b) for a, b in zip(grads, any_grads))
+
+
 def small(**settings):
     torch.manual_seed(0)
     return XLSTMBackbone(d_model=8, blocks=["mlstm", "slstm"], mlstm_heads=2, slstm_heads=2, **settings)

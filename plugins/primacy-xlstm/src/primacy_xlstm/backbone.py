@@ -85,8 +85,9 @@ class XLSTMBackbone(RecordsLoop, Backbone):
             it builds (CPU, float32/64 inputs), else pytorch; recorded in the state dict.
         mlstm_loop: the mLSTM cell: ``pytorch`` (the chunkwise form, any device: primacy_xlstm.mlstm), ``compiled``
             (its recurrence in C++, CPU: primacy_xlstm.mlstm_compiled), ``compiled_qkv`` (that recurrence forming q, k,
-            v itself from the layer's rows), ``auto`` compiled_qkv where it builds (CPU, float32/64 inputs), else
-            pytorch; recorded in the state dict.
+            v itself from the layer's rows), ``compiled_conv`` (that with the layer's convolution and its SiLU
+            compiled too), ``auto`` compiled_conv where it builds (CPU, float32/64 inputs), else pytorch; recorded in
+            the state dict.
     """
 
     def __init__(

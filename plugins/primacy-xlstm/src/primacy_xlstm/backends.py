@@ -26,9 +26,10 @@ LOOPS = ("auto", "pytorch", "compiled")
 SLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_gates"]
 SLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_gates")
 COMPILED_LOOPS = ("compiled", "compiled_gates")
-# the mLSTM's: compiled_qkv is the compiled cell forming q, k, v inside it from the layer's rows
-MLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_qkv"]
-MLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_qkv")
+# the mLSTM's: compiled_qkv is the compiled cell forming q, k, v inside it from the layer's rows, compiled_conv that
+# with the layer's convolution and its SiLU compiled too
+MLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_qkv", "compiled_conv"]
+MLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_qkv", "compiled_conv")
 log = logging.getLogger("primacy_xlstm")
 _RECORD = "_extra_state"  # torch's state dict key for get_extra_state, under the backbone's prefix
 
@@ -84,11 +85,11 @@ def _resolve(setting: str, loop: str, compiled: tuple[str, ...], check: Callable
 def resolve_mlstm_loop(loop: str) -> tuple[str, str]:
     """The mLSTM cell an ``mlstm_loop`` setting runs, and why (for the log): ``pytorch`` (the chunkwise form,
     primacy_xlstm.mlstm, any device), ``compiled`` (the recurrence in C++ on the CPU, primacy_xlstm.mlstm_compiled),
-    ``compiled_qkv`` (that recurrence forming q, k, v itself from the layer's rows), ``auto`` compiled_qkv where the
-    machine's C++ compiler builds it (built now), else pytorch. A compiled cell asked for where it cannot be built is
-    a one-line UsageError."""
+    ``compiled_qkv`` (that recurrence forming q, k, v itself from the layer's rows), ``compiled_conv`` (that with the
+    layer's convolution and its SiLU compiled too), ``auto`` compiled_conv where the machine's C++ compiler builds it
+    (built now), else pytorch. A compiled cell asked for where it cannot be built is a one-line UsageError."""
     one_of("mlstm_loop", loop, MLSTM_LOOPS)
-    return _resolve("mlstm_loop", loop, COMPILED_CELLS, check_mlstm_compiled, "compiled_qkv", "cell")
+    return _resolve("mlstm_loop", loop, COMPILED_CELLS, check_mlstm_compiled, "compiled_conv", "cell")
 
 
 class RecordsLoop(nn.Module):

@@ -66,9 +66,10 @@ from xlstm.blocks.mlstm.cell import mLSTMCell
 from xlstm.blocks.mlstm.layer import mLSTMLayer
 from xlstm.components.linear_headwise import LinearHeadwiseExpand
 
-from primacy_xlstm.mlstm_compiled import mlstm_compiled, mlstm_layer_compiled
+from primacy_xlstm.mlstm_compiled import conv_silu_compiled, mlstm_compiled, mlstm_layer_compiled
 
-COMPILED_CELLS = ("compiled", "compiled_qkv")  # the mlstm_loop settings that run the compiled recurrence
+COMPILED_CELLS = ("compiled", "compiled_qkv", "compiled_conv")  # the mlstm_loop settings that run the compiled cell
+IN_THE_KERNEL = ("compiled_qkv", "compiled_conv")  # those that form q, k, v inside it
 
 # positions per chunk, by measurement (one CPU thread, B = 64, H = 4, d = 32): the mLSTM's forward and backward at
 # T = 256 take 202, 141, 177 ms at C = 16, 32, 64 (an xLSTM training step 951, 771, 902 ms; C = 128: 1038); at T = 64,
@@ -225,8 +226,10 @@ class FastmLSTMLayer(mLSTMLayer):
     even that: the convolution's output and x_mlstm go to the compiled cell as they are, which forms each head's q, k,
     v from its blocks itself and writes h̃ in (B, T, H·d), the layout ``outnorm`` copies to anyway
     (``primacy_xlstm.mlstm_compiled.mlstm_layer_compiled``; measured, one CPU thread, B 64, T 64, D 64, thread
-    time: the mLSTM block's step 47.7 → 42.3 ms). Up and down projections, the learnable skip, the output gate and
-    ``step`` are xlstm's."""
+    time: the mLSTM block's step 47.7 → 42.3 ms). With ``mlstm_loop='compiled_conv'`` (``_conv_in_the_kernel``) the
+    convolution and its SiLU run compiled too (``mlstm_compiled.conv_silu_compiled``: one pass forward, one backward,
+    where PyTorch makes about 17 over (B, T, E); alone, B 64, T 64, E 128, thread time: 5.8 → 1.2 ms). Up and down
+    projections, the learnable skip, the output gate and ``step`` are xlstm's."""
 
     def forward(self, x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D), as mLSTMLayer.forward."""
@@ -234,7 +237,11 @@ class FastmLSTMLayer(mLSTMLayer):
             return super().forward(x, **kwargs)
         inner = self.config._inner_embedding_dim
         x_mlstm, z = (linear(x, weight, bias) for weight, bias in linear_halves(self.proj_up, inner))  # B T E each
-        x_conv_act = self.conv_act_fn(self.conv1d(x_mlstm))  # B T E
+        if self._conv_in_the_kernel(x):  # mlstm_loop='compiled_conv': the convolution and its SiLU compiled
+            conv = self.conv1d.conv
+            x_conv_act = conv_silu_compiled(x_mlstm, conv.weight, conv.bias)  # B T E
+        else:
+            x_conv_act = self.conv_act_fn(self.conv1d(x_mlstm))  # B T E
         cell = self.mlstm_cell
         heads = cell.config.num_heads
         weight, bias = cell.gate_weights()  # 2H 3E, 2H
@@ -259,7 +266,16 @@ class FastmLSTMLayer(mLSTMLayer):
         """On the fast path, whether q, k, v go to the compiled cell as the rows they come from: ``mlstm_loop`` is
         ``compiled_qkv``, the cell calls xlstm's parallel form (not a recorder: the influence) and no autocast."""
         cell = self.mlstm_cell
-        return (cell.mlstm_loop == "compiled_qkv" and cell.backend_fn is parallel_stabilized_simple
+        return (cell.mlstm_loop in IN_THE_KERNEL and cell.backend_fn is parallel_stabilized_simple
+                and not torch.is_autocast_enabled(x.device.type))
+
+    def _conv_in_the_kernel(self, x: torch.Tensor) -> bool:
+        """On the fast path, whether the convolution and its SiLU run compiled: ``mlstm_loop`` is ``compiled_conv``,
+        no autocast, the activation is xlstm's SiLU and the convolution a plain depthwise one that no hook watches."""
+        conv, module = self.conv1d.conv, self.conv1d
+        plain = (conv is not None and conv.groups == conv.in_channels == conv.out_channels and conv.dilation == (1,)
+                 and conv.stride == (1,) and not module._forward_hooks and not module._forward_pre_hooks)
+        return (self.mlstm_cell.mlstm_loop == "compiled_conv" and plain and type(self.conv_act_fn) is torch.nn.SiLU
                 and not torch.is_autocast_enabled(x.device.type))
 
     def _fast_path(self, x: torch.Tensor) -> bool:

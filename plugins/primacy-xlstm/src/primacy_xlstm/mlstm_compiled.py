@@ -34,6 +34,12 @@ wide in xlstm's layer: 4 products each, on 8 lanes for float32), runs the recurr
 the layer's (B, T, H·d); the backward maps the gradients of q, k, v back to the rows and to each batch element's share
 of the blocks' gradients (summed over the batch in PyTorch). The per-head copies and the products with the heads'
 (d, d) matrices (seven eighths zeros) of the other paths are gone; float32 rounds its q, k, v its own way.
+
+``conv_silu_compiled`` (``mlstm_loop='compiled_conv'``: ``compiled_qkv`` with this too) is the layer's causal depthwise
+convolution and its SiLU in one pass forward and one backward (the backward recomputes the convolution and writes the
+input's gradient and each batch element's share of the taps' and bias's), where PyTorch's path makes about 17 passes
+over (B, T, E) tensors (the convolution's K shifted products, its taps' products and sums, the SiLU and their
+gradients). Its float32 σ is primacy's fast exp, so it rounds its own way.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
 from primacy_xlstm.compiled import _run
 
 SOURCE = Path(__file__).with_name("native") / "mlstm.cpp"
-ABI = 2  # primacy_mlstm_abi() of the source this module calls (2: with the layer's entry points)
+ABI = 3  # primacy_mlstm_abi() of the source this module calls (2: with the layer's entry points, 3: the convolution's)
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 LIBRARY = NativeLibrary(SOURCE, "primacy_mlstm", ABI, "mlstm_loop='compiled'", "use mlstm_loop='pytorch'",
                         "this primacy-xlstm's mLSTM library")
@@ -195,3 +201,44 @@ class _CompiledLayer(torch.autograd.Function):
              out, ms, dens, grad.contiguous(), g_xc, g_xm, g_gates, shares)
         g_wq, g_wk, g_wv = shares.sum(0).unbind(0)
         return g_xc, g_xm, g_wq, g_wk, g_wv, g_gates, None, None
+
+
+def conv_silu_compiled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """silu(causal depthwise convolution of x) on the compiled loops (module docstring): x (B, T, C), the weight
+    (C, 1, K) and bias (C,) or None of xlstm's ``CausalConv1d`` (its ``nn.Conv1d``, padded on the left) -> (B, T, C).
+    Differentiable in all three; tensors not on the CPU or not of one dtype, float32 or float64, are refused in one
+    line."""
+    tensors = (x, weight) if bias is None else (x, weight, bias)
+    if not all(mlstm_takes(t) and t.dtype == x.dtype for t in tensors):
+        found = ", ".join(sorted({f"{t.dtype} on {t.device.type}" for t in tensors}))
+        raise UsageError(f"mlstm_loop='compiled_conv' runs on float32 or float64 CPU tensors of one dtype, not "
+                         f"{found}: use mlstm_loop='pytorch'")
+    return _compiled_conv(x, weight[:, 0].t(), bias if bias is not None else x.new_zeros(x.shape[-1]))
+
+
+@torch.compiler.disable  # as _compiled_cell
+def _compiled_conv(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return _CompiledConv.apply(x, taps, bias)
+
+
+class _CompiledConv(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        batch, length, channels = x.shape
+        x, taps, bias = x.contiguous(), taps.contiguous(), bias.contiguous()  # B T C, K C, C
+        out = torch.empty_like(x)
+        kernel = getattr(_library(), f"primacy_mlstm_conv_forward_{_SUFFIX[x.dtype]}")
+        _run(kernel, batch, length, channels, taps.shape[0], x, taps, bias, out)
+        ctx.save_for_backward(x, taps, bias)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        x, taps, bias = ctx.saved_tensors
+        batch, length, channels = x.shape
+        g_x = torch.empty_like(x)
+        g_taps, g_bias = x.new_empty(batch, *taps.shape), x.new_empty(batch, channels)  # each batch element's share
+        kernel = getattr(_library(), f"primacy_mlstm_conv_backward_{_SUFFIX[x.dtype]}")
+        _run(kernel, batch, length, channels, taps.shape[0], x, taps, bias, grad.contiguous(), g_x, g_taps, g_bias)
+        return g_x, g_taps.sum(0), g_bias.sum(0)

@@ -434,6 +434,80 @@ PRIMACY_INLINE void layer_backward(int64_t first, int64_t last, int64_t NH, int6
     }
 }
 
+// The layer's causal depthwise convolution and its SiLU (mlstm_loop='compiled_conv'), per batch element b in
+// [first, last): x (B, T, C) x_mlstm, taps (K, C) (taps[j, c] multiplies x_{t-(K-1)+j}, zeros before the start),
+// bias (C) -> out (B, T, C) = silu(pre), pre = (Σ_j taps[j] x_{t-(K-1)+j}, from j = 0 in order) + bias. The backward
+// recomputes pre, writes gx and each batch element's share of the taps' and the bias's gradients (gw_parts (B, K, C),
+// gb_parts (B, C), summed over t in order; the caller sums them over B, so the split across threads changes nothing).
+// float32's σ is fast_exp's (primacy/native/fast_math.h), float64's the C library's.
+// pre_t (C) into row: Σ_j taps[j] x_{t-(K-1)+j} over the j whose position is ≥ 0, from the first in order, + bias
+template <typename R>
+PRIMACY_INLINE void conv_pre(int64_t C, int64_t K, const R* __restrict__ x, const R* __restrict__ taps,
+                             const R* __restrict__ bias, int64_t t, R* __restrict__ row) {
+    const int64_t j0 = t >= K - 1 ? 0 : K - 1 - t;  // the first tap on a position ≥ 0
+    const R* xs = x + (t - (K - 1) + j0) * C;
+    for (int64_t c = 0; c < C; ++c) row[c] = taps[j0 * C + c] * xs[c];
+    for (int64_t j = j0 + 1; j < K; ++j) {
+        xs += C;
+        for (int64_t c = 0; c < C; ++c) row[c] = row[c] + taps[j * C + c] * xs[c];
+    }
+    for (int64_t c = 0; c < C; ++c) row[c] = row[c] + bias[c];
+}
+
+template <typename R>
+PRIMACY_INLINE void conv_forward(int64_t first, int64_t last, int64_t T, int64_t C, int64_t K, const R* x,
+                                 const R* taps, const R* bias, R* out) {
+    for (int64_t b = first; b < last; ++b)
+        for (int64_t t = 0; t < T; ++t) {
+            R* row = out + (b * T + t) * C;
+            conv_pre(C, K, x + b * T * C, taps, bias, t, row);
+            for (int64_t c = 0; c < C; ++c) row[c] = row[c] * primacy::sigmoid(row[c]);
+        }
+}
+
+template <typename R>
+PRIMACY_INLINE void conv_backward(int64_t first, int64_t last, int64_t T, int64_t C, int64_t K, const R* x,
+                                  const R* taps, const R* bias, const R* gout, R* gx, R* gw_parts, R* gb_parts) {
+    std::vector<R> scratch(T * C);
+    R* gp = scratch.data();  // the gradient of pre, one batch element's
+    for (int64_t b = first; b < last; ++b) {
+        const R* xb = x + b * T * C;
+        const R* gb = gout + b * T * C;
+        for (int64_t t = 0; t < T; ++t) {
+            R* row = gp + t * C;
+            conv_pre(C, K, xb, taps, bias, t, row);
+            for (int64_t c = 0; c < C; ++c) {  // silu'(pre) = σ (1 + pre (1 - σ))
+                const R pre = row[c], sig = primacy::sigmoid(pre);
+                row[c] = gb[t * C + c] * (sig * (R(1) + pre * (R(1) - sig)));
+            }
+        }
+        R* gxb = gx + b * T * C;
+        for (int64_t t = 0; t < T; ++t) {  // x_t reaches pre_u, u = t + (K-1) - j < T, through taps[j]: u in order
+            R* row = gxb + t * C;
+            const int64_t first_j = K - 1, last_j = t + K - T > 0 ? t + K - T : 0;  // u ≤ T - 1: j ≥ t + K - T
+            const R* gs = gp + t * C;  // u = t for j = K - 1
+            for (int64_t c = 0; c < C; ++c) row[c] = taps[first_j * C + c] * gs[c];
+            for (int64_t j = first_j - 1; j >= last_j; --j) {
+                gs += C;
+                for (int64_t c = 0; c < C; ++c) row[c] = row[c] + taps[j * C + c] * gs[c];
+            }
+        }
+        R* gw = gw_parts + b * K * C;
+        R* gbias = gb_parts + b * C;
+        for (int64_t n = 0; n < K * C; ++n) gw[n] = R(0);
+        for (int64_t c = 0; c < C; ++c) gbias[c] = R(0);
+        for (int64_t t = 0; t < T; ++t) {
+            const R* g = gp + t * C;
+            for (int64_t j = t >= K - 1 ? 0 : K - 1 - t; j < K; ++j) {
+                const R* xs = xb + (t - (K - 1) + j) * C;
+                R* w = gw + j * C;
+                for (int64_t c = 0; c < C; ++c) w[c] = w[c] + g[c] * xs[c];
+            }
+            for (int64_t c = 0; c < C; ++c) gbias[c] = gbias[c] + g[c];
+        }
+    }
+}
+
 // The entry points' bodies: the loops compiled for a head width of 8, 16 or 32 (FD) where d = dv is one, else for
 // any width. A switch in a function inlined into each entry point, so every build compiles them for its instruction
 // set (a lambda would be a function of its own, built for the baseline).
@@ -500,7 +574,7 @@ PRIMACY_INLINE void layer_backward_any(int64_t first, int64_t last, int64_t NH, 
 
 extern "C" {
 
-int primacy_mlstm_abi() { return 2; }
+int primacy_mlstm_abi() { return 3; }
 
 #define PRIMACY_CELL_ENTRIES(R, SUFFIX)                                                                               \
     PRIMACY_CLONES void primacy_mlstm_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t d, int64_t dv, \
@@ -532,5 +606,19 @@ PRIMACY_CELL_ENTRIES(double, f64)
     }
 PRIMACY_LAYER_ENTRIES(float, f32)
 PRIMACY_LAYER_ENTRIES(double, f64)
+
+#define PRIMACY_CONV_ENTRIES(R, SUFFIX)                                                                               \
+    PRIMACY_CLONES void primacy_mlstm_conv_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t C,        \
+                                                            int64_t K, const R* x, const R* taps, const R* bias,      \
+                                                            R* out) {                                                 \
+        conv_forward(first, last, T, C, K, x, taps, bias, out);                                                       \
+    }                                                                                                                 \
+    PRIMACY_CLONES void primacy_mlstm_conv_backward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t C,       \
+                                                             int64_t K, const R* x, const R* taps, const R* bias,     \
+                                                             const R* gout, R* gx, R* gw_parts, R* gb_parts) {        \
+        conv_backward(first, last, T, C, K, x, taps, bias, gout, gx, gw_parts, gb_parts);                            \
+    }
+PRIMACY_CONV_ENTRIES(float, f32)
+PRIMACY_CONV_ENTRIES(double, f64)
 
 }  // extern "C"

@@ -81,8 +81,9 @@ class XLSTMBackbone(RecordsLoop, Backbone):
             (``primacy_xlstm.slstm``; any device), ``cuda`` xlstm's fused kernel
             (compiled when the model is built; needs CUDA), ``auto`` the kernel where CUDA is available.
         slstm_loop: the PyTorch cell's loop: ``pytorch`` (any device), ``compiled`` (C++, CPU: primacy_xlstm.compiled),
-            ``compiled_gates`` (that loop forming each head's gates from its own units), ``auto`` compiled_gates where
-            it builds (CPU, float32/64 inputs), else pytorch; recorded in the state dict.
+            ``compiled_gates`` (that loop forming each head's gates from its own units), ``compiled_conv`` (that with
+            the layer's convolution and its SiLU compiled too), ``auto`` compiled_conv where it builds (CPU,
+            float32/64 inputs), else pytorch; recorded in the state dict.
         mlstm_loop: the mLSTM cell: ``pytorch`` (the chunkwise form, any device: primacy_xlstm.mlstm), ``compiled``
             (its recurrence in C++, CPU: primacy_xlstm.mlstm_compiled), ``compiled_qkv`` (that recurrence forming q, k,
             v itself from the layer's rows), ``compiled_conv`` (that with the layer's convolution and its SiLU

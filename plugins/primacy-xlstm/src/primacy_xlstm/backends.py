@@ -22,10 +22,11 @@ Backend = Literal["auto", "vanilla", "cuda"]
 BACKENDS = ("auto", "vanilla", "cuda")
 Loop = Literal["auto", "pytorch", "compiled"]
 LOOPS = ("auto", "pytorch", "compiled")
-# the sLSTM's: compiled_gates is the compiled loop with each head's gates formed inside it from its own units
-SLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_gates"]
-SLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_gates")
-COMPILED_LOOPS = ("compiled", "compiled_gates")
+# the sLSTM's: compiled_gates is the compiled loop with each head's gates formed inside it from its own units,
+# compiled_conv that with the layer's convolution and its SiLU compiled too (the mLSTM library's)
+SLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_gates", "compiled_conv"]
+SLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_gates", "compiled_conv")
+COMPILED_LOOPS = ("compiled", "compiled_gates", "compiled_conv")
 # the mLSTM's: compiled_qkv is the compiled cell forming q, k, v inside it from the layer's rows, compiled_conv that
 # with the layer's convolution and its SiLU compiled too
 MLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_qkv", "compiled_conv"]
@@ -61,7 +62,18 @@ def resolve_loop(loop: str, built: str) -> tuple[str, str]:
             raise UsageError(f"slstm_loop={loop!r} is a CPU loop of the PyTorch cell and the CUDA cell was built: "
                              "set backend='vanilla' to use it, or slstm_loop='auto' or 'pytorch'")
         return "pytorch", "the CUDA cell runs xlstm's kernel"
-    return _resolve("slstm_loop", loop, COMPILED_LOOPS, check_compiled, "compiled_gates", "loop")
+    return _resolve("slstm_loop", loop, COMPILED_LOOPS, lambda: _check_slstm(loop), "compiled_conv", "loop")
+
+
+def _check_slstm(loop: str) -> None:
+    """Builds (or finds) the libraries ``loop`` needs: the sLSTM loop's, and for ``compiled_conv`` (or ``auto``, which
+    picks it) the mLSTM library's convolution too, named in a refusal as the sLSTM's setting."""
+    check_compiled()
+    if loop in ("compiled_conv", "auto"):
+        try:
+            check_mlstm_compiled()
+        except UsageError as err:
+            raise UsageError(str(err).replace("mlstm_loop", "slstm_loop")) from None
 
 
 def _resolve(setting: str, loop: str, compiled: tuple[str, ...], check: Callable[[], None], fastest: str,

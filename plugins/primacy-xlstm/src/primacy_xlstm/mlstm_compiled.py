@@ -203,16 +203,18 @@ class _CompiledLayer(torch.autograd.Function):
         return g_xc, g_xm, g_wq, g_wk, g_wv, g_gates, None, None
 
 
-def conv_silu_compiled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def conv_silu_compiled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                       setting: str = "mlstm_loop='compiled_conv'") -> torch.Tensor:
     """silu(causal depthwise convolution of x) on the compiled loops (module docstring): x (B, T, C), the weight
     (C, 1, K) and bias (C,) or None of xlstm's ``CausalConv1d`` (its ``nn.Conv1d``, padded on the left) -> (B, T, C).
     Differentiable in all three; tensors not on the CPU or not of one dtype, float32 or float64, are refused in one
-    line."""
+    line that names ``setting`` (the sLSTM layer's convolution runs it too: ``slstm_loop='compiled_conv'``)."""
     tensors = (x, weight) if bias is None else (x, weight, bias)
     if not all(mlstm_takes(t) and t.dtype == x.dtype for t in tensors):
         found = ", ".join(sorted({f"{t.dtype} on {t.device.type}" for t in tensors}))
-        raise UsageError(f"mlstm_loop='compiled_conv' runs on float32 or float64 CPU tensors of one dtype, not "
-                         f"{found}: use mlstm_loop='pytorch'")
+        fallback = setting.split("=")[0]
+        raise UsageError(f"{setting} runs on float32 or float64 CPU tensors of one dtype, not {found}: use "
+                         f"{fallback}='pytorch'")
     return _compiled_conv(x, weight[:, 0].t(), bias if bias is not None else x.new_zeros(x.shape[-1]))
 
 

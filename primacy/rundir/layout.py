@@ -120,6 +120,10 @@ class RunDir:
     def probes(self) -> ProbesDir:
         return ProbesDir.inside(self.path)
 
+    @property
+    def selection(self) -> SelectionDir:
+        return SelectionDir.inside(self.path)
+
     def is_tested(self) -> bool:
         """Whether a test has written the run's results (its summary.json exists)."""
         return self.summary.is_file()
@@ -240,6 +244,20 @@ class ProbesDir(AnalysisDir):
     @property
     def figure(self) -> Path:
         return self.file(1).with_suffix("")
+
+
+@dataclass(frozen=True)
+class SelectionDir(AnalysisDir):
+    """The selection step Δ of a run's last checkpoint on the first validation sequences, by role (new or repeated
+    token, old or new probe; ``primacy.workflows.paper.selection``): ``dt_by_role.npz``, kept so that a page draws it
+    again from a run kept without checkpoints."""
+
+    FOLDER: ClassVar[str] = "selection"
+    FILES: ClassVar[tuple[str, ...]] = ("dt_by_role.npz",)
+
+    @property
+    def arrays(self) -> Path:
+        return self.file(0)
 
 
 def run_dir(trainer: L.Trainer) -> Path:

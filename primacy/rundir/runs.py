@@ -81,10 +81,7 @@ def _require_class(config: str | Path, key: str, what: str, command: str, accept
 def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:
     """The model (weights from ``ckpt_path``, in eval mode) and the task described by a run's ``config.yaml``."""
     config = Path(config)
-    settings = run_settings(config)
-    parser = _run_parser()
-    parsed = parser.parse_object({"model": settings["model"], "data": settings["data"]})
-    check_parsed_pairing(parsed.model, parsed.data)
+    parser, parsed = _parsed_run(config)
     checkpoint = check_checkpoint(ckpt_path, parsed.model, "analyze")  # before anything is built
     built = parser.instantiate_classes(parsed)
     try:
@@ -95,6 +92,23 @@ def load_run(config: str | Path, ckpt_path: str | Path) -> tuple[L.LightningModu
         raise UsageError(f"ckpt_path={ckpt_path} does not match config={config}: missing {missing[:3]}, "
                          f"unexpected {unexpected[:3]}")
     return built.model.eval(), built.data
+
+
+def untrained_run(config: str | Path) -> tuple[L.LightningModule, L.LightningDataModule]:
+    """The model, freshly initialised, and the task that a run's ``config.yaml`` describes: what the run is made of,
+    for a run kept without its checkpoints."""
+    parser, parsed = _parsed_run(Path(config))
+    built = parser.instantiate_classes(parsed)
+    return built.model, built.data
+
+
+def _parsed_run(config: Path) -> tuple[Any, Any]:
+    """The run parser and a run's model and task settings parsed by it, their pairing checked."""
+    settings = run_settings(config)
+    parser = _run_parser()
+    parsed = parser.parse_object({"model": settings["model"], "data": settings["data"]})
+    check_parsed_pairing(parsed.model, parsed.data)
+    return parser, parsed
 
 
 def build_run(model: Any, data: Any) -> tuple[L.LightningModule, L.LightningDataModule]:

@@ -187,6 +187,31 @@ def analyze_checkpoints(sources: list[Checkpoint], out: Path, settings: ICLSetti
         if content is None or not settings.matches(content) or not same_group:
             content = analyze_checkpoint(source, target.path, step_settings)
         analysed.append((source.step, read_heads(target.heads), as_float(content["icl_score"])))
+    return _emergence_rows(analysed, out, settings, report)
+
+
+def kept_analyses(out: Path, settings: ICLSettings, group: int = 1) -> list[dict]:
+    """The emergence rows of a run kept as its results (its checkpoints removed, as results/ keeps them): its
+    analyses in ``out/step<N>`` read back in step order, each made with ``settings`` and ``group`` units to a head,
+    else a one-line error; then emergence.csv (and its figure) in ``out`` as ``analyze_checkpoints`` writes them."""
+    steps = sorted((int(d.name[4:]), d) for d in out.glob("step*") if d.name[4:].isdigit())
+    if not steps:
+        raise UsageError(f"{out} holds no analysis (step<N>/): this run was kept without its checkpoints and "
+                         "without the analyses that need them, so nothing can be drawn from it")
+    analysed = []
+    for step, folder in steps:
+        content = json.loads(HeadsDir(folder).summary.read_text())
+        if not settings.matches(content) or content.get("units_per_head", 1) != group:
+            raise UsageError(f"{HeadsDir(folder).summary} was analysed with other settings than these (or "
+                             f"units_per_head {content.get('units_per_head', 1)}, not {group}), and its run was kept "
+                             "without checkpoints: it cannot be analysed again")
+        analysed.append((step, read_heads(HeadsDir(folder).heads), as_float(content["icl_score"])))
+    return _emergence_rows(analysed, out, settings, lambda line: None)
+
+
+def _emergence_rows(analysed: list[tuple], out: Path, settings: ICLSettings,
+                    report: Callable[[str], None]) -> list[dict]:
+    """(step, heads.csv rows, ICL score) per checkpoint in step order -> the emergence rows, written to ``out``."""
     final = settings.top_heads_from == "final"
     chosen = top_heads(analysed[-1][1], settings.top) if final else None
     closest = closest_heads(analysed[-1][1], settings.top) if final else None

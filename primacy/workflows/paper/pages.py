@@ -19,6 +19,7 @@ from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.analysis.behaviour.serial_position import quarter
 from primacy.analysis.heads.emergence import across_seeds, emergence_step, measures
 from primacy.analysis.heads.probes import early_minus_late
+from primacy.errors import UsageError
 from primacy.rundir import results
 from primacy.rundir.kinds import StudyQueryResults
 from primacy.rundir.layout import HeadsDir, ProbesDir, RunDir
@@ -29,6 +30,7 @@ from primacy.workflows.induction.analyses import (
     ICLSettings,
     ablate_checkpoint,
     analyze_checkpoints,
+    kept_analyses,
     ranked_heads,
     write_emergence,
 )
@@ -253,10 +255,13 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
         seeds = {}
         for run in (run for run in runs if run.panel == name):
             files_of = RunDir(run.dir)
-            ckpts = trained_checkpoints(files_of.config, files_of.numbered_checkpoints(), group)
-            print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
-            seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, files_of.icl.path, settings, reuse=True,
-                                                             report=lambda line: None, draw="final")
+            if files_of.kept_as_results:  # results/'s runs: their analyses are kept, their checkpoints are not
+                seeds[run.dir.name] = rows = kept_analyses(files_of.icl.path, settings, group)
+            else:
+                ckpts = trained_checkpoints(files_of.config, files_of.numbered_checkpoints(), group)
+                print(f"  {name}/{run.dir.name}: analysing {len(ckpts)} checkpoints", flush=True)
+                seeds[run.dir.name] = rows = analyze_checkpoints(ckpts, files_of.icl.path, settings, reuse=True,
+                                                                 report=lambda line: None, draw="final")
             ablation = _ablation(run.dir, rows[-1]["step"], group)
             tested = json.loads(files_of.summary.read_text()).get("repeat_accuracy")  # the run's test, on its prompts
             table.append({"panel": panel.label, "config": name, "run": run.dir.name,
@@ -330,7 +335,11 @@ def _study_weights(run: Path) -> np.ndarray:
     `analyze probes` of the run's last checkpoint (made now unless a newer one is in <run>/probes)."""
     files_of = RunDir(run)
     out, checkpoint = files_of.probes, files_of.last_checkpoint
-    if not (out.summary.is_file() and out.summary.stat().st_mtime >= checkpoint.stat().st_mtime):
+    if files_of.kept_as_results and not out.arrays.is_file():
+        raise UsageError(f"{run} was kept without checkpoints and without its probe analysis ({out.arrays}): it "
+                         "cannot be analysed again")
+    if not files_of.kept_as_results and not (out.summary.is_file()
+                                             and out.summary.stat().st_mtime >= checkpoint.stat().st_mtime):
         analyze_probes([ProbeRun(files_of.config, checkpoint, run.name)], out.path, batch_size=WEIGHT_BATCH,
                        formats=("png",), at_most=WEIGHT_SETS)
     with np.load(out.arrays) as arrays:
@@ -342,10 +351,14 @@ def _ablation(run: Path, step: int, group: int = 1) -> dict[str, Any]:
     Fig. 8; ``group`` units to a head), into <run>/ablation; an ablation newer than that analysis is read back."""
     heads, out = RunDir(run).icl.step(step).heads, RunDir(run).ablation
     done = out.result
-    if done.is_file() and done.stat().st_mtime >= heads.stat().st_mtime:
+    kept = RunDir(run).kept_as_results  # no checkpoint to ablate again: its ablation is read back, whatever its time
+    if done.is_file() and (kept or done.stat().st_mtime >= heads.stat().st_mtime):
         content = json.loads(done.read_text())
         if content.get("units_per_head", 1) == group:
             return content
+    if kept:
+        raise UsageError(f"{run} was kept without checkpoints and without an ablation of {group} units to a head "
+                         f"({done}): it cannot be ablated again")
     source = TrainedCheckpoint(RunDir(run).config, RunDir(run).last_checkpoint, step, group)
     return ablate_checkpoint(source, ranked_heads(heads, "cmr_distance"), out.path, AblationSettings(formats=("png",)))
 

@@ -9,23 +9,50 @@ from pathlib import Path
 
 import numpy as np
 
+from primacy import files
 from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.analysis.heads.selection import DtByRole, dt_by_role, has_dt, token_dt
+from primacy.errors import UsageError
 from primacy.rundir.layout import RunDir
-from primacy.rundir.runs import load_run
+from primacy.rundir.runs import load_run, untrained_run
 
 SEQUENCES = 16  # as TokenDtTracker's default
 
 
 def run_dt_by_role(run: Path, sequences: int = SEQUENCES) -> DtByRole | None:
-    """Δ by role of a run's last checkpoint; None for a backbone without a Δt (attention, LSTM, xLSTM)."""
+    """Δ by role of a run's last checkpoint; None for a backbone without a Δt (attention, LSTM, xLSTM). Kept in
+    <run>/selection (``RunDir.selection``) and read back from there when newer than the checkpoint, or when the run
+    was kept without checkpoints (results/)."""
     files_of = RunDir(run)
-    model, data = load_run(files_of.config, files_of.last_checkpoint)
+    kept, checkpoint = files_of.selection.arrays, files_of.last_checkpoint
+    if kept.is_file() and (files_of.kept_as_results or kept.stat().st_mtime >= checkpoint.stat().st_mtime):
+        return _read(kept, sequences)
+    if files_of.kept_as_results and not has_dt(untrained_run(files_of.config)[0].backbone):
+        return None  # nothing to measure, with or without weights
+    if files_of.kept_as_results:
+        raise UsageError(f"{run} was kept without checkpoints and without its Δ by token ({kept}): it cannot be "
+                         "measured again")
+    model, data = load_run(files_of.config, checkpoint)
     if not has_dt(model.backbone):
+        files.save_npz(kept, sequences=sequences, layers=np.array([], dtype=str))
         return None
     data.setup("validate")
     tokens = next(iter(data.val_dataloader()))["tokens"][:sequences]  # B T
-    return dt_by_role(token_dt(model, tokens), tokens)
+    result = dt_by_role(token_dt(model, tokens), tokens)
+    files.save_npz(kept, sequences=sequences, layers=np.array(result.layers, dtype=str), new=result.new,
+                   repeat=result.repeat, contrast=result.contrast, positions=result.positions)
+    return result
+
+
+def _read(path: Path, sequences: int) -> DtByRole | None:
+    with np.load(path) as arrays:
+        if int(arrays["sequences"]) != sequences:
+            raise UsageError(f"{path} holds Δ on {int(arrays['sequences'])} sequences, not {sequences}: remove it to "
+                             "measure it again from the run's checkpoint")
+        if not arrays["layers"].size:
+            return None
+        return DtByRole([str(name) for name in arrays["layers"]], arrays["new"], arrays["repeat"],
+                        arrays["contrast"], int(arrays["positions"]))
 
 
 @dataclass(frozen=True)

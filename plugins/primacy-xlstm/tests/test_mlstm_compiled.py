@@ -126,13 +126,13 @@ def test_the_backbone_on_the_compiled_cell_is_the_backbone_on_the_chunkwise_one_
 
 
 def test_auto_is_a_compiled_cell_where_it_builds_said_once_and_recorded(caplog):
-    """compiled_conv since primacy-xlstm 0.5 (test_mlstm_conv), compiled_qkv in 0.4 (test_mlstm_qkv), compiled in
+    """compiled_layer since primacy-xlstm 0.5 (test_mlstm_layer), compiled_qkv in 0.4 (test_mlstm_qkv), compiled in
     0.3."""
     with caplog.at_level("INFO", logger="primacy_xlstm"):
         model = small()
-    assert model.mlstm_setting == "auto" and cells(model) == {"compiled_conv"}
-    assert model.state_dict()["_extra_state"]["mlstm_loop"] == "compiled_conv"
-    assert ("XLSTMBackbone runs the compiled_conv mLSTM cell (mlstm_loop='auto' and the machine's C++ compiler built "
+    assert model.mlstm_setting == "auto" and cells(model) == {"compiled_layer"}
+    assert model.state_dict()["_extra_state"]["mlstm_loop"] == "compiled_layer"
+    assert ("XLSTMBackbone runs the compiled_layer mLSTM cell (mlstm_loop='auto' and the machine's C++ compiler built "
             "the compiled cell)") in caplog.text
     assert small(mlstm_loop="pytorch").state_dict()["_extra_state"]["mlstm_loop"] == "pytorch"
 

@@ -1,8 +1,9 @@
 """mlstm_loop='compiled_conv': compiled_qkv with the mLSTM layer's causal convolution and its SiLU compiled too
 (primacy_xlstm.mlstm_compiled.conv_silu_compiled) equals PyTorch's convolution and SiLU, xlstm's mLSTM layer and the
 backbone on the other cells in float64 with every gradient; passes gradcheck; gives the same bits on any number of
-threads; rounds within a stated bound in float32; is auto's choice where the compiler works (since primacy-xlstm
-0.5), recorded, with the checkpoints of the other cells resuming on theirs; refuses what it cannot run in one line."""
+threads; rounds within a stated bound in float32; is recorded, with the checkpoints of the other cells resuming on
+theirs (auto's choice is compiled_layer, which compiles the convolution too: test_mlstm_layer); refuses what it cannot
+run in one line."""
 
 import pytest
 import torch
@@ -103,14 +104,8 @@ def test_the_backbone_on_it_equals_the_backbone_on_the_other_cells_in_float64():
             torch.testing.assert_close(mine, expected, rtol=0, atol=1e-10)
 
 
-def test_auto_is_compiled_conv_said_once_and_recorded_and_checkpoints_resume_on_their_cells(caplog):
-    """compiled_conv since primacy-xlstm 0.5; a state dict of compiled_qkv (0.4's default) or compiled (0.3's) resumes
-    under auto on it, with its bits."""
-    with caplog.at_level("INFO", logger="primacy_xlstm"):
-        model = small()
-    assert cells(model) == {"compiled_conv"} and model.state_dict()["_extra_state"]["mlstm_loop"] == "compiled_conv"
-    assert ("XLSTMBackbone runs the compiled_conv mLSTM cell (mlstm_loop='auto' and the machine's C++ compiler "
-            "built the compiled cell)") in caplog.text
+def test_checkpoints_resume_on_their_cells_with_their_bits():
+    """A state dict of compiled_qkv (0.4's default), compiled (0.3's) or compiled_conv resumes under auto on it."""
     x = torch.randn(2, 5, 8)
     for loop in ("compiled", "compiled_qkv", "compiled_conv"):
         trained = small(mlstm_loop=loop)
@@ -132,7 +127,7 @@ def test_refusals_in_one_line(no_compiler):  # noqa: F811 (the fixture)
 
 def test_bad_values_and_inputs_it_cannot_take_are_refused_in_one_line():
     with pytest.raises(UsageError, match=r"^mlstm_loop='compiled_convolution' is unknown: choose one of 'auto', "
-                                         r"'pytorch', 'compiled', 'compiled_qkv', 'compiled_conv'$"):
+                                         r"'pytorch', 'compiled', 'compiled_qkv', 'compiled_conv', 'compiled_layer'$"):
         small(mlstm_loop="compiled_convolution")
     with pytest.raises(UsageError, match=r"^mlstm_loop='compiled_conv' runs on float32 or float64 CPU tensors of one "
                                          r"dtype, not torch.bfloat16 on cpu: use mlstm_loop='pytorch'$"):

@@ -87,8 +87,9 @@ class XLSTMBackbone(RecordsLoop, Backbone):
         mlstm_loop: the mLSTM cell: ``pytorch`` (the chunkwise form, any device: primacy_xlstm.mlstm), ``compiled``
             (its recurrence in C++, CPU: primacy_xlstm.mlstm_compiled), ``compiled_qkv`` (that recurrence forming q, k,
             v itself from the layer's rows), ``compiled_conv`` (that with the layer's convolution and its SiLU
-            compiled too), ``auto`` compiled_conv where it builds (CPU, float32/64 inputs), else pytorch; recorded in
-            the state dict.
+            compiled too), ``compiled_layer`` (that with the layer's output norm, skip and gate in the cell's kernel),
+            ``auto`` compiled_layer where it builds (CPU, float32/64 inputs), else pytorch; recorded in the state
+            dict.
     """
 
     def __init__(

@@ -28,9 +28,9 @@ SLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_gates", "compiled_c
 SLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_gates", "compiled_conv")
 COMPILED_LOOPS = ("compiled", "compiled_gates", "compiled_conv")
 # the mLSTM's: compiled_qkv is the compiled cell forming q, k, v inside it from the layer's rows, compiled_conv that
-# with the layer's convolution and its SiLU compiled too
-MLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_qkv", "compiled_conv"]
-MLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_qkv", "compiled_conv")
+# with the layer's convolution and its SiLU compiled too, compiled_layer that with the layer's output side in the cell
+MLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_qkv", "compiled_conv", "compiled_layer"]
+MLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_qkv", "compiled_conv", "compiled_layer")
 log = logging.getLogger("primacy_xlstm")
 _RECORD = "_extra_state"  # torch's state dict key for get_extra_state, under the backbone's prefix
 
@@ -98,10 +98,11 @@ def resolve_mlstm_loop(loop: str) -> tuple[str, str]:
     """The mLSTM cell an ``mlstm_loop`` setting runs, and why (for the log): ``pytorch`` (the chunkwise form,
     primacy_xlstm.mlstm, any device), ``compiled`` (the recurrence in C++ on the CPU, primacy_xlstm.mlstm_compiled),
     ``compiled_qkv`` (that recurrence forming q, k, v itself from the layer's rows), ``compiled_conv`` (that with the
-    layer's convolution and its SiLU compiled too), ``auto`` compiled_conv where the machine's C++ compiler builds it
-    (built now), else pytorch. A compiled cell asked for where it cannot be built is a one-line UsageError."""
+    layer's convolution and its SiLU compiled too), ``compiled_layer`` (that with the layer's output side in the cell's
+    kernel too), ``auto`` compiled_layer where the machine's C++ compiler builds it (built now), else pytorch. A
+    compiled cell asked for where it cannot be built is a one-line UsageError."""
     one_of("mlstm_loop", loop, MLSTM_LOOPS)
-    return _resolve("mlstm_loop", loop, COMPILED_CELLS, check_mlstm_compiled, "compiled_conv", "cell")
+    return _resolve("mlstm_loop", loop, COMPILED_CELLS, check_mlstm_compiled, "compiled_layer", "cell")
 
 
 class RecordsLoop(nn.Module):

@@ -65,11 +65,14 @@ from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
 from xlstm.blocks.mlstm.cell import mLSTMCell
 from xlstm.blocks.mlstm.layer import mLSTMLayer
 from xlstm.components.linear_headwise import LinearHeadwiseExpand
+from xlstm.components.ln import MultiHeadLayerNorm
 
-from primacy_xlstm.mlstm_compiled import conv_silu_compiled, mlstm_compiled, mlstm_layer_compiled
+from primacy_xlstm.mlstm_compiled import conv_silu_compiled, mlstm_compiled, mlstm_layer_compiled, mlstm_tail_compiled
 
-COMPILED_CELLS = ("compiled", "compiled_qkv", "compiled_conv")  # the mlstm_loop settings that run the compiled cell
-IN_THE_KERNEL = ("compiled_qkv", "compiled_conv")  # those that form q, k, v inside it
+# the mlstm_loop settings that run the compiled cell
+COMPILED_CELLS = ("compiled", "compiled_qkv", "compiled_conv", "compiled_layer")
+IN_THE_KERNEL = ("compiled_qkv", "compiled_conv", "compiled_layer")  # those that form q, k, v inside it
+CONV_COMPILED = ("compiled_conv", "compiled_layer")  # those that compile the convolution and its SiLU too
 
 # positions per chunk, by measurement (one CPU thread, B = 64, H = 4, d = 32): the mLSTM's forward and backward at
 # T = 256 take 202, 141, 177 ms at C = 16, 32, 64 (an xLSTM training step 951, 771, 902 ms; C = 128: 1038); at T = 64,
@@ -228,8 +231,11 @@ class FastmLSTMLayer(mLSTMLayer):
     (``primacy_xlstm.mlstm_compiled.mlstm_layer_compiled``; measured, one CPU thread, B 64, T 64, D 64, thread
     time: the mLSTM block's step 47.7 → 42.3 ms). With ``mlstm_loop='compiled_conv'`` (``_conv_in_the_kernel``) the
     convolution and its SiLU run compiled too (``mlstm_compiled.conv_silu_compiled``: one pass forward, one backward,
-    where PyTorch makes about 17 over (B, T, E); alone, B 64, T 64, E 128, thread time: 5.8 → 1.2 ms). Up and down
-    projections, the learnable skip, the output gate and ``step`` are xlstm's."""
+    where PyTorch makes about 17 over (B, T, E); alone, B 64, T 64, E 128, thread time: 5.8 → 1.2 ms). With
+    ``mlstm_loop='compiled_layer'`` (``_tail_in_the_kernel``) the output side too, the cell's per-head norm, the
+    learnable skip and the SiLU gate, in the cell's kernel (``mlstm_compiled.mlstm_tail_compiled``; the atlas's xLSTM
+    step 0.92 of compiled_conv's, T 64 and 256); a hook on the norm (``ablate``) leaves it to PyTorch. Up and down
+    projections and ``step`` are xlstm's."""
 
     def forward(self, x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D), as mLSTMLayer.forward."""
@@ -248,6 +254,12 @@ class FastmLSTMLayer(mLSTMLayer):
         g_q, g_k, g_v = weight.split(inner, dim=1)  # 2H E each: the gates' weights on q, k and v
         dense = [block_diagonal(proj.weight) for proj in (self.q_proj, self.k_proj, self.v_proj)]  # E E each
         gates = linear(x_conv_act, g_q @ dense[0] + g_k @ dense[1]) + linear(x_mlstm, g_v @ dense[2], bias)  # B T 2H
+        if self._tail_in_the_kernel(x):  # mlstm_loop='compiled_layer': the output side in the same kernel
+            norm = cell.outnorm
+            h_state = mlstm_tail_compiled(x_conv_act, x_mlstm, self.q_proj.weight, self.k_proj.weight,
+                                          self.v_proj.weight, gates, heads, z, self.learnable_skip, norm.weight_proxy,
+                                          norm.eps)  # B T E
+            return self.dropout(self.proj_down(h_state))  # B T D
         if self._in_the_kernel(x):  # q, k, v formed inside the compiled cell from the rows (mlstm_loop='compiled_qkv')
             batch, length, _ = x_mlstm.shape
             h = mlstm_layer_compiled(x_conv_act, x_mlstm, self.q_proj.weight, self.k_proj.weight, self.v_proj.weight,
@@ -275,8 +287,19 @@ class FastmLSTMLayer(mLSTMLayer):
         conv, module = self.conv1d.conv, self.conv1d
         plain = (conv is not None and conv.groups == conv.in_channels == conv.out_channels and conv.dilation == (1,)
                  and conv.stride == (1,) and not module._forward_hooks and not module._forward_pre_hooks)
-        return (self.mlstm_cell.mlstm_loop == "compiled_conv" and plain and type(self.conv_act_fn) is torch.nn.SiLU
+        return (self.mlstm_cell.mlstm_loop in CONV_COMPILED and plain and type(self.conv_act_fn) is torch.nn.SiLU
                 and not torch.is_autocast_enabled(x.device.type))
+
+    def _tail_in_the_kernel(self, x: torch.Tensor) -> bool:
+        """With q, k, v in the kernel, whether the output side runs there too: ``mlstm_loop`` is ``compiled_layer``,
+        the cell's norm is xlstm's per-head layer norm with a weight and no bias that no hook watches (``ablate``
+        hooks it), and the output gate is xlstm's SiLU."""
+        cell = self.mlstm_cell
+        norm = cell.outnorm
+        plain = (isinstance(norm, MultiHeadLayerNorm) and norm.weight is not None and norm.bias is None
+                 and not norm._forward_hooks and not norm._forward_pre_hooks)
+        return (cell.mlstm_loop == "compiled_layer" and self._in_the_kernel(x) and plain
+                and type(self.ogate_act_fn) is torch.nn.SiLU)
 
     def _fast_path(self, x: torch.Tensor) -> bool:
         """Whether the cell is a ``ChunkwisemLSTMCell`` with no forward hook (a hook watches the cell's call, with

@@ -40,6 +40,12 @@ convolution and its SiLU in one pass forward and one backward (the backward reco
 input's gradient and each batch element's share of the taps' and bias's), where PyTorch's path makes about 17 passes
 over (B, T, E) tensors (the convolution's K shifted products, its taps' products and sums, the SiLU and their
 gradients). Its float32 σ is primacy's fast exp, so it rounds its own way.
+
+``mlstm_tail_compiled`` (``mlstm_loop='compiled_layer'``: ``compiled_conv`` with this too) is ``mlstm_layer_compiled``
+with the layer's output side in the same pass over a head's rows: the cell's per-head norm (a layer norm over the
+head's units times its weight), the learnable skip and the SiLU gate, (norm(h̃) + skip ⊙ xc) ⊙ silu(z), forward and
+backward, where PyTorch makes about 14 passes over (B, T, E) (the norm's transposed copy, the weight's product, the
+skip's product and sum, the gate, and their gradients).
 """
 
 from __future__ import annotations
@@ -58,7 +64,8 @@ from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
 from primacy_xlstm.compiled import _run
 
 SOURCE = Path(__file__).with_name("native") / "mlstm.cpp"
-ABI = 3  # primacy_mlstm_abi() of the source this module calls (2: with the layer's entry points, 3: the convolution's)
+ABI = 4  # primacy_mlstm_abi() of the source this module calls (2: the layer's entry points, 3: the convolution's,
+# 4: the layer's with its output side)
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 LIBRARY = NativeLibrary(SOURCE, "primacy_mlstm", ABI, "mlstm_loop='compiled'", "use mlstm_loop='pytorch'",
                         "this primacy-xlstm's mLSTM library")
@@ -244,3 +251,57 @@ class _CompiledConv(torch.autograd.Function):
         kernel = getattr(_library(), f"primacy_mlstm_conv_backward_{_SUFFIX[x.dtype]}")
         _run(kernel, batch, length, channels, taps.shape[0], x, taps, bias, grad.contiguous(), g_x, g_taps, g_bias)
         return g_x, g_taps.sum(0), g_bias.sum(0)
+
+
+def mlstm_tail_compiled(xc: torch.Tensor, xm: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor,
+                        gates: torch.Tensor, heads: int, z: torch.Tensor, skip: torch.Tensor, wln: torch.Tensor,
+                        ln_eps: float, eps: float = 1e-6) -> torch.Tensor:
+    """The mLSTM layer's (norm(h̃) + skip ⊙ xc) ⊙ silu(z) (B, T, E) on the compiled loops (module docstring): h̃ as
+    ``mlstm_layer_compiled`` computes it from xc, xm, wq, wk, wv, gates; norm the cell's per-head layer norm (over
+    each head's d units, ``ln_eps``) times ``wln`` (E, xlstm's weight_proxy); z (B, T, E) the output gate's
+    pre-activation; skip (E) the learnable skip. Differentiable in every tensor; tensors not on the CPU or not of one
+    dtype, float32 or float64, are refused in one line."""
+    tensors = (xc, xm, wq, wk, wv, gates, z, skip, wln)
+    if not all(mlstm_takes(x) and x.dtype == xc.dtype for x in tensors):
+        found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in tensors}))
+        raise UsageError(f"mlstm_loop='compiled_layer' runs on float32 or float64 CPU tensors of one dtype, not "
+                         f"{found}: use mlstm_loop='pytorch'")
+    return _compiled_tail(xc, xm, wq, wk, wv, gates, z, skip, wln, heads, float(eps), float(ln_eps))
+
+
+@torch.compiler.disable  # as _compiled_cell
+def _compiled_tail(*args: Any) -> torch.Tensor:
+    return _CompiledTail.apply(*args)
+
+
+class _CompiledTail(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, xc: torch.Tensor, xm: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor,
+                gates: torch.Tensor, z: torch.Tensor, skip: torch.Tensor, wln: torch.Tensor, heads: int, eps: float,
+                ln_eps: float) -> torch.Tensor:
+        batch, length, width = xc.shape
+        xc, xm, wq, wk, wv, gates, z, skip, wln = (x.contiguous() for x in (xc, xm, wq, wk, wv, gates, z, skip, wln))
+        out, hs = xc.new_empty(batch, length, width), xc.new_empty(batch, length, width)  # h̃, kept; the output
+        ms, dens = xc.new_empty(batch * heads, length), xc.new_empty(batch * heads, length)
+        kernel = getattr(_library(), f"primacy_mlstm_tail_forward_{_SUFFIX[xc.dtype]}")
+        _run(kernel, batch * heads, heads, length, width // heads, wq.shape[-1], eps, xc, xm, wq, wk, wv, gates, out,
+             ms, dens, z, skip, wln, ln_eps, hs)
+        ctx.save_for_backward(xc, xm, wq, wk, wv, gates, out, ms, dens, z, skip, wln)
+        ctx.heads, ctx.eps, ctx.ln_eps = heads, eps, ln_eps
+        return hs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        xc, xm, wq, wk, wv, gates, out, ms, dens, z, skip, wln = ctx.saved_tensors
+        batch, length, width = xc.shape
+        heads = ctx.heads
+        g_xc, g_xm, g_gates, g_z = (torch.empty_like(x) for x in (xc, xm, gates, z))
+        shares = xc.new_empty(batch, 3, *wq.shape)  # each batch element's share of the weights' gradients
+        parts = xc.new_zeros(batch, 2, width)  # and of skip's and wln's
+        kernel = getattr(_library(), f"primacy_mlstm_tail_backward_{_SUFFIX[xc.dtype]}")
+        _run(kernel, batch * heads, heads, length, width // heads, wq.shape[-1], ctx.eps, xc, xm, wq, wk, wv, gates,
+             out, ms, dens, g_xc, g_xm, g_gates, shares, z, skip, wln, ctx.ln_eps, grad.contiguous(), g_z, parts)
+        g_wq, g_wk, g_wv = shares.sum(0).unbind(0)
+        g_skip, g_wln = parts.sum(0).unbind(0)
+        return g_xc, g_xm, g_wq, g_wk, g_wv, g_gates, g_z, g_skip, g_wln, None, None, None

@@ -372,13 +372,97 @@ PRIMACY_INLINE void arrange_head(int64_t h, int64_t d, int64_t bs, bool transpos
     for (int64_t w = 0; w < 3; ++w) arrange(d, bs, transposed, ws[w] + h * d * bs, a + w * bs * d);
 }
 
+// The layer's output side (mlstm_loop='compiled_layer'), on a head's row h̃ (d) at (b, t): the cell's per-head norm
+// (a layer norm over the head's d units: mean, biased variance, 1 / sqrt(var + ln_eps), times wln, xlstm's weight
+// 1 + w), the learnable skip and the SiLU gate, hs = (norm(h̃) + skip ⊙ xc) ⊙ silu(z), at the row's columns c of
+// (B, T, E). The backward takes hs's gradient and writes z's and the gradient of h̃ (for the cell), the skip's share
+// of xc's gradient, and each batch element's share of skip's and wln's gradients (parts (B, 2, E), summed over t in
+// order; the caller sums them over B).
+template <typename R>
+struct Tail {
+    const R *z, *skip, *wln;
+    R ln_eps;
+    R* hs;  // forward: the output
+    const R* ghs;  // backward: hs's gradient, then what it writes
+    R *gz, *parts;
+};
+
+// Σ_j a[j] over n: eight partial sums (j mod 8), added as dot adds them (a fixed order, so every build's bits)
+template <typename R>
+PRIMACY_INLINE R sum8(int64_t n, const R* __restrict__ a) {
+    R acc[8] = {};
+    const int64_t whole = n - n % 8;
+    for (int64_t j = 0; j < whole; j += 8)
+        for (int64_t l = 0; l < 8; ++l) acc[l] += a[j + l];
+    R s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (int64_t j = whole; j < n; ++j) s += a[j];
+    return s;
+}
+
+// nhat (d) = (h - mean) / sqrt(var + ln_eps), the biased variance; returns 1 / sqrt(var + ln_eps). sq: scratch (d)
+template <typename R>
+PRIMACY_INLINE R norm_row(int64_t d, const R* __restrict__ h, R ln_eps, R* __restrict__ nhat, R* __restrict__ sq) {
+    const R mean = sum8(d, h) / R(d);
+    for (int64_t j = 0; j < d; ++j) {
+        nhat[j] = h[j] - mean;
+        sq[j] = nhat[j] * nhat[j];
+    }
+    const R rstd = R(1) / std::sqrt(sum8(d, sq) / R(d) + ln_eps);
+    for (int64_t j = 0; j < d; ++j) nhat[j] *= rstd;
+    return rstd;
+}
+
+// work: scratch (2 d)
+template <typename R>
+PRIMACY_INLINE void tail_forward(int64_t d, const Tail<R>& tail, const R* __restrict__ h, const R* __restrict__ xc,
+                                 int64_t row, int64_t col, R* __restrict__ work) {
+    R* __restrict__ nhat = work;
+    norm_row(d, h, tail.ln_eps, nhat, work + d);
+    const R* __restrict__ z = tail.z + row;
+    const R* __restrict__ wln = tail.wln + col;
+    const R* __restrict__ skip = tail.skip + col;
+    const R* __restrict__ x = xc + row;
+    R* __restrict__ hs = tail.hs + row;
+    for (int64_t j = 0; j < d; ++j) hs[j] = (nhat[j] * wln[j] + skip[j] * x[j]) * (z[j] * primacy::sigmoid(z[j]));
+}
+
+// gh (d): the gradient of h̃; gxs (d): the skip's share of xc's gradient; parts: this batch element's (2, E);
+// work: scratch (3 d)
+template <typename R>
+PRIMACY_INLINE void tail_backward(int64_t d, int64_t E, const Tail<R>& tail, const R* __restrict__ h,
+                                  const R* __restrict__ xc, int64_t row, int64_t col, R* __restrict__ parts,
+                                  R* __restrict__ work, R* __restrict__ gh, R* __restrict__ gxs) {
+    R *__restrict__ nhat = work, *__restrict__ gnhat = work + d, *__restrict__ prod = work + 2 * d;
+    const R rstd = norm_row(d, h, tail.ln_eps, nhat, prod);
+    const R* __restrict__ z = tail.z + row;
+    const R* __restrict__ wln = tail.wln + col;
+    const R* __restrict__ skip = tail.skip + col;
+    const R* __restrict__ x = xc + row;
+    const R* __restrict__ ghs = tail.ghs + row;
+    R* __restrict__ gz = tail.gz + row;
+    R* __restrict__ g_skip = parts + col;
+    R* __restrict__ g_wln = parts + E + col;
+    for (int64_t j = 0; j < d; ++j) {
+        const R sig = primacy::sigmoid(z[j]), gate = z[j] * sig;
+        const R g_s = ghs[j] * gate;  // into norm(h̃) + skip ⊙ xc
+        gz[j] = ghs[j] * (nhat[j] * wln[j] + skip[j] * x[j]) * (sig * (R(1) + z[j] * (R(1) - sig)));
+        g_skip[j] += g_s * x[j];
+        g_wln[j] += g_s * nhat[j];
+        gxs[j] = g_s * skip[j];
+        gnhat[j] = g_s * wln[j];
+        prod[j] = gnhat[j] * nhat[j];
+    }
+    const R mean_g = sum8(d, gnhat) / R(d), mean_gn = sum8(d, prod) / R(d);
+    for (int64_t j = 0; j < d; ++j) gh[j] = rstd * ((gnhat[j] - mean_g) - nhat[j] * mean_gn);
+}
+
 template <typename R, int64_t FD = 0>
 PRIMACY_INLINE void layer_forward(int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d_given, int64_t bs,
                                   R eps, const R* xc, const R* xm, const R* wq, const R* wk, const R* wv,
-                                  const R* gates, R* out, R* ms, R* dens) {
+                                  const R* gates, R* out, R* ms, R* dens, const Tail<R>* tail = nullptr) {
     const int64_t d = FD ? FD : d_given;
     const int64_t E = NH * d;
-    std::vector<R> scratch(4 * T * d + 2 * T + 3 * bs * d);
+    std::vector<R> scratch(4 * T * d + 2 * T + 3 * bs * d + 2 * d);
     R *q = scratch.data(), *k = q + T * d, *v = k + T * d, *h = v + T * d, *ig = h + T * d, *fg = ig + T;
     R* a = fg + T;
     for (int64_t p = first; p < last; ++p) {
@@ -386,8 +470,11 @@ PRIMACY_INLINE void layer_forward(int64_t first, int64_t last, int64_t NH, int64
         arrange_head(head, d, bs, false, wq, wk, wv, a);
         gather(b, head, NH, T, d, bs, xc, xm, a, gates, q, k, v, ig, fg);
         forward<R, FD>(0, 1, T, d, d, eps, q, k, v, ig, fg, h, ms + p * T, dens + p * T);
-        for (int64_t t = 0; t < T; ++t)
-            std::memcpy(out + (b * T + t) * E + head * d, h + t * d, sizeof(R) * d);
+        for (int64_t t = 0; t < T; ++t) {
+            const int64_t row = (b * T + t) * E + head * d;
+            std::memcpy(out + row, h + t * d, sizeof(R) * d);
+            if (tail) tail_forward(d, *tail, h + t * d, xc, row, head * d, a + 3 * bs * d);
+        }
     }
 }
 
@@ -395,10 +482,10 @@ template <typename R, int64_t FD = 0>
 PRIMACY_INLINE void layer_backward(int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d_given, int64_t bs,
                                    R eps, const R* xc, const R* xm, const R* wq, const R* wk, const R* wv,
                                    const R* gates, const R* out, const R* ms, const R* dens, const R* gout, R* gxc,
-                                   R* gxm, R* ggates, R* gw) {
+                                   R* gxm, R* ggates, R* gw, const Tail<R>* tail = nullptr) {
     const int64_t d = FD ? FD : d_given;
     const int64_t E = NH * d, NB = E / bs;
-    std::vector<R> scratch(8 * T * d + 4 * T + 9 * bs * d + d);
+    std::vector<R> scratch(8 * T * d + 4 * T + 9 * bs * d + d + (tail ? T * d + 3 * d : 0));
     R *q = scratch.data(), *k = q + T * d, *v = k + T * d, *h = v + T * d, *gh = h + T * d, *gq = gh + T * d;
     R *gk = gq + T * d, *gv = gk + T * d, *ig = gv + T * d, *fg = ig + T, *gig = fg + T, *gfg = gig + T;
     R *a = gfg + T, *back = a + 3 * bs * d, *acc = back + 3 * bs * d, *tmp = acc + 3 * bs * d;
@@ -407,9 +494,15 @@ PRIMACY_INLINE void layer_backward(int64_t first, int64_t last, int64_t NH, int6
         arrange_head(head, d, bs, false, wq, wk, wv, a);
         arrange_head(head, d, bs, true, wq, wk, wv, back);
         gather(b, head, NH, T, d, bs, xc, xm, a, gates, q, k, v, ig, fg);
+        R* gxs = tmp + d;  // with the output side: the skip's share of xc's gradient (T d), then scratch (3 d)
         for (int64_t t = 0; t < T; ++t) {
-            std::memcpy(h + t * d, out + (b * T + t) * E + head * d, sizeof(R) * d);
-            std::memcpy(gh + t * d, gout + (b * T + t) * E + head * d, sizeof(R) * d);
+            const int64_t row = (b * T + t) * E + head * d;
+            std::memcpy(h + t * d, out + row, sizeof(R) * d);
+            if (tail)
+                tail_backward(d, E, *tail, h + t * d, xc, row, head * d, tail->parts + b * 2 * E, gxs + T * d,
+                              gh + t * d, gxs + t * d);
+            else
+                std::memcpy(gh + t * d, gout + row, sizeof(R) * d);
         }
         backward<R, FD>(0, 1, T, d, d, eps, q, k, v, ig, fg, h, ms + p * T, dens + p * T, gh, gq, gk, gv, gig, gfg);
         for (int64_t j = 0; j < 3 * bs * d; ++j) acc[j] = R(0);
@@ -418,6 +511,8 @@ PRIMACY_INLINE void layer_backward(int64_t first, int64_t last, int64_t NH, int6
             grouped(d, bs, back, gq + t * d, gxc + row);  // q's share of x_conv's gradient, then k's added
             grouped(d, bs, back + bs * d, gk + t * d, tmp);
             for (int64_t j = 0; j < d; ++j) gxc[row + j] += tmp[j];
+            if (tail)
+                for (int64_t j = 0; j < d; ++j) gxc[row + j] += gxs[t * d + j];
             grouped(d, bs, back + 2 * bs * d, gv + t * d, gxm + row);
             ggates[(b * T + t) * 2 * NH + head] = gig[t];
             ggates[(b * T + t) * 2 * NH + NH + head] = gfg[t];
@@ -544,23 +639,26 @@ PRIMACY_INLINE void cell_backward(int64_t first, int64_t last, int64_t T, int64_
 template <typename R>
 PRIMACY_INLINE void layer_forward_any(int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, R eps,
                                       const R* xc, const R* xm, const R* wq, const R* wk, const R* wv, const R* gates,
-                                      R* out, R* ms, R* dens) {
+                                      R* out, R* ms, R* dens, const Tail<R>* tail = nullptr) {
+#define PRIMACY_LAYER_FORWARD(FD) \
+    layer_forward<R, FD>(first, last, NH, T, d, bs, eps, xc, xm, wq, wk, wv, gates, out, ms, dens, tail)
     switch (common_width(d, d)) {
-        case 8: return layer_forward<R, 8>(first, last, NH, T, d, bs, eps, xc, xm, wq, wk, wv, gates, out, ms, dens);
-        case 16: return layer_forward<R, 16>(first, last, NH, T, d, bs, eps, xc, xm, wq, wk, wv, gates, out, ms, dens);
-        case 32: return layer_forward<R, 32>(first, last, NH, T, d, bs, eps, xc, xm, wq, wk, wv, gates, out, ms, dens);
-        default: return layer_forward<R, 0>(first, last, NH, T, d, bs, eps, xc, xm, wq, wk, wv, gates, out, ms, dens);
+        case 8: return PRIMACY_LAYER_FORWARD(8);
+        case 16: return PRIMACY_LAYER_FORWARD(16);
+        case 32: return PRIMACY_LAYER_FORWARD(32);
+        default: return PRIMACY_LAYER_FORWARD(0);
     }
+#undef PRIMACY_LAYER_FORWARD
 }
 
 template <typename R>
 PRIMACY_INLINE void layer_backward_any(int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs,
                                        R eps, const R* xc, const R* xm, const R* wq, const R* wk, const R* wv,
                                        const R* gates, const R* out, const R* ms, const R* dens, const R* gout,
-                                       R* gxc, R* gxm, R* ggates, R* gw) {
+                                       R* gxc, R* gxm, R* ggates, R* gw, const Tail<R>* tail = nullptr) {
 #define PRIMACY_LAYER_BACKWARD(FD) \
     layer_backward<R, FD>(first, last, NH, T, d, bs, eps, xc, xm, wq, wk, wv, gates, out, ms, dens, gout, gxc, gxm, \
-                          ggates, gw)
+                          ggates, gw, tail)
     switch (common_width(d, d)) {
         case 8: return PRIMACY_LAYER_BACKWARD(8);
         case 16: return PRIMACY_LAYER_BACKWARD(16);
@@ -574,7 +672,7 @@ PRIMACY_INLINE void layer_backward_any(int64_t first, int64_t last, int64_t NH, 
 
 extern "C" {
 
-int primacy_mlstm_abi() { return 3; }
+int primacy_mlstm_abi() { return 4; }
 
 #define PRIMACY_CELL_ENTRIES(R, SUFFIX)                                                                               \
     PRIMACY_CLONES void primacy_mlstm_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t d, int64_t dv, \
@@ -606,6 +704,29 @@ PRIMACY_CELL_ENTRIES(double, f64)
     }
 PRIMACY_LAYER_ENTRIES(float, f32)
 PRIMACY_LAYER_ENTRIES(double, f64)
+
+// mlstm_loop='compiled_layer': the layer's entry points with its output side (Tail): z (B, T, E), skip and wln (E),
+// ln_eps; forward: hs (B, T, E) besides out (h̃, kept for the backward); backward: ghs (B, T, E) in place of gout,
+// gz (B, T, E), parts (B, 2, E) zeroed by the caller
+#define PRIMACY_TAIL_ENTRIES(R, SUFFIX)                                                                               \
+    PRIMACY_CLONES void primacy_mlstm_tail_forward_##SUFFIX(                                                          \
+        int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, double eps, const R* xc,          \
+        const R* xm, const R* wq, const R* wk, const R* wv, const R* gates, R* out, R* ms, R* dens, const R* z,       \
+        const R* skip, const R* wln, double ln_eps, R* hs) {                                                          \
+        const Tail<R> tail{z, skip, wln, R(ln_eps), hs, nullptr, nullptr, nullptr};                                   \
+        layer_forward_any(first, last, NH, T, d, bs, R(eps), xc, xm, wq, wk, wv, gates, out, ms, dens, &tail);        \
+    }                                                                                                                 \
+    PRIMACY_CLONES void primacy_mlstm_tail_backward_##SUFFIX(                                                         \
+        int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, double eps, const R* xc,          \
+        const R* xm, const R* wq, const R* wk, const R* wv, const R* gates, const R* out, const R* ms,               \
+        const R* dens, R* gxc, R* gxm, R* ggates, R* gw, const R* z, const R* skip, const R* wln, double ln_eps,      \
+        const R* ghs, R* gz, R* parts) {                                                                              \
+        const Tail<R> tail{z, skip, wln, R(ln_eps), nullptr, ghs, gz, parts};                                         \
+        layer_backward_any(first, last, NH, T, d, bs, R(eps), xc, xm, wq, wk, wv, gates, out, ms, dens, ghs, gxc,     \
+                           gxm, ggates, gw, &tail);                                                                   \
+    }
+PRIMACY_TAIL_ENTRIES(float, f32)
+PRIMACY_TAIL_ENTRIES(double, f64)
 
 #define PRIMACY_CONV_ENTRIES(R, SUFFIX)                                                                               \
     PRIMACY_CLONES void primacy_mlstm_conv_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t C,        \

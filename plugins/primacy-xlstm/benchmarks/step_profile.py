@@ -1,7 +1,8 @@
 """Where an xLSTM training step goes: the step of the atlas's row (an mLSTM then an sLSTM block, 4 heads each) beside
-S4D and beside each block alone, then the step's PyTorch operations by self time (torch.profiler).
+S4D and beside each block alone, then the step's PyTorch operations by self time (torch.profiler), by category and
+one by one.
 
-One thread, float32, B 64, D 64, the compiled sLSTM loop where it builds. Times are thread CPU time (the process's own
+One thread, float32, B 64, D 64, the default paths (``auto``). Times are thread CPU time (the process's own
 work, not the waits of a shared machine), medians of interleaved rounds; the profiler's are wall time, so read its
 shares.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import Counter
 
 import torch
 from primacy.backbones.s4d import S4DBackbone
@@ -59,10 +61,32 @@ def main() -> None:
             step(models["xLSTM"])
     events = sorted(prof.key_averages(group_by_input_shape=True), key=lambda e: -e.self_cpu_time_total)
     total = sum(e.self_cpu_time_total for e in events)
+    shares = Counter()
+    for e in events:
+        shares[category(e.key)] += e.self_cpu_time_total
+    print("by category (self time, wall, profiled):")
+    for name, value in shares.most_common():
+        print(f"  {100 * value / total:5.1f} %  {name}")
     print(f"xLSTM step's operations by self time (wall, profiled; {total / rounds / 1e3:.1f} ms a step):")
     for e in events[:args.top]:
         print(f"  {100 * e.self_cpu_time_total / total:5.1f} %  {e.count // rounds:3d} a step  {e.key[:32]:<32} "
               f"{str(e.input_shapes)[:70]}")
+
+
+def category(key: str) -> str:
+    """An operation's part of the step: the compiled kernels by name (their autograd Functions), the dense products,
+    the norms, other ATen operations (elementwise passes, copies, reductions), and autograd's own bookkeeping."""
+    kernels = {"_CompiledLayer": "mLSTM kernel", "_CompiledTail": "mLSTM kernel", "_CompiledCell": "mLSTM kernel",
+               "_CompiledGates": "sLSTM loop", "_CompiledSequence": "sLSTM loop", "_CompiledConv": "convolutions",
+               "_DepthwiseConv": "convolutions"}
+    for prefix, name in kernels.items():
+        if key.startswith(prefix):
+            return f"{name} {'backward' if 'Backward' in key else 'forward'}"
+    if key in ("aten::mm", "aten::addmm", "aten::bmm"):
+        return "dense products"
+    if "norm" in key and key.startswith("aten::"):
+        return "norms"
+    return "elementwise, copies, reductions" if key.startswith("aten::") else "autograd and other"
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from primacy import files
 from primacy.analysis.behaviour.comparison import mean_and_se
 from primacy.analysis.heads.selection import DtByRole, dt_by_role, has_dt, token_dt
 from primacy.errors import UsageError
+from primacy.rundir import results
 from primacy.rundir.layout import RunDir
 from primacy.rundir.runs import load_run, untrained_run
 
@@ -27,11 +29,8 @@ def run_dt_by_role(run: Path, sequences: int = SEQUENCES) -> DtByRole | None:
     kept, checkpoint = files_of.selection.arrays, files_of.last_checkpoint
     if kept.is_file() and (files_of.kept_as_results or kept.stat().st_mtime >= checkpoint.stat().st_mtime):
         return _read(kept, sequences)
-    if files_of.kept_as_results and not has_dt(untrained_run(files_of.config)[0].backbone):
-        return None  # nothing to measure, with or without weights
     if files_of.kept_as_results:
-        raise UsageError(f"{run} was kept without checkpoints and without its Δ by token ({kept}): it cannot be "
-                         "measured again")
+        return _kept_dt_by_role(files_of, kept, sequences)
     model, data = load_run(files_of.config, checkpoint)
     if not has_dt(model.backbone):
         files.save_npz(kept, sequences=sequences, layers=np.array([], dtype=str))
@@ -42,6 +41,26 @@ def run_dt_by_role(run: Path, sequences: int = SEQUENCES) -> DtByRole | None:
     files.save_npz(kept, sequences=sequences, layers=np.array(result.layers, dtype=str), new=result.new,
                    repeat=result.repeat, contrast=result.contrast, positions=result.positions)
     return result
+
+
+def _kept_dt_by_role(files_of: RunDir, kept: Path, sequences: int) -> DtByRole | None:
+    """A run kept without checkpoints and without its file: None where its backbone has no Δ; a fixed Δt (S4, S4D: a
+    parameter, the same on every token) from the last row of its kept Δt history, which the tracker writes at the last
+    step; else a one-line error."""
+    model, data = untrained_run(files_of.config)
+    if not has_dt(model.backbone):
+        return None  # nothing to measure, with or without weights
+    if callable(getattr(model.backbone, "dt_per_token", None)) or not files_of.dt_history.is_file():
+        raise UsageError(f"{files_of.path} was kept without checkpoints and without its Δ by token ({kept}): it "
+                         "cannot be measured again")
+    history = results.read_dt_history(files_of.dt_history)
+    final = torch.from_numpy(history["dt"][-1])  # channels of every layer, in order
+    widths = [int(width) for width in history["channels"]]
+    data.setup("validate")
+    tokens = next(iter(data.val_dataloader()))["tokens"][:sequences]  # B T
+    dt = {str(name): part.expand(*tokens.shape, -1)
+          for name, part in zip(history["layers"], torch.split(final, widths))}  # B T channels each
+    return dt_by_role(dt, tokens)
 
 
 def _read(path: Path, sequences: int) -> DtByRole | None:

@@ -8,7 +8,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, extra_module
 
 from primacy.cli import main
 
@@ -55,3 +55,37 @@ def test_a_kept_run_without_its_analyses_is_one_line_and_nothing_is_lost(kept, c
     assert code == 2 and "kept without its checkpoints" in line and "icl" in line
     assert (kept / "induction-attn-2L" / "seed0" / "results" / "summary.json").read_text() == summary
     assert json.loads(summary)["repeat_accuracy"] > 0.9
+
+
+def copy_run(source, tmp_path, without=("checkpoints", "selection")):
+    """A run as results/ keeps it, in a scratch folder: no checkpoints (and here no Δ by token either)."""
+    run = tmp_path / source.parent.name / source.name
+    shutil.copytree(source, run, ignore=shutil.ignore_patterns(*without))
+    return run
+
+
+def test_a_kept_fixed_dt_is_read_from_its_kept_history_the_same_on_every_token(tmp_path):
+    """S4D's Δt is a parameter: a kept run's Δ by token is its Δt history's last row (the tracker's, at the last step),
+    the same for new and repeated tokens, so its contrast is exactly 0."""
+    import numpy as np
+
+    from primacy.workflows.paper.selection import run_dt_by_role
+
+    run = copy_run(ROOT / "results" / "backbones-cpu" / "quickstart" / "seed0", tmp_path)
+    measured = run_dt_by_role(run)
+    with np.load(run / "results" / "dt_history.npz") as history:
+        expected = np.median(np.log10(history["dt"][-1].astype(np.float64)))
+    assert measured.layers == ["ssm"] and measured.contrast.tolist() == [0.0]
+    assert np.allclose(measured.new[0], expected, rtol=0, atol=1e-12)
+    assert (run / "selection" / "dt_by_role.npz").is_file() is False  # read, not written: the run is kept as it was
+
+
+def test_a_kept_selective_dt_without_its_file_is_one_line(tmp_path):
+    from primacy.errors import UsageError
+    from primacy.workflows.paper.selection import run_dt_by_role
+
+    extra_module("primacy_mamba")
+    run = copy_run(ROOT / "results" / "influence-cpu" / "induction-v64-mamba-2L" / "seed0", tmp_path)
+    with pytest.raises(UsageError) as error:
+        run_dt_by_role(run)
+    assert "kept without checkpoints" in str(error.value) and "\n" not in str(error.value)

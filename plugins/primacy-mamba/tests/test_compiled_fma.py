@@ -166,6 +166,28 @@ def test_its_rms_norm_equals_mambapys_with_every_gradient(width):
         assert all(torch.equal(one, another) for one, another in zip(results[0], other))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_backward_on_the_kept_workspace_has_fresh_memorys_bits_returns_none_of_it(dtype, monkeypatch):
+    """The backward's temporaries live in a buffer each thread keeps between calls (_workspace): a backward on what
+    another one left there (here NaN, and a larger call's leftovers) gives the bits of one on fresh memory, and no
+    gradient it returns is a view of that buffer (the next backward would overwrite it)."""
+    torch.manual_seed(0)
+    inputs = fma_inputs(3, 11, 21, 4, 2, 4, dtype=dtype)
+    monkeypatch.setattr(primacy_mamba.compiled_fma, "WORKSPACE_BYTES", 0)  # nothing kept: fresh memory each call
+    monkeypatch.setattr(primacy_mamba.compiled_fma._kept, "buffer", None, raising=False)
+    fresh = outputs_and_gradients(compiled, inputs)
+    monkeypatch.setattr(primacy_mamba.compiled_fma, "WORKSPACE_BYTES", 2**30)
+    primacy_mamba.compiled_fma._kept.buffer = torch.full((2**16,), float("nan"), dtype=dtype)
+    kept = outputs_and_gradients(compiled, inputs)
+    outputs_and_gradients(compiled, fma_inputs(4, 30, 40, 16, 4, 4, dtype=dtype))  # a larger call's leftovers
+    again = outputs_and_gradients(compiled, inputs)
+    buffer = primacy_mamba.compiled_fma._kept.buffer
+    start, end = buffer.data_ptr(), buffer.data_ptr() + buffer.numel() * buffer.element_size()
+    for name, one, other, third in zip(names(inputs), fresh, kept, again):
+        assert torch.equal(one, other) and torch.equal(one, third), name
+        assert not start <= third.data_ptr() < end, name
+
+
 def test_a_view_of_in_projs_output_gives_the_bits_of_its_copy():
     torch.manual_seed(0)
     inputs = [x.detach().float() if x is not None else None for x in fma_inputs(2, 9, 13, 4, 2, 4)]

@@ -30,6 +30,7 @@ Legend: B batch, T time, E channels (E·D of the mixer), N state size, R Δ's ra
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +40,9 @@ from primacy_mamba.compiled import _SUFFIX, _parts, _pointer, _run, _sizes, chec
 from primacy_mamba.compiled_mixer import _batch_sum, _rows
 
 PARTIALS = 17  # native/scan.cpp: the partial sums of one sum over channels (16 lanes and the rest)
+WORKSPACE_BYTES = 64 * 2**20  # the most a thread keeps between backward passes (_workspace)
+ALIGN = 16  # elements: each workspace tensor starts at a multiple of 64 bytes (of 16 float32), as torch's allocations
+_kept = threading.local()
 
 
 def fma_native() -> bool:
@@ -81,6 +85,23 @@ def compiled_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torc
     (the weight is taken in x's dtype). Differentiable in x and weight."""
     check_tensors(x)
     return _CompiledRMSNorm.apply(x, weight, eps)
+
+
+def _workspace(like: torch.Tensor, *shapes: tuple[int, ...]) -> list[torch.Tensor]:
+    """Uninitialised tensors of these shapes in like's dtype, for a backward's temporaries (none outlives the call),
+    carved from one buffer this thread keeps between calls when it takes at most WORKSPACE_BYTES. Allocated anew on
+    each call, buffers this large are mapped afresh by the C library, and first writing them faults page by page: in
+    benchmarks/peers.py's Mamba step (B 64, T 64, D 64) the backward's kernel took 1,320 page faults a step on fresh
+    temporaries, 716 on kept ones (the rest are ∂L/∂xz's, which autograd keeps). The kernels write every element
+    before reading it (as they did on new_empty's memory), so the results have the same bits."""
+    sizes = [-(-torch.Size(shape).numel() // ALIGN) * ALIGN for shape in shapes]
+    buffer = getattr(_kept, "buffer", None)
+    if buffer is None or buffer.dtype != like.dtype or buffer.numel() < sum(sizes):
+        buffer = like.new_empty(sum(sizes))
+        if buffer.numel() * buffer.element_size() <= WORKSPACE_BYTES:
+            _kept.buffer = buffer
+    offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [buffer[offset:offset + torch.Size(shape).numel()].view(shape) for offset, shape in zip(offsets, shapes)]
 
 
 def _at(x: torch.Tensor, offset: int) -> ctypes.c_void_p:
@@ -142,11 +163,11 @@ class _CompiledFma(torch.autograd.Function):
         suffix = _SUFFIX[u.dtype]
         lib = library()
         gxz = xz.new_empty(batch, length, 2 * channels)  # ∂L/∂x, ∂L/∂z: in_proj's output gradient, written in halves
-        gu, gxdbl = torch.empty_like(u), torch.empty_like(xdbl)
-        ga, gw = u.new_empty(batch, n, channels), u.new_empty(batch, rank, channels)  # per-element partial sums
-        gbias, gd = u.new_empty(batch, channels), u.new_empty(batch, channels)
-        scratch = u.new_empty(len(parts), (2 * length + 2) * n * channels + 3 * length * channels
-                              + (n + rank) * PARTIALS)
+        # temporaries (gu, gxdbl, per-element partial sums, the kernels' scratch) in this thread's kept workspace
+        gu, gxdbl, ga, gw, gbias, gd, scratch, g_taps, g_conv_bias, conv_scratch = _workspace(
+            u, u.shape, xdbl.shape, (batch, n, channels), (batch, rank, channels), (batch, channels), (batch, channels),
+            (len(parts), (length + 2) * n * channels + 3 * length * channels + (n + rank) * PARTIALS),
+            (batch, k, channels), (batch, channels), (len(parts), length * channels))
 
         def mixer(i: int, first: int, last: int) -> None:
             lib[f"primacy_fma_backward_{suffix}"](*_sizes(first, last, length, channels, n, rank),
@@ -158,8 +179,6 @@ class _CompiledFma(torch.autograd.Function):
         _run(mixer, parts)
         gu.view(-1, channels).addmm_(gxdbl.view(-1, xdbl.shape[-1]), x_proj_weight)  # + x_proj's share of ∂L/∂u
         g_x_proj = gxdbl.view(-1, xdbl.shape[-1]).t().mm(u.view(-1, channels))  # R+2N E
-        g_taps, g_conv_bias = u.new_empty(batch, k, channels), u.new_empty(batch, channels)
-        conv_scratch = u.new_empty(len(parts), length * channels)
 
         def conv(i: int, first: int, last: int) -> None:
             lib[f"primacy_fma_conv_backward_{suffix}"](*_sizes(first, last, length, channels, k), _pointer(xz),

@@ -999,13 +999,14 @@ PRIMACY_INLINE void fma_forward_block(int64_t E, int64_t N, int64_t Rk, const R*
 }
 
 // The backward's first pass at one position's block: as fma_forward_block, keeping Δ, softplus's derivative, ∂L/∂y
-// (before the gate) and every h_t and exp(Δ_t A); adds ∂L/∂y h_t to the partial sums of ∂L/∂C_t (gc, N of the
-// block's lanes) and writes ∂L/∂z_t.
+// (before the gate) and every h_t (not exp(Δ_t A): the walk back computes it again from the kept Δ, the same bits, in
+// the time it took to stream T (N, E) decays back through memory); adds ∂L/∂y h_t to the partial sums of ∂L/∂C_t
+// (gc, N of the block's lanes) and writes ∂L/∂z_t.
 template <typename X, typename R>
 PRIMACY_INLINE void fma_keep_block(int64_t E, int64_t N, int64_t Rk, const R* dtl, const R* bt, const R* ct,
                                    const R* wt, const R* bias, const R* at, const R* d, const R* ut, const R* zt,
                                    const R* got, const R* __restrict__ before, R* __restrict__ now,
-                                   R* __restrict__ decays, R* __restrict__ steps, R* __restrict__ step_grads,
+                                   R* __restrict__ steps, R* __restrict__ step_grads,
                                    R* __restrict__ gys, R* __restrict__ gzt, R* __restrict__ gc) {
     constexpr int64_t lanes = lanes_of<X, R>();
     X step, step_grad;
@@ -1022,7 +1023,6 @@ PRIMACY_INLINE void fma_keep_block(int64_t E, int64_t N, int64_t Rk, const R* dt
     for (int64_t n = 0; n < N; ++n) {
         const X decay = exp_fused(step * load<X>(at + n * E));
         const X state = fused(decay, load<X>(before + n * E), injected * splat<X>(bt[n]));
-        store(decays + n * E, decay);
         store(now + n * E, state);
         y = fused(state, splat<X>(ct[n]), y);
         store(gc + n * lanes, fused(gy, state, load<X>(gc + n * lanes)));
@@ -1030,15 +1030,15 @@ PRIMACY_INLINE void fma_keep_block(int64_t E, int64_t N, int64_t Rk, const R* dt
     store(gzt, go * y * silu_grad<true>(z, sig));
 }
 
-// The backward's walk back at one position's block: G = ∂L/∂y C_n + carry, ∂L/∂(Δ A_n) = G h_{t-1} exp(Δ A_n); adds
-// to the element's ∂L/∂A (ga), sets carry for t - 1, adds G Δ u to the partial sums of ∂L/∂B_t (gb), then writes
-// ∂L/∂u_t, adds to ∂L/∂bias, ∂L/∂D, ∂L/∂wt (gw, R rows of E) and the partial sums of ∂L/∂δ_t (gdl, R of the block's
-// lanes).
+// The backward's walk back at one position's block: exp(Δ A_n) again (as the first pass), G = ∂L/∂y C_n + carry,
+// ∂L/∂(Δ A_n) = G h_{t-1} exp(Δ A_n); adds to the element's ∂L/∂A (ga), sets carry for t - 1, adds G Δ u to the
+// partial sums of ∂L/∂B_t (gb), then writes ∂L/∂u_t, adds to ∂L/∂bias, ∂L/∂D, ∂L/∂wt (gw, R rows of E) and the
+// partial sums of ∂L/∂δ_t (gdl, R of the block's lanes).
 template <typename X, typename R>
 PRIMACY_INLINE void fma_back_block(int64_t E, int64_t N, int64_t Rk, const R* dtl, const R* bt, const R* ct,
                                    const R* wt, const R* at, const R* d, const R* ut, const R* st, const R* sg,
-                                   const R* gyt, const R* __restrict__ before, const R* __restrict__ decays,
-                                   R* __restrict__ carry, R* __restrict__ ga, R* __restrict__ gb, R* __restrict__ gdl,
+                                   const R* gyt, const R* __restrict__ before, R* __restrict__ carry,
+                                   R* __restrict__ ga, R* __restrict__ gb, R* __restrict__ gdl,
                                    R* __restrict__ gut, R* __restrict__ gbias, R* __restrict__ gd,
                                    R* __restrict__ gw) {
     constexpr int64_t lanes = lanes_of<X, R>();
@@ -1047,11 +1047,12 @@ PRIMACY_INLINE void fma_back_block(int64_t E, int64_t N, int64_t Rk, const R* dt
     X log_sum{}, inject_sum{};
     for (int64_t n = 0; n < N; ++n) {
         const int64_t at_n = n * E;
-        const X decay = load<X>(decays + at_n);
+        const X a_n = load<X>(at + at_n);
+        const X decay = exp_fused(step * a_n);
         const X g = fused(gy, splat<X>(ct[n]), load<X>(carry + at_n));
         const X through_decay = g * load<X>(before + at_n) * decay;
         store(ga + at_n, fused(through_decay, step, load<X>(ga + at_n)));
-        log_sum = fused(through_decay, load<X>(at + at_n), log_sum);
+        log_sum = fused(through_decay, a_n, log_sum);
         inject_sum = fused(g, splat<X>(bt[n]), inject_sum);
         store(carry + at_n, decay * g);
         store(gb + n * lanes, fused(g, injected, load<X>(gb + n * lanes)));
@@ -1095,11 +1096,13 @@ void fma_forward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, i
 // fma_forward's gradients for [first, last): gu (B, T, E), gxdbl (B, T, R + 2N: ∂L/∂δ_t, ∂L/∂B_t, ∂L/∂C_t), gz (row t
 // of element i at gz + i gzb + t gzr), and per batch element the partial sums of ∂L/∂A (transposed, (B, N, E)),
 // ∂L/∂bias, ∂L/∂D ((B, E) each) and ∂L/∂wt ((B, R, E)), summed by the caller in batch order. A first pass over time
-// computes one element's Δ_t, exp(Δ_t A) and h_t as fma_forward does and keeps them, with ∂L/∂C_t and ∂L/∂z_t; the
-// second walks back. (Taking time in cache-sized chunks, from checkpoints the forward keeps, was no faster, alone or in
-// a training step, at T 64 and 256.) Scratch ((2 T + 2) N E + 3 T E + 2 (N + R) 17): every h_t
-// ((T + 1) N E), every exp(Δ_t A) (T N E), the carry (N E), every Δ_t, softplus' and ∂L/∂y_t (T E each), and the
-// partial sums over channels (N + R sums, 16 lanes and the rest, of each of two).
+// computes one element's Δ_t and h_t as fma_forward does and keeps them, with ∂L/∂C_t and ∂L/∂z_t; the second walks
+// back, computing exp(Δ_t A) again. (Taking time in cache-sized chunks, from checkpoints the forward keeps, was no
+// faster, alone or in a training step, at T 64 and 256; keeping every exp(Δ_t A) from the first pass, as primacy-mamba
+// 0.5 did, gives the same bits at the same speed, within ±3 % in the backward alone and in a training step at T 64
+// and 256, with T N E more scratch.) Scratch ((T + 2) N E + 3 T E + (N + R) 17): every
+// h_t ((T + 1) N E), the carry (N E), every Δ_t, softplus' and ∂L/∂y_t (T E each), and the partial sums over channels
+// (N + R sums, 16 lanes and the rest).
 template <typename R>
 void fma_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, int64_t Rk, const R* u,
                   const R* xdbl, const R* wt, const R* bias, const R* at, const R* d, const R* z, int64_t zb,
@@ -1109,8 +1112,7 @@ void fma_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, 
     constexpr int64_t lanes = lanes_of<X, R>();
     const int64_t whole = E - E % lanes, C = Rk + 2 * N;
     R* states = scratch;  // h_{-1} = 0, h_0, ..., h_{T-1}, (N, E) each
-    R* decays = states + (T + 1) * N * E;
-    R* carry = decays + T * N * E;
+    R* carry = states + (T + 1) * N * E;
     R* steps = carry + N * E;
     R* step_grads = steps + T * E;
     R* gys = step_grads + T * E;
@@ -1122,16 +1124,15 @@ void fma_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, 
         for (int64_t t = 0; t < T; ++t) {
             const R* row = xdbl + (i * T + t) * C;
             const R *ut = ui + t * E, *zt = z + i * zb + t * zr, *got = gout + (i * T + t) * E;
-            R *before = states + t * N * E, *now = before + N * E, *dec = decays + t * N * E;
+            R *before = states + t * N * E, *now = before + N * E;
             R *st = steps + t * E, *sg = step_grads + t * E, *gy = gys + t * E, *gzt = gz + i * gzb + t * gzr;
             std::memset(partial, 0, sizeof(R) * (N + Rk) * 17);
             for (int64_t e = 0; e < whole; e += lanes)
                 fma_keep_block<X>(E, N, Rk, row, row + Rk, row + Rk + N, wt + e, bias + e, at + e, d + e, ut + e,
-                                  zt + e, got + e, before + e, now + e, dec + e, st + e, sg + e, gy + e, gzt + e,
-                                  partial);
+                                  zt + e, got + e, before + e, now + e, st + e, sg + e, gy + e, gzt + e, partial);
             for (int64_t e = whole; e < E; ++e)
                 fma_keep_block<R>(E, N, Rk, row, row + Rk, row + Rk + N, wt + e, bias + e, at + e, d + e, ut + e,
-                                  zt + e, got + e, before + e, now + e, dec + e, st + e, sg + e, gy + e, gzt + e, rest);
+                                  zt + e, got + e, before + e, now + e, st + e, sg + e, gy + e, gzt + e, rest);
             R* gct = gxdbl + (i * T + t) * C + Rk + N;
             for (int64_t n = 0; n < N; ++n) gct[n] = lanes_sum(partial + n * lanes, lanes, rest[n]);
         }
@@ -1145,16 +1146,16 @@ void fma_backward(int64_t first, int64_t last, int64_t T, int64_t E, int64_t N, 
         for (int64_t t = T - 1; t >= 0; --t) {
             const R* row = xdbl + (i * T + t) * C;
             const R *ut = ui + t * E, *st = steps + t * E, *sg = step_grads + t * E, *gy = gys + t * E;
-            const R *before = states + t * N * E, *dec = decays + t * N * E;
+            const R* before = states + t * N * E;
             R* gut = gu + (i * T + t) * E;
             std::memset(partial, 0, sizeof(R) * (N + Rk) * 17);
             for (int64_t e = 0; e < whole; e += lanes)
                 fma_back_block<X>(E, N, Rk, row, row + Rk, row + Rk + N, wt + e, at + e, d + e, ut + e, st + e,
-                                  sg + e, gy + e, before + e, dec + e, carry + e, ga + e, partial,
+                                  sg + e, gy + e, before + e, carry + e, ga + e, partial,
                                   partial + N * lanes, gut + e, gbias + e, gd + e, gw + e);
             for (int64_t e = whole; e < E; ++e)
                 fma_back_block<R>(E, N, Rk, row, row + Rk, row + Rk + N, wt + e, at + e, d + e, ut + e, st + e,
-                                  sg + e, gy + e, before + e, dec + e, carry + e, ga + e, rest, rest + N, gut + e,
+                                  sg + e, gy + e, before + e, carry + e, ga + e, rest, rest + N, gut + e,
                                   gbias + e, gd + e, gw + e);
             R* grow = gxdbl + (i * T + t) * C;
             for (int64_t n = 0; n < N; ++n) grow[Rk + n] = lanes_sum(partial + n * lanes, lanes, rest[n]);

@@ -283,19 +283,23 @@ def _draw_emergence(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) ->
 
 
 WEIGHT_SETS, WEIGHT_BATCH = 16, 8  # at most these test sets (2L trials each) per run's probe analysis, 8 trials a pass
+UNIT_SHIFT = 0.10  # a head or channel whose weight's early − late is at least this (or at most minus this) is tilted
 
 
 def _draw_weights(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]:
     """Each panel's aggregate (its serial-position curve), `analyze probes` of each seed's last checkpoint (into
     <run>/probes, reused when newer than the checkpoint), and the page: accuracy and the share of the queries'
     weight on the study items by study position (new probes: the positional part, not the match), one column per
-    panel, with a table of the early-minus-late quarter of both and Δt after training, mean ± SE over seeds."""
+    panel, with a table of the early-minus-late quarter of both and Δt after training, mean ± SE over seeds. The CSV
+    adds, per layer, the share of heads (channels) whose own early − late is ≥ ``UNIT_SHIFT`` (units_early) or
+    ≤ −``UNIT_SHIFT`` (units_late): a flat mean can hide early and late units that cancel."""
     written, table, columns, dts = [], [], [], []
     for panel in spec.panels:
         name = panel.config(scale)
         dirs = [run.dir for run in runs if run.panel == name]
         summary = aggregate.aggregate(dirs, out / name / "mean")
-        profiles = np.stack([_study_weights(d) for d in dirs])  # seeds layers L: new probes, mean over heads
+        by_unit = [_study_weights(d) for d in dirs]  # each layers heads L: new probes
+        profiles = np.stack([np.nanmean(w, axis=1) for w in by_unit])  # seeds layers L, mean over heads
         histories = [results.read_dt_history(RunDir(d).dt_history) for d in dirs if RunDir(d).dt_history.is_file()]
         weights_mean, weights_se = mean_and_se(early_minus_late(profiles))  # layers each
         row = {"panel": panel.label, "config": name, "seeds": len(dirs), "n_items": profiles.shape[-1],
@@ -304,6 +308,10 @@ def _draw_weights(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> l
         for layer, (mean, se) in enumerate(zip(weights_mean, weights_se)):
             row[f"weight_early_minus_late_L{layer}"], row[f"weight_early_minus_late_L{layer}_se"] = unrounded(mean), \
                 unrounded(se)
+        shifts = np.stack([early_minus_late(w) for w in by_unit])  # seeds layers heads
+        for side, tilted in (("early", shifts >= UNIT_SHIFT), ("late", shifts <= -UNIT_SHIFT)):
+            for layer, (mean, se) in enumerate(zip(*mean_and_se(tilted.mean(axis=-1)))):
+                row[f"units_{side}_L{layer}"], row[f"units_{side}_L{layer}_se"] = unrounded(mean), unrounded(se)
         medians = np.array([[float(np.median(h["dt"][-1]))] for h in histories])  # seeds 1
         dt_mean, dt_se = mean_and_se(medians) if len(medians) else ([None], [None])
         row["dt_final_median"], row["dt_final_median_se"] = unrounded(dt_mean[0]), unrounded(dt_se[0])
@@ -331,7 +339,7 @@ def _draw_dt_by_role(panels: list[PanelDt], boundary: int, boundary_label: str, 
 
 
 def _study_weights(run: Path) -> np.ndarray:
-    """(layers, L): the share of the queries' weight on each study position at new probes, mean over heads, from
+    """(layers, heads, L): the share of the queries' weight on each study position at new probes, from
     `analyze probes` of the run's last checkpoint (made now unless a newer one is in <run>/probes)."""
     files_of = RunDir(run)
     out, checkpoint = files_of.probes, files_of.last_checkpoint
@@ -343,7 +351,7 @@ def _study_weights(run: Path) -> np.ndarray:
         analyze_probes([ProbeRun(files_of.config, checkpoint, run.name)], out.path, batch_size=WEIGHT_BATCH,
                        formats=("png",), at_most=WEIGHT_SETS)
     with np.load(out.arrays) as arrays:
-        return np.nanmean(arrays["study_weight"][:, :, 1], axis=1)  # layers L
+        return arrays["study_weight"][:, :, 1]  # layers heads L
 
 
 def _ablation(run: Path, step: int, group: int = 1) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from conftest import ROOT, extra_module, fake_slurm
 
 from primacy import figures
 from primacy.analysis.behaviour.serial_position import summarize
+from primacy.analysis.heads.probes import early_minus_late
 from primacy.cli import main
 from primacy.cli import reproduce as reproduce_command
 from primacy.rundir import results
@@ -290,6 +291,10 @@ def test_the_weights_page_measures_each_seeds_weights_by_study_position_once(tmp
     expected = np.mean([summary["study_weight_early_minus_late"][0]["new"] for summary in seeds])
     assert float(table[0]["weight_early_minus_late_L0"]) == pytest.approx(expected, abs=1e-4)
     assert table[0]["seeds"] == "2" and (tmp_path / "out" / "weights.png").is_file()
+    # the share of channels tilted early (late): each channel's own early − late at >= 0.10 (<= -0.10), per seed
+    shifts = [early_minus_late(np.load(run.dir / "probes" / "probes.npz")["study_weight"][0, :, 1]) for run in runs]
+    for side, tilted in (("early", [s >= 0.10 for s in shifts]), ("late", [s <= -0.10 for s in shifts])):
+        assert float(table[0][f"units_{side}_L0"]) == pytest.approx(np.mean([t.mean() for t in tilted]), abs=1e-6)
     assert "weight early − late, layer 0" in (tmp_path / "out" / "weights.md").read_text()
     # S4D's Δt is fixed: old and new probes take the same Δ (the control of Mamba's selection), drawn beside
     assert float(table[0]["dt_repeat_minus_new_L0"]) == 0.0 and (tmp_path / "out" / "weights_dt.png").is_file()

@@ -150,12 +150,38 @@ def markdown(rows: list[dict[str, Any]], left_out: dict[tuple[str, str, str], st
               "the direction people show (immediate rows: Morton2013's people by the same rule) or the literature "
               "reports (delayed and continual rows); ✗: another; no mark: no direction is expected.", ""]
     lines += [f"- {source}: {finding}." for source, finding in LITERATURE.items()]
+    lines += ["", *reproduced(rows)]
     if left_out:
         lines += ["", "Left out:"] + [f"- {'/'.join(cell)}: {why}" for cell, why in left_out.items()]
     lines += ["", "CMR fitted by likelihood to each seed beside the people, with ΔBIC against the lag-CRP grid "
               "(`primacy humans --fit`; one command per objective and condition, six models each):", "", "```bash",
               *fit_commands, "```"]
     return "\n".join(lines) + "\n"
+
+
+def reproduced(rows: list[dict[str, Any]]) -> list[str]:
+    """Which rows show each phenomenon as people (or the literature) do, read off the table's ✓ and ✗: a list item
+    per column, "none" where every row checked differs, and the rows that match on every column they are checked
+    on. Rows without an SE (one seed) are checked on nothing."""
+    def name(row: dict[str, Any]) -> str:
+        return f"{row['model']}/{row['objective']}/{row['condition']}"
+
+    models = rows[1:]  # the people are the reference
+    lines = ["Which rows show each phenomenon as people do (✓ above; a row is checked where it has an SE and a "
+             "direction is expected):", ""]
+    for key in COLUMNS:
+        checked = [row for row in models if row[f"{key}_matches"] is not None]
+        if not checked:
+            continue
+        hits = [name(row) for row in checked if row[f"{key}_matches"]]
+        lines.append(f"- {HEADERS[key]}: {', '.join(hits) if hits else 'none'} ({len(hits)} of {len(checked)} "
+                     "rows checked)")
+    every = [name(row) for row in models if any(row[f"{key}_matches"] is not None for key in COLUMNS)
+             and all(row[f"{key}_matches"] is not False for key in COLUMNS)]
+    checked_rows = sum(any(row[f"{key}_matches"] is not None for key in COLUMNS) for row in models)
+    lines.append(f"- every phenomenon its row is checked on: {', '.join(every) if every else 'none'} ({len(every)} "
+                 f"of {checked_rows} rows)")
+    return lines
 
 
 def _cell(row: dict[str, Any], key: str) -> str:

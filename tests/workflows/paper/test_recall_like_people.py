@@ -95,6 +95,13 @@ def test_directions_follow_the_one_rule_against_people_and_the_literature():
     assert lines[0].count("|") == 4 + len(page.COLUMNS) + 1 and len([x for x in lines if x.startswith("| S4D")]) == 3
     assert "+0.050 ± 0.025 (+ ✓)" in lines[3] and "−0.100 ± 0.010 (− ✗)" in lines[3]
     assert "- Mamba/reward/delayed: not installed" in table and "Glanzer & Cunitz (1966)" in table
+    # what reproduces what, read off the marks: recency in the immediate and delayed rows, not the continual one
+    assert "- recency: S4D/reward/immediate, S4D/reward/delayed (2 of 3 rows checked)" in lines
+    assert "- recency, delayed − immediate: none (0 of 1 rows checked)" in lines
+    assert "- every phenomenon its row is checked on: none (0 of 3 rows)" in lines
+    alike = {**cell, "primacy_index": estimate(0.0, 0.01)}  # no primacy, as these people (0.03 ± 0.02)
+    rows = page.table_rows(people, {("S4D", "reward", "immediate"): alike}, {("S4D", "reward", "immediate"): "c"})
+    assert "- every phenomenon its row is checked on: S4D/reward/immediate (1 of 1 rows)" in page.reproduced(rows)
 
 
 def test_the_grid_is_every_backbone_objective_and_condition_at_the_cpu_scale_only():

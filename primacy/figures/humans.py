@@ -10,7 +10,9 @@ from matplotlib.ticker import MaxNLocator
 from primacy.analysis.behaviour.comparison import COMPARED_LAGS, GroupCurves
 
 PEOPLE_COLOR = "k"
-MODEL_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+# one colour a model, tab10 without its grey (the people are black): at most nine models a figure
+MODEL_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
+                "tab:cyan")
 Row = tuple[str, GroupCurves, dict[str, GroupCurves]]  # dataset name, its people, the models by label
 
 
@@ -18,6 +20,9 @@ def beside_people(rows: list[Row], title: str = "", row_titles: list[str] | None
     """One row per dataset: recall probability and probability of first recall by serial position, and the lag-CRP
     over COMPARED_LAGS; people in black, each model in a colour, each a line with a standard-error band (over people,
     over a model's seeds); the legend gives each group's n. ``row_titles``: what each row shows, before its L."""
+    most = max((len(models) for _, _, models in rows), default=0)
+    if most > len(MODEL_COLORS):
+        raise ValueError(f"beside_people draws at most {len(MODEL_COLORS)} models, one colour each; got {most}")
     fig, axes = plt.subplots(len(rows), 3, figsize=(12.0, 3.3 * len(rows)), squeeze=False, constrained_layout=True)
     for i, ((name, people, models), row) in enumerate(zip(rows, axes)):
         positions = np.arange(1, people.n_items + 1)

@@ -164,6 +164,8 @@ def test_bad_input_is_one_line(tmp_path, capsys):
         f"primacy: error: run {tmp_path / 'missing'} does not exist: give free-recall run directories")
     assert refusal(["humans", str(run24), str(run24), "--dataset", "Morton2013", "--labels", "a", "--out", out],
                    capsys) == "primacy: error: labels=['a'] names 1 models for 2 paths: give one label per path"
+    assert refusal(["humans", *[str(run24)] * 10, "--dataset", "Morton2013", "--out", out], capsys) == (
+        "primacy: error: runs: 10 models given; the figure draws at most 9, one colour each: compare fewer at a time")
     assert not (tmp_path / "out").exists(), "nothing is written before every input is checked"
 
 

@@ -166,11 +166,11 @@ def small(**settings):
 
 
 def test_auto_is_a_compiled_loop_where_it_builds_and_the_state_dict_records_it():
-    """compiled_conv since primacy-xlstm 0.5 (test_slstm_conv), compiled_gates in 0.4 (test_slstm_gates), compiled
-    before."""
+    """compiled_block since primacy-xlstm 0.6 (test_slstm_block), compiled_conv in 0.5 (test_slstm_conv),
+    compiled_gates in 0.4 (test_slstm_gates), compiled before."""
     model = small()
-    assert model.slstm_setting == "auto" and loops(model) == {"compiled_conv"}
-    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled_conv", "mlstm_loop": "pytorch"}
+    assert model.slstm_setting == "auto" and loops(model) == {"compiled_block"}
+    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled_block", "mlstm_loop": "pytorch"}
     expected = {"slstm_loop": "pytorch", "mlstm_loop": "pytorch"}
     assert small(slstm_loop="pytorch").state_dict()["_extra_state"] == expected
 

@@ -1,8 +1,8 @@
 """slstm_loop='compiled_conv': compiled_gates with the sLSTM layer's causal convolution and its SiLU compiled too
 (primacy_xlstm.mlstm_compiled.conv_silu_compiled, tested against PyTorch's in test_mlstm_conv) equals xlstm's sLSTM
-layer and the backbone on the other loops in float64 with every gradient; is auto's choice where the compiler works
-(since primacy-xlstm 0.5), recorded, with the checkpoints of the other loops resuming on theirs; refuses what it
-cannot run in one line."""
+layer and the backbone on the other loops in float64 with every gradient; was auto's choice where the compiler works
+in primacy-xlstm 0.5 (compiled_block since 0.6: test_slstm_block); is recorded, with the checkpoints of the other
+loops resuming on theirs; refuses what it cannot run in one line."""
 
 import pytest
 import torch
@@ -78,7 +78,8 @@ def test_refusals_in_one_line(no_compiler):  # noqa: F811 (the fixture)
 
 def test_bad_values_and_inputs_it_cannot_take_are_refused_in_one_line():
     with pytest.raises(UsageError, match=r"^slstm_loop='compiled_convolution' is unknown: choose one of 'auto', "
-                                         r"'pytorch', 'compiled', 'compiled_gates', 'compiled_conv'$"):
+                                         r"'pytorch', 'compiled', 'compiled_gates', 'compiled_conv', "
+                                         r"'compiled_block'$"):
         small(slstm_loop="compiled_convolution")
     model = XLSTMBackbone(d_model=8, blocks=["slstm"], slstm_heads=2, backend="vanilla",
                           slstm_loop="compiled_conv").bfloat16()

@@ -115,12 +115,12 @@ def test_the_backbone_on_the_gates_path_equals_it_on_the_pytorch_loop():
 
 
 def test_auto_is_the_gates_path_and_checkpoints_resume_on_their_loops():
-    """auto runs compiled_conv (since primacy-xlstm 0.5; compiled_gates in 0.4) where the compiler works and records
-    it; a state dict of the compiled loop (the default of primacy-xlstm 0.2 to 0.3) resumes on it under auto, with its
-    bits, and one of compiled_gates (0.4's) on it."""
+    """auto runs compiled_block (since primacy-xlstm 0.6; compiled_conv in 0.5, compiled_gates in 0.4) where the
+    compiler works and records it; a state dict of the compiled loop (the default of primacy-xlstm 0.2 to 0.3) resumes
+    on it under auto, with its bits, and one of compiled_gates (0.4's) on it."""
     model = small()
-    assert loops(model) == {"compiled_conv"}
-    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled_conv", "mlstm_loop": "pytorch"}
+    assert loops(model) == {"compiled_block"}
+    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled_block", "mlstm_loop": "pytorch"}
     x = torch.randn(2, 5, 8)
     for loop in ("compiled", "compiled_gates"):
         trained = small(slstm_loop=loop)

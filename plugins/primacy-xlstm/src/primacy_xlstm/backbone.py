@@ -82,8 +82,9 @@ class XLSTMBackbone(RecordsLoop, Backbone):
             (compiled when the model is built; needs CUDA), ``auto`` the kernel where CUDA is available.
         slstm_loop: the PyTorch cell's loop: ``pytorch`` (any device), ``compiled`` (C++, CPU: primacy_xlstm.compiled),
             ``compiled_gates`` (that loop forming each head's gates from its own units), ``compiled_conv`` (that with
-            the layer's convolution and its SiLU compiled too), ``auto`` compiled_conv where it builds (CPU,
-            float32/64 inputs), else pytorch; recorded in the state dict.
+            the layer's convolution and its SiLU compiled too), ``compiled_block`` (that with the layer's output norm
+            and the block's feed-forward GELU gate compiled as well: primacy_xlstm.block_compiled), ``auto``
+            compiled_block where it builds (CPU, float32/64 inputs), else pytorch; recorded in the state dict.
         mlstm_loop: the mLSTM cell: ``pytorch`` (the chunkwise form, any device: primacy_xlstm.mlstm), ``compiled``
             (its recurrence in C++, CPU: primacy_xlstm.mlstm_compiled), ``compiled_qkv`` (that recurrence forming q, k,
             v itself from the layer's rows), ``compiled_conv`` (that with the layer's convolution and its SiLU
@@ -151,6 +152,7 @@ class XLSTMBackbone(RecordsLoop, Backbone):
         self.mlstm_setting = mlstm_loop
         self.use_mlstm_loop(*resolve_mlstm_loop(mlstm_loop))
         _with_fast_components(self.stack)
+        self.use_loop(self.slstm_loop)  # the feed-forward layers' GELU gate follows the loop (compiled_block)
         if "slstm" in blocks:
             loop = f" on the {self.slstm_loop} loop ({loop_reason})" if built == "vanilla" else ""
             log.info("XLSTMBackbone builds the %s sLSTM cell (%s)%s", built, reason, loop)

@@ -13,7 +13,9 @@ from primacy.checks import one_of
 from primacy.errors import UsageError
 from torch import nn
 
+from primacy_xlstm.block_compiled import check_block_compiled
 from primacy_xlstm.compiled import check_compiled, compiled_takes
+from primacy_xlstm.components import FastGatedFeedForward
 from primacy_xlstm.mlstm import COMPILED_CELLS, ChunkwisemLSTMCell
 from primacy_xlstm.mlstm_compiled import check_mlstm_compiled, mlstm_takes
 from primacy_xlstm.slstm import FastsLSTMCell
@@ -23,10 +25,12 @@ BACKENDS = ("auto", "vanilla", "cuda")
 Loop = Literal["auto", "pytorch", "compiled"]
 LOOPS = ("auto", "pytorch", "compiled")
 # the sLSTM's: compiled_gates is the compiled loop with each head's gates formed inside it from its own units,
-# compiled_conv that with the layer's convolution and its SiLU compiled too (the mLSTM library's)
-SLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_gates", "compiled_conv"]
-SLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_gates", "compiled_conv")
-COMPILED_LOOPS = ("compiled", "compiled_gates", "compiled_conv")
+# compiled_conv that with the layer's convolution and its SiLU compiled too (the mLSTM library's), compiled_block that
+# with the layer's output norm and the block's feed-forward GELU gate compiled as well (primacy_xlstm.block_compiled)
+SLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_gates", "compiled_conv", "compiled_block"]
+SLSTM_LOOPS = ("auto", "pytorch", "compiled", "compiled_gates", "compiled_conv", "compiled_block")
+COMPILED_LOOPS = ("compiled", "compiled_gates", "compiled_conv", "compiled_block")
+SLSTM_FASTEST = "compiled_block"  # auto's choice where the compiler works (measured: the plugin's README)
 # the mLSTM's: compiled_qkv is the compiled cell forming q, k, v inside it from the layer's rows, compiled_conv that
 # with the layer's convolution and its SiLU compiled too, compiled_layer that with the layer's output side in the cell
 MLSTMLoop = Literal["auto", "pytorch", "compiled", "compiled_qkv", "compiled_conv", "compiled_layer"]
@@ -52,9 +56,9 @@ def resolve_backend(backend: str) -> tuple[str, str]:
 
 
 def resolve_loop(loop: str, built: str) -> tuple[str, str]:
-    """The sLSTM loop a ``slstm_loop`` setting runs with the cell ``built`` (``pytorch``, ``compiled`` or
-    ``compiled_gates``), and why (for the log): ``auto`` is ``compiled_gates`` where the machine's C++ compiler builds
-    the library (built now) and ``pytorch`` where not; with the CUDA cell, whose kernel has a loop of its own,
+    """The sLSTM loop a ``slstm_loop`` setting runs with the cell ``built`` (``pytorch`` or one of
+    ``COMPILED_LOOPS``), and why (for the log): ``auto`` is ``SLSTM_FASTEST`` where the machine's C++ compiler builds
+    its libraries (built now) and ``pytorch`` where not; with the CUDA cell, whose kernel has a loop of its own,
     ``pytorch`` (ours never runs). A compiled loop asked for where it cannot run is a one-line UsageError."""
     one_of("slstm_loop", loop, SLSTM_LOOPS)
     if built == "cuda":
@@ -62,18 +66,22 @@ def resolve_loop(loop: str, built: str) -> tuple[str, str]:
             raise UsageError(f"slstm_loop={loop!r} is a CPU loop of the PyTorch cell and the CUDA cell was built: "
                              "set backend='vanilla' to use it, or slstm_loop='auto' or 'pytorch'")
         return "pytorch", "the CUDA cell runs xlstm's kernel"
-    return _resolve("slstm_loop", loop, COMPILED_LOOPS, lambda: _check_slstm(loop), "compiled_conv", "loop")
+    return _resolve("slstm_loop", loop, COMPILED_LOOPS, lambda: _check_slstm(loop), SLSTM_FASTEST, "loop")
 
 
 def _check_slstm(loop: str) -> None:
-    """Builds (or finds) the libraries ``loop`` needs: the sLSTM loop's, and for ``compiled_conv`` (or ``auto``, which
-    picks it) the mLSTM library's convolution too, named in a refusal as the sLSTM's setting."""
+    """Builds (or finds) the libraries ``loop`` needs: the sLSTM loop's, for ``compiled_conv`` and ``compiled_block``
+    (or ``auto``, which picks one of them) the mLSTM library's convolution too, named in a refusal as the sLSTM's
+    setting, and for ``compiled_block`` (or ``auto`` picking it) the block's library."""
+    loop = SLSTM_FASTEST if loop == "auto" else loop
     check_compiled()
-    if loop in ("compiled_conv", "auto"):
+    if loop in ("compiled_conv", "compiled_block"):
         try:
             check_mlstm_compiled()
         except UsageError as err:
             raise UsageError(str(err).replace("mlstm_loop", "slstm_loop")) from None
+    if loop == "compiled_block":
+        check_block_compiled()
 
 
 def _resolve(setting: str, loop: str, compiled: tuple[str, ...], check: Callable[[], None], fastest: str,
@@ -146,13 +154,17 @@ class RecordsLoop(nn.Module):
             self.use_mlstm_loop("pytorch", f"mlstm_loop='auto' and the input is {x.dtype} on {x.device.type}, "
                                            "which the compiled cell does not take")
 
-    def use_loop(self, loop: str, reason: str) -> None:
-        """Runs every sLSTM cell of this module on ``loop`` from now on, and says so in the log."""
+    def use_loop(self, loop: str, reason: str | None = None) -> None:
+        """Runs every sLSTM cell of this module on ``loop`` from now on (and the feed-forward layers' GELU gate
+        compiled with ``compiled_block``), and says so in the log (with a reason)."""
         self.slstm_loop = loop
         for module in self.modules():
             if isinstance(module, FastsLSTMCell):
                 module.slstm_loop = loop
-        log.info("XLSTMBackbone runs the %s sLSTM loop (%s)", loop, reason)
+            elif isinstance(module, FastGatedFeedForward):
+                module.gelu_compiled = loop == "compiled_block"
+        if reason:
+            log.info("XLSTMBackbone runs the %s sLSTM loop (%s)", loop, reason)
 
     def use_mlstm_loop(self, loop: str, reason: str | None = None) -> None:
         """Runs every mLSTM cell of this module on ``loop`` from now on, and says so in the log (with a reason)."""

@@ -30,6 +30,7 @@ from xlstm.components.feedforward import GatedFeedForward
 from xlstm.components.linear_headwise import LinearHeadwiseExpand
 from xlstm.components.ln import MultiHeadLayerNorm
 
+from primacy_xlstm.block_compiled import gelu_gate_compiled
 from primacy_xlstm.mlstm import block_diagonal, linear_halves
 
 
@@ -77,10 +78,18 @@ class FastMultiHeadLayerNorm(MultiHeadLayerNorm):
 
 class FastGatedFeedForward(GatedFeedForward):
     """xlstm's ``GatedFeedForward`` with its up-projection applied as two linear maps, one to the gate's
-    pre-activation and one to the value, instead of one product split in two (module docstring)."""
+    pre-activation and one to the value, instead of one product split in two (module docstring). With
+    ``gelu_compiled`` (an attribute, not in the state dict: ``XLSTMBackbone`` sets it for ``slstm_loop=
+    'compiled_block'``), xlstm's GELU, no autocast: one up-projection and gelu(gate) ⊙ value compiled, forward and
+    backward (``primacy_xlstm.block_compiled.gelu_gate_compiled``)."""
+
+    gelu_compiled = False
 
     def forward(self, x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""
+        if self.gelu_compiled and self.act_fn is F.gelu and not torch.is_autocast_enabled(x.device.type):
+            hidden = gelu_gate_compiled(F.linear(x, self.proj_up.weight, self.proj_up.bias))  # B T F
+            return self.dropout(self.proj_down(hidden))  # B T D
         halves = linear_halves(self.proj_up, self.config._proj_up_dim)  # the gate's rows, then the value's
         gate_preact, up_proj = (F.linear(x, weight, bias) for weight, bias in halves)  # B T F each
         return self.dropout(self.proj_down(self.act_fn(gate_preact) * up_proj))  # B T D

@@ -64,7 +64,9 @@ from torch.autograd.function import once_differentiable
 from torch.nn.functional import linear, logsigmoid
 from xlstm.blocks.slstm.cell import sLSTMCell_vanilla
 from xlstm.blocks.slstm.layer import sLSTMLayer
+from xlstm.components.ln import MultiHeadLayerNorm
 
+from primacy_xlstm.block_compiled import head_norm_compiled
 from primacy_xlstm.compiled import compiled_gates_sequence, compiled_sequence
 from primacy_xlstm.mlstm_compiled import conv_silu_compiled
 
@@ -281,7 +283,7 @@ class FastsLSTMLayer(sLSTMLayer):
         batch, length, width = x.shape
         if self.config.conv1d_kernel_size > 0 and self._conv_compiled():  # the convolution and its SiLU compiled
             conv = self.conv1d.conv
-            x_conv = conv_silu_compiled(x, conv.weight, conv.bias, "slstm_loop='compiled_conv'")  # B T D
+            x_conv = conv_silu_compiled(x, conv.weight, conv.bias, f"slstm_loop={self.slstm_cell.slstm_loop!r}")
         else:
             x_conv = self.conv_act_fn(self.conv1d(x)) if self.config.conv1d_kernel_size > 0 else x  # B T D
         rows = torch.cat([x_conv.transpose(0, 1), x.transpose(0, 1)], dim=-1).view(length * batch, 2 * width)  # T·B 2D
@@ -290,7 +292,7 @@ class FastsLSTMLayer(sLSTMLayer):
         bias = cell._bias.view(GATES, heads, -1).transpose(0, 1).reshape(-1)  # 4D: (head, gate, unit)
         # xlstm's sLSTMLayer feeds the gates (i, f, z, o) from (fgate, igate, zgate, ogate): kept as it is
         weights = [self.fgate.weight, self.igate.weight, self.zgate.weight, self.ogate.weight]  # NH dh dh each
-        if cell.slstm_loop in ("compiled_gates", "compiled_conv"):  # each head's gates from its own units, compiled
+        if cell.slstm_loop in ("compiled_gates", "compiled_conv", "compiled_block"):  # each head's gates, compiled
             w_in = torch.stack(weights, dim=1).flatten(1, 2)  # NH 4dh dh: R's layout
             y = compiled_gates_sequence(rows.view(length, batch, -1), w_in, bias, cell._recurrent_kernel)  # T B D
         else:
@@ -298,6 +300,9 @@ class FastsLSTMLayer(sLSTMLayer):
             states = x.new_zeros(GATES, batch, width)  # 4 B D: xlstm's zero state
             y = sequence_function(cell.slstm_loop)(xb, states, cell._recurrent_kernel, True)  # T B D: y after each step
         y = self.dropout(y)
+        if self._norm_compiled():  # slstm_loop='compiled_block': the norm read from the loop's layout, compiled
+            norm = self.group_norm
+            return head_norm_compiled(y, norm.weight_proxy, heads, norm.eps)  # B T D
         y = y.view(length, batch, heads, -1).permute(1, 2, 0, 3)  # B NH T dh, as xlstm's cell returns it
         return self.group_norm(y).transpose(1, 2).reshape(batch, length, -1)  # B T D
 
@@ -307,7 +312,16 @@ class FastsLSTMLayer(sLSTMLayer):
         conv, module = self.conv1d.conv, self.conv1d
         plain = (conv is not None and conv.groups == conv.in_channels == conv.out_channels and conv.dilation == (1,)
                  and conv.stride == (1,) and not module._forward_hooks and not module._forward_pre_hooks)
-        return self.slstm_cell.slstm_loop == "compiled_conv" and plain and type(self.conv_act_fn) is torch.nn.SiLU
+        return (self.slstm_cell.slstm_loop in ("compiled_conv", "compiled_block") and plain
+                and type(self.conv_act_fn) is torch.nn.SiLU)
+
+    def _norm_compiled(self) -> bool:
+        """Whether the output norm runs compiled (``slstm_loop='compiled_block'``): xlstm's per-head layer norm with a
+        weight and no bias that no hook watches."""
+        norm = self.group_norm
+        plain = (isinstance(norm, MultiHeadLayerNorm) and norm.weight is not None and norm.bias is None
+                 and not norm._forward_hooks and not norm._forward_pre_hooks)
+        return self.slstm_cell.slstm_loop == "compiled_block" and plain
 
     def _fast_path(self, x: torch.Tensor) -> bool:
         """Whether the cell is ``FastsLSTMCell`` computing xlstm's ``slstm`` function on x's dtype, without autocast

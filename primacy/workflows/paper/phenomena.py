@@ -6,11 +6,13 @@ theirs; a row's value is the mean over its seeds ± SE, and a cell says whether 
 ``primacy.analysis.evidence``'s one rule, >= 2 SE) matches the people's. People's data have the immediate condition
 only: the delay's effects are checked in direction against the literature (``LITERATURE``). Written:
 recall-like-people.md (the table, the directions it checks against, the cells left out and why, the commands that
-fit CMR to each seed), recall-like-people.csv (every number of the table) and recall-like-people.png/.pdf (each
-objective and condition's curves beside Morton2013's)."""
+fit CMR to each seed, and the fits' table once they are made), recall-like-people.csv (every number of the table),
+recall-like-people-cmr.csv (the fits', where there are fits) and recall-like-people.png/.pdf (each objective and
+condition's curves beside Morton2013's)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +137,11 @@ def _row(cell: tuple[str, str, str], config: str, found: dict[str, Estimate],
     return row
 
 
-def markdown(rows: list[dict[str, Any]], left_out: dict[tuple[str, str, str], str], fit_commands: list[str]) -> str:
+def markdown(rows: list[dict[str, Any]], left_out: dict[tuple[str, str, str], str], fit_commands: list[str],
+             cmr: list[dict[str, Any]] | None = None) -> str:
     """The table for docs: a cell is mean ± SE, its direction (+, −, 0: by the >= 2 SE rule) and, where a direction
-    is expected, ✓ (matches) or ✗; n in its own column (a difference's n is the smaller of its two rows')."""
+    is expected, ✓ (matches) or ✗; n in its own column (a difference's n is the smaller of its two rows'); then the
+    CMR fits' table (``cmr_rows``) where there are fits."""
     header = ["model", "objective", "condition", "n", *(HEADERS[key] for key in COLUMNS)]
     lines = markdown_header(header)
     for row in rows:
@@ -156,7 +160,51 @@ def markdown(rows: list[dict[str, Any]], left_out: dict[tuple[str, str, str], st
     lines += ["", "CMR fitted by likelihood to each seed beside the people, with ΔBIC against the lag-CRP grid "
               "(`primacy humans --fit`; one command per objective and condition, six models each):", "", "```bash",
               *fit_commands, "```"]
+    if cmr:
+        lines += ["", *cmr_markdown(cmr)]
     return "\n".join(lines) + "\n"
+
+
+FITTED = ("B_enc", "B_start", "B_rec", "T")  # CMR's parameters the page shows: context drift at study, at the start
+# of recall and during it, and the choice's temperature (every one is in the fits' summary.json)
+
+
+def cmr_rows(out: Path, cells: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """CMR fitted by likelihood, read back from the folders ``fit_commands`` names (OUT/cmr-OBJECTIVE-CONDITION, each
+    `primacy humans --fit`'s summary.json) where they exist: the people once, then each of ``cells`` that was fitted:
+    its members, the log-likelihood per recall event, ΔBIC of the lag-CRP grid's cell over the likelihood fit (> 0:
+    the fit explains the recalls better) with how many members it fits better, and the mean fitted parameters."""
+    rows: list[dict[str, Any]] = []
+    for objective, _ in OBJECTIVES:
+        for condition in CONDITIONS:
+            summary = out / f"cmr-{objective}-{condition}" / "summary.json"
+            if not summary.is_file():
+                continue
+            fit = json.loads(summary.read_text())[DATASET]["likelihood_fit"]
+            labels = ["people"] * (not rows) + [model for model, o, c in cells if (o, c) == (objective, condition)]
+            for label in (label for label in labels if label in fit["groups"]):
+                group, grid = fit["groups"][label], fit["grid"][label]
+                rows.append({"model": label, "objective": "" if label == "people" else objective,
+                             "condition": "immediate" if label == "people" else condition,
+                             "members": group["members"], "log_likelihood_per_recall": group["log_likelihood"] /
+                             group["n"], "delta_bic": grid["delta_bic"], "members_better": grid["members_better"],
+                             **{name: group["parameters"][name]["mean"] for name in FITTED}})
+    return rows
+
+
+def cmr_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The fits as a table: one line per fitted group."""
+    header = ["model", "objective", "condition", "n", "log-likelihood per recall",
+              "ΔBIC, grid cell − likelihood fit (members better)", *(f"mean {name}" for name in FITTED)]
+    lines = ["CMR by likelihood (the fits above that exist):", "", *markdown_header(header)]
+    for row in rows:
+        name = f"people ({DATASET})" if row["model"] == "people" else row["model"]
+        cells = [name, row["objective"] or "—", row["condition"], str(row["members"]),
+                 f"{row['log_likelihood_per_recall']:.3f}".replace("-", "−"),
+                 f"{row['delta_bic']:+,.1f} ({row['members_better']} of {row['members']})".replace("-", "−"),
+                 *(f"{row[key]:.3f}" for key in FITTED)]
+        lines.append(markdown_row(cells))
+    return lines
 
 
 def reproduced(rows: list[dict[str, Any]]) -> list[str]:
@@ -230,8 +278,11 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
     n_seeds = max(len(found) for found in dirs.values())
     fig = figures.humans.beside_people([row for row, _ in shown], f"{spec.title} · {scale} scale · {n_seeds} "
                                        f"seed{'s' * (n_seeds > 1)} per cell", row_titles=[t for _, t in shown])
-    return [*figures.save(fig, out / NAME), files.write_csv(out / f"{NAME}.csv", rows),
-            files.write_text(out / f"{NAME}.md", markdown(rows, left_out, fit_commands(dirs, out)))]
+    cmr = cmr_rows(out, list(groups))
+    written = [*figures.save(fig, out / NAME), files.write_csv(out / f"{NAME}.csv", rows)]
+    if cmr:
+        written.append(files.write_csv(out / f"{NAME}-cmr.csv", cmr))
+    return [*written, files.write_text(out / f"{NAME}.md", markdown(rows, left_out, fit_commands(dirs, out), cmr))]
 
 
 def _grid() -> list[tuple[str, str, str]]:

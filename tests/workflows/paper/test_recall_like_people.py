@@ -10,7 +10,7 @@ import signal
 
 import pytest
 import torch
-from conftest import extra_module
+from conftest import ROOT, extra_module
 
 from primacy import figures, registry
 from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
@@ -200,3 +200,29 @@ def test_the_command_resumes_a_stopped_run_then_scores_and_draws_the_table_and_f
         ["| DeltaNet", "order-agnostic", "delayed"]]
     assert (out / "recall-like-people.png").is_file()
     assert any(line.startswith("primacy humans ") and "--fit" in line for line in table)
+
+
+def test_the_cmr_fits_are_read_back_from_the_folders_the_page_names(tmp_path):
+    """The page's CMR table reads each `primacy humans --fit` summary in the folder its command names (here a real
+    one: the kept fit of humans-cpu's models beside Morton2013's people): the people once, then every fitted cell,
+    with the fit's own log-likelihood per recall, ΔBIC against the grid cell and mean parameters; unfitted cells and
+    absent folders are left out."""
+    kept = json.loads((ROOT / "results" / "humans-fit-Morton2013" / "summary.json").read_text())
+    folder = tmp_path / "cmr-order-agnostic-immediate"
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps(kept))
+    cells = [("S4D", "order-agnostic", "immediate"), ("Mamba", "order-agnostic", "immediate"),
+             ("LSTM", "reward", "immediate")]  # Mamba not in the fit; the reward folder absent
+    rows = page.cmr_rows(tmp_path, cells)
+    assert [(r["model"], r["objective"], r["condition"]) for r in rows] == [
+        ("people", "", "immediate"), ("S4D", "order-agnostic", "immediate")]
+    fit = kept["Morton2013"]["likelihood_fit"]
+    people, s4d = rows
+    assert people["members"] == 40 and s4d["members"] == 3
+    assert s4d["log_likelihood_per_recall"] == fit["groups"]["S4D"]["log_likelihood"] / fit["groups"]["S4D"]["n"]
+    assert s4d["delta_bic"] == fit["grid"]["S4D"]["delta_bic"] and s4d["members_better"] == 3
+    assert s4d["B_rec"] == fit["groups"]["S4D"]["parameters"]["B_rec"]["mean"]
+    table = page.cmr_markdown(rows)
+    assert table[2].startswith("| model | objective | condition | n | log-likelihood per recall |")
+    assert table[-1].startswith("| S4D | order-agnostic | immediate | 3 | −0.962 | +4,238.2 (3 of 3) |")
+    assert page.cmr_rows(tmp_path / "nothing", cells) == []

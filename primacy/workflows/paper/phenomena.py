@@ -215,6 +215,8 @@ def reproduced(rows: list[dict[str, Any]]) -> list[str]:
         return f"{row['model']}/{row['objective']}/{row['condition']}"
 
     models = rows[1:]  # the people are the reference
+    if not any(row[f"{key}_matches"] is not None for row in models for key in COLUMNS):
+        return ["No row is checked against people yet: a row needs an SE, so at least two seeds."]
     lines = ["Which rows show each phenomenon as people do (✓ above; a row is checked where it has an SE and a "
              "direction is expected):", ""]
     for key in COLUMNS:

@@ -102,6 +102,9 @@ def test_directions_follow_the_one_rule_against_people_and_the_literature():
     alike = {**cell, "primacy_index": estimate(0.0, 0.01)}  # no primacy, as these people (0.03 ± 0.02)
     rows = page.table_rows(people, {("S4D", "reward", "immediate"): alike}, {("S4D", "reward", "immediate"): "c"})
     assert "- every phenomenon its row is checked on: S4D/reward/immediate (1 of 1 rows)" in page.reproduced(rows)
+    one_seed = {key: Estimate(value.mean, None, 1) for key, value in alike.items()}
+    rows = page.table_rows(people, {("S4D", "reward", "immediate"): one_seed}, {("S4D", "reward", "immediate"): "c"})
+    assert page.reproduced(rows) == ["No row is checked against people yet: a row needs an SE, so at least two seeds."]
 
 
 def test_the_grid_is_every_backbone_objective_and_condition_at_the_cpu_scale_only():

@@ -78,7 +78,8 @@ def category(key: str) -> str:
     the norms, other ATen operations (elementwise passes, copies, reductions), and autograd's own bookkeeping."""
     kernels = {"_CompiledLayer": "mLSTM kernel", "_CompiledTail": "mLSTM kernel", "_CompiledCell": "mLSTM kernel",
                "_CompiledGates": "sLSTM loop", "_CompiledSequence": "sLSTM loop", "_CompiledConv": "convolutions",
-               "_DepthwiseConv": "convolutions"}
+               "_DepthwiseConv": "convolutions", "_HeadNorm": "sLSTM block's norm and GELU gate",
+               "_GeluGate": "sLSTM block's norm and GELU gate"}
     for prefix, name in kernels.items():
         if key.startswith(prefix):
             return f"{name} {'backward' if 'Backward' in key else 'forward'}"

@@ -15,6 +15,7 @@ from xlstm.blocks.slstm.layer import sLSTMLayer
 from xlstm.components.feedforward import GatedFeedForward
 
 import primacy_xlstm.block_compiled
+import primacy_xlstm.compiled
 from primacy_xlstm import XLSTMBackbone
 from primacy_xlstm.block_compiled import gelu_gate_compiled, head_norm_compiled
 from primacy_xlstm.components import FastGatedFeedForward
@@ -197,3 +198,46 @@ def test_auto_without_the_block_library_is_the_pytorch_loop(no_block_library, ca
         model = small()
     assert loops(model) == {"pytorch"}
     assert "slstm_loop='compiled_block' needs a C++ compiler" in caplog.text
+
+
+def test_kept_memory_is_reused_only_when_nothing_holds_it():
+    """The GELU gate's gradient is written in memory kept between steps; a gradient someone still holds (a hook kept
+    it) is never overwritten by the next backward, which takes other memory; the kept tensors stay few."""
+    up = torch.randn(3, 4, 2 * 8, requires_grad=True)
+    grad = torch.randn(3, 4, 8)
+    held = []
+
+    def backward_once(hook=None):
+        hidden = up * 1.0  # a non-leaf, as the up-projection's output is
+        if hook:
+            hidden.register_hook(hook)
+        gelu_gate_compiled(hidden).backward(grad)
+
+    backward_once(lambda g: held.append(g.data_ptr()))
+    backward_once(lambda g: held.append(g.data_ptr()))
+    assert held[0] == held[1]  # nothing held it: the same memory again
+    kept = []
+    backward_once(lambda g: kept.append(g))  # held from here on
+    copy = kept[0].clone()
+    for _ in range(6):
+        backward_once(lambda g: held.append(g.data_ptr()))
+    assert torch.equal(kept[0], copy) and kept[0].data_ptr() not in held[2:]
+    pools = primacy_xlstm.compiled._kept.pools
+    assert all(len(pool) <= primacy_xlstm.compiled._KEPT_PER_NAME for pool in pools.values())
+
+
+def test_kept_memory_gives_the_bits_of_fresh_memory(monkeypatch):
+    torch.manual_seed(0)
+    model = XLSTMBackbone(d_model=16, blocks=["mlstm", "slstm"], slstm_heads=2, backend="vanilla")
+    x = torch.randn(2, 9, 16, requires_grad=True)
+
+    def run():
+        out = model(x)
+        return [out, *torch.autograd.grad((out * out).sum(), [x, *model.parameters()])]
+
+    run()  # the kept memory now holds the last step's values
+    kept = run()
+    fresh_memory = lambda name, shape, like: torch.full(shape, float("nan"), dtype=like.dtype)  # noqa: E731
+    monkeypatch.setattr(primacy_xlstm.compiled, "kept_empty", fresh_memory)
+    monkeypatch.setattr(primacy_xlstm.block_compiled, "kept_empty", fresh_memory)
+    assert all(torch.equal(a, b) for a, b in zip(kept, run()))

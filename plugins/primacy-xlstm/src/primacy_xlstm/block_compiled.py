@@ -36,7 +36,7 @@ from primacy.errors import UsageError
 from primacy.native import NativeLibrary
 from torch.autograd.function import once_differentiable
 
-from primacy_xlstm.compiled import _run, compiled_takes
+from primacy_xlstm.compiled import _run, compiled_takes, kept_empty
 
 SOURCE = Path(__file__).with_name("native") / "block.cpp"
 ABI = 1  # primacy_block_abi() of the source this module calls
@@ -82,7 +82,7 @@ class _HeadNorm(torch.autograd.Function):
     def forward(ctx: Any, y: torch.Tensor, weight: torch.Tensor, heads: int, eps: float) -> torch.Tensor:
         length, batch, width = y.shape
         y, weight = y.contiguous(), weight.contiguous()
-        out = y.new_empty(batch, length, width)
+        out = kept_empty("norm_out", (batch, length, width), y)
         stats = y.new_empty(batch, length, heads, 2)  # each row's mean and 1 / sqrt(var + eps)
         kernel = getattr(_library(), f"primacy_head_norm_forward_{_SUFFIX[y.dtype]}")
         _run(kernel, batch, length, batch, heads, width // heads, eps, y, weight, out, stats)
@@ -95,7 +95,7 @@ class _HeadNorm(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         y, weight, stats = ctx.saved_tensors
         length, batch, width = y.shape
-        g_y = torch.empty_like(y)
+        g_y = kept_empty("norm_grad", tuple(y.shape), y)
         shares = y.new_empty(batch, width)  # each batch element's share of the weight's gradient
         kernel = getattr(_library(), f"primacy_head_norm_backward_{_SUFFIX[y.dtype]}")
         _run(kernel, batch, length, batch, ctx.heads, width // ctx.heads, y, weight, stats, grad.contiguous(), g_y,
@@ -121,7 +121,7 @@ class _GeluGate(torch.autograd.Function):
     def forward(ctx: Any, up: torch.Tensor) -> torch.Tensor:
         batch, length, double = up.shape
         up = up.contiguous()
-        out = up.new_empty(batch, length, double // 2)
+        out = kept_empty("gate_out", (batch, length, double // 2), up)
         kernel = getattr(_library(), f"primacy_gelu_gate_forward_{_SUFFIX[up.dtype]}")
         _run(kernel, batch, length, double // 2, up, out)
         ctx.save_for_backward(up)
@@ -132,7 +132,7 @@ class _GeluGate(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         (up,) = ctx.saved_tensors
         batch, length, double = up.shape
-        g_up = torch.empty_like(up)
+        g_up = kept_empty("gate_grad", tuple(up.shape), up)
         kernel = getattr(_library(), f"primacy_gelu_gate_backward_{_SUFFIX[up.dtype]}")
         _run(kernel, batch, length, double // 2, up, grad.contiguous(), g_up)
         return g_up

@@ -26,6 +26,7 @@ log σ and tanh built on it (``native/slstm.cpp``).
 from __future__ import annotations
 
 import ctypes
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -74,6 +75,34 @@ def check_tensors(*tensors: torch.Tensor, setting: str = "slstm_loop='compiled'"
         found = ", ".join(sorted({f"{x.dtype} on {x.device.type}" for x in tensors}))
         raise UsageError(f"{setting} runs on float32 or float64 CPU tensors of one dtype, not {found}: "
                          f"{_FALLBACK}")
+
+
+_KEPT_PER_NAME = 4  # kept tensors per (name, shape, dtype) and thread: a stack's sLSTM blocks each find one
+_kept = threading.local()
+
+
+def kept_empty(name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """An uninitialised (``shape``) tensor of ``like``'s dtype and device, in memory this thread keeps between calls
+    under ``name``: a kept tensor is handed out again (as a new view of it) only when no other tensor holds its
+    storage, so nothing alive is ever overwritten; otherwise, or where PyTorch cannot count the storage's holders, a
+    new tensor (kept for later, up to ``_KEPT_PER_NAME``). Why: the sLSTM block's states, outputs and gradients
+    (``slstm_loop='compiled_block'``) are written once a step, and fresh memory is memory the C library may have
+    given back to the system since the last step, which the first write then faults in page by page (at T 256 the
+    GELU gate's (B, T, 2F) gradient, 16 MB, took 3,200 faults a step, 11 ms of a 12 ms backward)."""
+    pools = getattr(_kept, "pools", None)
+    if pools is None:
+        pools = _kept.pools = {}
+    pool = pools.setdefault((name, tuple(shape), like.dtype, like.device), [])
+    count = getattr(torch._C, "_storage_Use_Count", None)  # private: without it, fresh memory each call
+    if count is not None:
+        for kept in pool:
+            if count(kept.untyped_storage()._cdata) == 2:  # the kept tensor and its storage's Python object alone
+                return kept.view(shape)
+    fresh = like.new_empty(shape)
+    if count is not None and len(pool) < _KEPT_PER_NAME:
+        pool.append(fresh)
+        return fresh.view(shape)
+    return fresh
 
 
 def _parts(batch: int) -> list[tuple[int, int]]:
@@ -154,33 +183,37 @@ def _head_products(grad: torch.Tensor, inputs: torch.Tensor, heads: int) -> torc
 
 
 @torch.compiler.disable  # as compiled_sequence
-def compiled_gates_sequence(rows: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor, R: torch.Tensor
-                            ) -> torch.Tensor:
+def compiled_gates_sequence(rows: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor, R: torch.Tensor,
+                            kept: bool = False) -> torch.Tensor:
     """The sLSTM layer's gates and recurrence from a zero state on the compiled loops, each head's gate
     pre-activations formed inside the loop from its own units (``slstm_loop='compiled_gates'``): rows (T, B, 2D), the
     layer's (x_conv | x) at each position; w_in (NH, 4dh, dh), head h's weights from its dh units of x_conv (gates i,
     f) or of x (gates z, o) to its gates (R's layout); bias (4D) head-major; R (NH, 4dh, dh) -> y after each step
     (T, B, D). It equals ``compiled_sequence(rows @ W.T + bias, 0, R, True)`` with W the dense (4D, 2D) matrix of
     w_in's blocks (``primacy_xlstm.slstm.gate_matrix``) to rounding, without multiplying W's zeros: the gates' sums
-    run over a head's own units in a fixed order, so float32 rounds its own way. Differentiable in all four."""
+    run over a head's own units in a fixed order, so float32 rounds its own way. Differentiable in all four. With
+    ``kept`` (``slstm_loop='compiled_block'``) its saved states and its gradients are written in memory kept between
+    steps (``kept_empty``), with the same bits."""
     check_tensors(rows, w_in, bias, R, setting="slstm_loop='compiled_gates'")
-    return _CompiledGates.apply(rows, w_in, bias, R)
+    return _CompiledGates.apply(rows, w_in, bias, R, kept)
 
 
 class _CompiledGates(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, rows: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor, R: torch.Tensor
+    def forward(ctx: Any, rows: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor, R: torch.Tensor, kept: bool
                 ) -> torch.Tensor:
         length, batch, _ = rows.shape
         heads, _, dh = R.shape
         rows, w_in, bias, R = (x.contiguous() for x in (rows, w_in, bias, R))
-        raws = rows.new_empty(length, batch, 4 * heads * dh)  # T B 4H: each step's pre-activations, for backward
-        all_states = rows.new_empty(4, length + 1, batch, heads * dh)
+        empty = kept_empty if kept else (lambda name, shape, like: like.new_empty(shape))
+        raws = empty("gates_raws", (length, batch, 4 * heads * dh), rows)  # T B 4H: pre-activations, for backward
+        all_states = empty("gates_states", (4, length + 1, batch, heads * dh), rows)
         all_states[:, 0] = 0.0  # xlstm's zero state
         kernel = getattr(library(), f"primacy_slstm_gates_forward_{_SUFFIX[rows.dtype]}")
         _run(kernel, batch, length, batch, heads, dh, rows, w_in.transpose(1, 2).contiguous(), bias,
              R.transpose(1, 2).contiguous(), raws, all_states)
         ctx.save_for_backward(rows, w_in, R, raws, all_states)
+        ctx.kept = kept
         return all_states[0, 1:]  # T B H
 
     @staticmethod
@@ -189,7 +222,8 @@ class _CompiledGates(torch.autograd.Function):
         rows, w_in, R, raws, all_states = ctx.saved_tensors
         length, batch, _ = raws.shape
         heads, _, dh = R.shape
-        grad_raws, grad_rows = torch.empty_like(raws), torch.empty_like(rows)
+        empty = kept_empty if ctx.kept else (lambda name, shape, like: like.new_empty(shape))
+        grad_raws, grad_rows = empty("gates_graws", raws.shape, raws), empty("gates_grows", rows.shape, rows)
         kernel = getattr(library(), f"primacy_slstm_gates_backward_{_SUFFIX[raws.dtype]}")
         _run(kernel, batch, length, batch, heads, dh, raws, all_states, R, w_in, grad.contiguous(), grad_raws,
              grad_rows)
@@ -199,4 +233,4 @@ class _CompiledGates(torch.autograd.Function):
         # a head's gates i, f read its units of x_conv, z, o of x: w_in's gradient, one product per head and input
         grad_w = torch.stack([torch.cat([g[:, h, s].T @ inputs[:, s, h] for s in range(2)]) for h in range(heads)])
         grad_R = _head_products(grad_raws.view(count, -1), all_states[0, :-1].reshape(count, -1), heads)
-        return grad_rows, grad_w, grad_raws.view(count, -1).sum(0), grad_R
+        return grad_rows, grad_w, grad_raws.view(count, -1).sum(0), grad_R, None

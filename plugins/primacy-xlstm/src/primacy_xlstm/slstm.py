@@ -294,7 +294,8 @@ class FastsLSTMLayer(sLSTMLayer):
         weights = [self.fgate.weight, self.igate.weight, self.zgate.weight, self.ogate.weight]  # NH dh dh each
         if cell.slstm_loop in ("compiled_gates", "compiled_conv", "compiled_block"):  # each head's gates, compiled
             w_in = torch.stack(weights, dim=1).flatten(1, 2)  # NH 4dh dh: R's layout
-            y = compiled_gates_sequence(rows.view(length, batch, -1), w_in, bias, cell._recurrent_kernel)  # T B D
+            y = compiled_gates_sequence(rows.view(length, batch, -1), w_in, bias, cell._recurrent_kernel,
+                                        cell.slstm_loop == "compiled_block")  # T B D
         else:
             xb = linear(rows, gate_matrix(weights), bias).view(length, batch, -1)  # T B 4D
             states = x.new_zeros(GATES, batch, width)  # 4 B D: xlstm's zero state

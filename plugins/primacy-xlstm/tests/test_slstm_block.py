@@ -202,7 +202,8 @@ def test_auto_without_the_block_library_is_the_pytorch_loop(no_block_library, ca
 
 def test_kept_memory_is_reused_only_when_nothing_holds_it():
     """The GELU gate's gradient is written in memory kept between steps; a gradient someone still holds (a hook kept
-    it) is never overwritten by the next backward, which takes other memory; the kept tensors stay few."""
+    it) is never overwritten by the next backward, which takes other memory; the kept tensors stay few, of the last
+    shape asked for."""
     up = torch.randn(3, 4, 2 * 8, requires_grad=True)
     grad = torch.randn(3, 4, 8)
     held = []
@@ -223,7 +224,9 @@ def test_kept_memory_is_reused_only_when_nothing_holds_it():
         backward_once(lambda g: held.append(g.data_ptr()))
     assert torch.equal(kept[0], copy) and kept[0].data_ptr() not in held[2:]
     pools = primacy_xlstm.compiled._kept.pools
-    assert all(len(pool) <= primacy_xlstm.compiled._KEPT_PER_NAME for pool in pools.values())
+    assert all(len(pool) <= primacy_xlstm.compiled._KEPT_PER_NAME for _, pool in pools.values())
+    gelu_gate_compiled(torch.randn(2, 3, 2 * 8, requires_grad=True)).sum().backward()  # another shape
+    assert pools["gate_grad"][0][0] == (2, 3, 16) and len(pools["gate_grad"][1]) == 1  # the old shape's let go
 
 
 def test_kept_memory_gives_the_bits_of_fresh_memory(monkeypatch):

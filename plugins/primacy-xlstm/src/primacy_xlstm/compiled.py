@@ -77,7 +77,7 @@ def check_tensors(*tensors: torch.Tensor, setting: str = "slstm_loop='compiled'"
                          f"{_FALLBACK}")
 
 
-_KEPT_PER_NAME = 4  # kept tensors per (name, shape, dtype) and thread: a stack's sLSTM blocks each find one
+_KEPT_PER_NAME = 4  # kept tensors per name and thread: a stack's sLSTM blocks each find one
 _kept = threading.local()
 
 
@@ -85,14 +85,19 @@ def kept_empty(name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.T
     """An uninitialised (``shape``) tensor of ``like``'s dtype and device, in memory this thread keeps between calls
     under ``name``: a kept tensor is handed out again (as a new view of it) only when no other tensor holds its
     storage, so nothing alive is ever overwritten; otherwise, or where PyTorch cannot count the storage's holders, a
-    new tensor (kept for later, up to ``_KEPT_PER_NAME``). Why: the sLSTM block's states, outputs and gradients
-    (``slstm_loop='compiled_block'``) are written once a step, and fresh memory is memory the C library may have
-    given back to the system since the last step, which the first write then faults in page by page (at T 256 the
-    GELU gate's (B, T, 2F) gradient, 16 MB, took 3,200 faults a step, 11 ms of a 12 ms backward)."""
+    new tensor (kept for later, up to ``_KEPT_PER_NAME``). A name keeps tensors of one shape, dtype and device, the
+    last asked for (another drops them), so what is kept is at most ``_KEPT_PER_NAME`` times a step's own tensors. Why:
+    the sLSTM block's states, outputs and gradients (``slstm_loop='compiled_block'``) are written once a step, and
+    fresh memory is memory the C library may have given back to the system since the last step, which the first write
+    then faults in page by page (at T 256 the GELU gate's (B, T, 2F) gradient, 16 MB, took 3,200 faults a step, 11 ms
+    of a 12 ms backward)."""
     pools = getattr(_kept, "pools", None)
     if pools is None:
         pools = _kept.pools = {}
-    pool = pools.setdefault((name, tuple(shape), like.dtype, like.device), [])
+    key = (tuple(shape), like.dtype, like.device)
+    if name not in pools or pools[name][0] != key:
+        pools[name] = (key, [])
+    pool = pools[name][1]
     count = getattr(torch._C, "_storage_Use_Count", None)  # private: without it, fresh memory each call
     if count is not None:
         for kept in pool:

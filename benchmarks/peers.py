@@ -53,7 +53,8 @@ TOLERANCE = 2e-6
 # q, k, v formed in the mLSTM cell (mlstm_loop='compiled_qkv'), 1.3-1.6e-6 and 4.3-5.9e-6; and with its convolution
 # and SiLU compiled too (mlstm_loop='compiled_conv'), 1.3-1.5e-6 and 4.6-5.9e-6; and with the sLSTM's convolution
 # and the mLSTM's output side compiled (slstm_loop='compiled_conv', mlstm_loop='compiled_layer'), 1.5e-6 and
-# 4.8-6.2e-6
+# 4.8-6.2e-6; with the sLSTM block's norm and GELU gate compiled too (slstm_loop='compiled_block'), within 3.1-4.0e-7
+# (T 64) and 0.9-1.0e-6 (T 256) of the largest output entry, as compiled_conv's (the plugin's README)
 TOLERANCES = {"primacy xLSTM compiled s+mLSTM": 1e-5, "primacy xLSTM s+mLSTM+gates": 1e-5,
               "primacy xLSTM gates+qkv": 1e-5, "primacy xLSTM gates+conv": 1e-5, "primacy xLSTM conv+layer": 1e-5,
               "primacy xLSTM block+layer": 1e-5}

@@ -16,6 +16,7 @@ from xlstm.components.feedforward import GatedFeedForward
 
 import primacy_xlstm.block_compiled
 import primacy_xlstm.compiled
+import primacy_xlstm.mlstm_compiled
 from primacy_xlstm import XLSTMBackbone
 from primacy_xlstm.block_compiled import gelu_gate_compiled, head_norm_compiled
 from primacy_xlstm.components import FastGatedFeedForward
@@ -230,6 +231,8 @@ def test_kept_memory_is_reused_only_when_nothing_holds_it():
 
 
 def test_kept_memory_gives_the_bits_of_fresh_memory(monkeypatch):
+    """The backbone on auto's paths (compiled_layer and compiled_block, both on kept memory): outputs and every
+    gradient bitwise those of NaN-filled fresh memory, after a step has left its values in the kept memory."""
     torch.manual_seed(0)
     model = XLSTMBackbone(d_model=16, blocks=["mlstm", "slstm"], slstm_heads=2, backend="vanilla")
     x = torch.randn(2, 9, 16, requires_grad=True)
@@ -243,4 +246,5 @@ def test_kept_memory_gives_the_bits_of_fresh_memory(monkeypatch):
     fresh_memory = lambda name, shape, like: torch.full(shape, float("nan"), dtype=like.dtype)  # noqa: E731
     monkeypatch.setattr(primacy_xlstm.compiled, "kept_empty", fresh_memory)
     monkeypatch.setattr(primacy_xlstm.block_compiled, "kept_empty", fresh_memory)
+    monkeypatch.setattr(primacy_xlstm.mlstm_compiled, "kept_empty", fresh_memory)  # compiled_layer's too
     assert all(torch.equal(a, b) for a, b in zip(kept, run()))

@@ -245,7 +245,8 @@ class FastmLSTMLayer(mLSTMLayer):
         x_mlstm, z = (linear(x, weight, bias) for weight, bias in linear_halves(self.proj_up, inner))  # B T E each
         if self._conv_in_the_kernel(x):  # mlstm_loop='compiled_conv': the convolution and its SiLU compiled
             conv = self.conv1d.conv
-            x_conv_act = conv_silu_compiled(x_mlstm, conv.weight, conv.bias)  # B T E
+            kept = "mlstm_conv" if self.mlstm_cell.mlstm_loop == "compiled_layer" else ""  # kept memory there
+            x_conv_act = conv_silu_compiled(x_mlstm, conv.weight, conv.bias, kept=kept)  # B T E
         else:
             x_conv_act = self.conv_act_fn(self.conv1d(x_mlstm))  # B T E
         cell = self.mlstm_cell

@@ -46,6 +46,10 @@ with the layer's output side in the same pass over a head's rows: the cell's per
 head's units times its weight), the learnable skip and the SiLU gate, (norm(h̃) + skip ⊙ xc) ⊙ silu(z), forward and
 backward, where PyTorch makes about 14 passes over (B, T, E) (the norm's transposed copy, the weight's product, the
 skip's product and sum, the gate, and their gradients).
+
+``mlstm_tail_compiled`` writes its outputs and gradients, and the convolution given a ``kept`` name (the mLSTM
+layer's under ``compiled_layer``, the sLSTM layer's under ``slstm_loop='compiled_block'``) its own, in memory kept
+between steps (``primacy_xlstm.compiled.kept_empty``): the same bits, without the page faults of fresh memory.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from primacy.native import NativeLibrary
 from torch.autograd.function import once_differentiable
 from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
 
-from primacy_xlstm.compiled import _run
+from primacy_xlstm.compiled import _run, kept_empty
 
 SOURCE = Path(__file__).with_name("native") / "mlstm.cpp"
 ABI = 4  # primacy_mlstm_abi() of the source this module calls (2: the layer's entry points, 3: the convolution's,
@@ -211,46 +215,54 @@ class _CompiledLayer(torch.autograd.Function):
 
 
 def conv_silu_compiled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                       setting: str = "mlstm_loop='compiled_conv'") -> torch.Tensor:
+                       setting: str = "mlstm_loop='compiled_conv'", kept: str = "") -> torch.Tensor:
     """silu(causal depthwise convolution of x) on the compiled loops (module docstring): x (B, T, C), the weight
     (C, 1, K) and bias (C,) or None of xlstm's ``CausalConv1d`` (its ``nn.Conv1d``, padded on the left) -> (B, T, C).
     Differentiable in all three; tensors not on the CPU or not of one dtype, float32 or float64, are refused in one
-    line that names ``setting`` (the sLSTM layer's convolution runs it too: ``slstm_loop='compiled_conv'``)."""
+    line that names ``setting`` (the sLSTM layer's convolution runs it too: ``slstm_loop='compiled_conv'``). With a
+    ``kept`` name its output and its input's gradient are written in memory kept between steps under that name
+    (``primacy_xlstm.compiled.kept_empty``), with the same bits."""
     tensors = (x, weight) if bias is None else (x, weight, bias)
     if not all(mlstm_takes(t) and t.dtype == x.dtype for t in tensors):
         found = ", ".join(sorted({f"{t.dtype} on {t.device.type}" for t in tensors}))
         fallback = setting.split("=")[0]
         raise UsageError(f"{setting} runs on float32 or float64 CPU tensors of one dtype, not {found}: use "
                          f"{fallback}='pytorch'")
-    return _compiled_conv(x, weight[:, 0].t(), bias if bias is not None else x.new_zeros(x.shape[-1]))
+    return _compiled_conv(x, weight[:, 0].t(), bias if bias is not None else x.new_zeros(x.shape[-1]), kept)
 
 
 @torch.compiler.disable  # as _compiled_cell
-def _compiled_conv(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    return _CompiledConv.apply(x, taps, bias)
+def _compiled_conv(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor, kept: str) -> torch.Tensor:
+    return _CompiledConv.apply(x, taps, bias, kept)
+
+
+def _empty(kept: str, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """``kept_empty`` under ``kept`` + ``name`` with a ``kept`` name, else fresh memory."""
+    return kept_empty(kept + name, shape, like) if kept else like.new_empty(shape)
 
 
 class _CompiledConv(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor, kept: str) -> torch.Tensor:
         batch, length, channels = x.shape
         x, taps, bias = x.contiguous(), taps.contiguous(), bias.contiguous()  # B T C, K C, C
-        out = torch.empty_like(x)
+        out = _empty(kept, "_out", tuple(x.shape), x)
         kernel = getattr(_library(), f"primacy_mlstm_conv_forward_{_SUFFIX[x.dtype]}")
         _run(kernel, batch, length, channels, taps.shape[0], x, taps, bias, out)
         ctx.save_for_backward(x, taps, bias)
+        ctx.kept = kept
         return out
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, taps, bias = ctx.saved_tensors
         batch, length, channels = x.shape
-        g_x = torch.empty_like(x)
+        g_x = _empty(ctx.kept, "_grad", tuple(x.shape), x)
         g_taps, g_bias = x.new_empty(batch, *taps.shape), x.new_empty(batch, channels)  # each batch element's share
         kernel = getattr(_library(), f"primacy_mlstm_conv_backward_{_SUFFIX[x.dtype]}")
         _run(kernel, batch, length, channels, taps.shape[0], x, taps, bias, grad.contiguous(), g_x, g_taps, g_bias)
-        return g_x, g_taps.sum(0), g_bias.sum(0)
+        return g_x, g_taps.sum(0), g_bias.sum(0), None
 
 
 def mlstm_tail_compiled(xc: torch.Tensor, xm: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor,
@@ -281,7 +293,8 @@ class _CompiledTail(torch.autograd.Function):
                 ln_eps: float) -> torch.Tensor:
         batch, length, width = xc.shape
         xc, xm, wq, wk, wv, gates, z, skip, wln = (x.contiguous() for x in (xc, xm, wq, wk, wv, gates, z, skip, wln))
-        out, hs = xc.new_empty(batch, length, width), xc.new_empty(batch, length, width)  # h̃, kept; the output
+        out = kept_empty("tail_h", (batch, length, width), xc)  # h̃, kept for backward
+        hs = kept_empty("tail_out", (batch, length, width), xc)  # the output
         ms, dens = xc.new_empty(batch * heads, length), xc.new_empty(batch * heads, length)
         kernel = getattr(_library(), f"primacy_mlstm_tail_forward_{_SUFFIX[xc.dtype]}")
         _run(kernel, batch * heads, heads, length, width // heads, wq.shape[-1], eps, xc, xm, wq, wk, wv, gates, out,
@@ -296,7 +309,8 @@ class _CompiledTail(torch.autograd.Function):
         xc, xm, wq, wk, wv, gates, out, ms, dens, z, skip, wln = ctx.saved_tensors
         batch, length, width = xc.shape
         heads = ctx.heads
-        g_xc, g_xm, g_gates, g_z = (torch.empty_like(x) for x in (xc, xm, gates, z))
+        g_xc, g_xm, g_gates, g_z = (kept_empty(f"tail_grad{i}", tuple(x.shape), x) for i, x in enumerate((xc, xm, gates,
+                                                                                                       z)))
         shares = xc.new_empty(batch, 3, *wq.shape)  # each batch element's share of the weights' gradients
         parts = xc.new_zeros(batch, 2, width)  # and of skip's and wln's
         kernel = getattr(_library(), f"primacy_mlstm_tail_backward_{_SUFFIX[xc.dtype]}")

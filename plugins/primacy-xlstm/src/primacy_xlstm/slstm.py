@@ -283,7 +283,9 @@ class FastsLSTMLayer(sLSTMLayer):
         batch, length, width = x.shape
         if self.config.conv1d_kernel_size > 0 and self._conv_compiled():  # the convolution and its SiLU compiled
             conv = self.conv1d.conv
-            x_conv = conv_silu_compiled(x, conv.weight, conv.bias, f"slstm_loop={self.slstm_cell.slstm_loop!r}")
+            loop = self.slstm_cell.slstm_loop
+            x_conv = conv_silu_compiled(x, conv.weight, conv.bias, f"slstm_loop={loop!r}",
+                                        "slstm_conv" if loop == "compiled_block" else "")  # B T D
         else:
             x_conv = self.conv_act_fn(self.conv1d(x)) if self.config.conv1d_kernel_size > 0 else x  # B T D
         rows = torch.cat([x_conv.transpose(0, 1), x.transpose(0, 1)], dim=-1).view(length * batch, 2 * width)  # T·B 2D

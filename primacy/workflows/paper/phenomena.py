@@ -20,6 +20,7 @@ from primacy import figures, files
 from primacy.analysis.behaviour.comparison import group_curves
 from primacy.analysis.behaviour.phenomena import PHENOMENA, first_recall_chance, phenomena
 from primacy.analysis.evidence import Estimate, Word, word
+from primacy.rundir.layout import SUMMARY
 from primacy.workflows.humans import page
 from primacy.workflows.humans import people as human_data
 from primacy.workflows.paper.spec import FigureSpec, Panel
@@ -177,7 +178,7 @@ def cmr_rows(out: Path, cells: list[tuple[str, str, str]]) -> list[dict[str, Any
     rows: list[dict[str, Any]] = []
     for objective, _ in OBJECTIVES:
         for condition in CONDITIONS:
-            summary = out / f"cmr-{objective}-{condition}" / "summary.json"
+            summary = out / f"cmr-{objective}-{condition}" / SUMMARY
             if not summary.is_file():
                 continue
             fit = json.loads(summary.read_text())[DATASET]["likelihood_fit"]

@@ -28,18 +28,21 @@
 
 namespace primacy {
 
-// float32 forms are written once for a float and for 8 floats at once (F8, GCC's and Clang's vector extensions):
-// the same operations in the same order, so each lane has the bits of the scalar function. The mixer's rows use
-// the 8-wide forms: where GCC vectorises the scalar forms itself, it evaluates the exp's clamped cases as branches of
-// their own and selects among the results, which puts two or three divisions where one is written (twice the time of
-// the 8-wide form, measured at 2^19 floats).
+// float32 forms are written once for a float and for 8 or 16 floats at once (F8, F16: GCC's and Clang's vector
+// extensions): the same operations in the same order, so each lane has the bits of the scalar function. The mixer's
+// rows use the 8-wide forms: where GCC vectorises the scalar forms itself, it evaluates the exp's clamped cases as
+// branches of their own and selects among the results, which puts two or three divisions where one is written (twice
+// the time of the 8-wide form, measured at 2^19 floats).
 typedef float F8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
+typedef float F16 __attribute__((vector_size(64)));  // one AVX-512 vector, two AVX2 ones
+typedef int32_t I16 __attribute__((vector_size(64)));
 
 namespace detail {
 
 PRIMACY_INLINE int32_t to_int(float k) { return static_cast<int32_t>(k); }
 PRIMACY_INLINE I8 to_int(F8 k) { return __builtin_convertvector(k, I8); }
+PRIMACY_INLINE I16 to_int(F16 k) { return __builtin_convertvector(k, I16); }
 
 // exp(x): 2^k p(r) with k = round(x / ln 2), r = x - k ln 2 (ln 2 in two parts), p the degree-6 Taylor polynomial.
 template <typename V>
@@ -82,6 +85,7 @@ PRIMACY_INLINE V log1p_unit(V w) {
 // exp(x < -87) gives e^-87 ≈ 1.6e-38 rather than a subnormal. exp(0) = 1 exactly.
 PRIMACY_INLINE float fast_exp(float x) { return detail::fast_exp(x); }
 PRIMACY_INLINE F8 fast_exp(F8 x) { return detail::fast_exp(x); }
+PRIMACY_INLINE F16 fast_exp(F16 x) { return detail::fast_exp(x); }
 // float64 is for verification: the C library's exp, exact to rounding.
 PRIMACY_INLINE double fast_exp(double x) { return std::exp(x); }
 

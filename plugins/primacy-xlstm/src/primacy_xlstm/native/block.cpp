@@ -32,27 +32,7 @@ namespace {
 
 using primacy::fast_exp;
 
-// 16 floats (one AVX-512 vector, two AVX2 ones), and primacy's fast_exp for them: fast_math.h's operations in its
-// order (so each lane has the bits of the scalar fast_exp, which the remainder uses)
-typedef float F16 __attribute__((vector_size(64)));
-typedef int32_t I16 __attribute__((vector_size(64)));
-PRIMACY_INLINE F16 fast_exp(F16 x) {
-    const F16 zero{};
-    x = x < zero - 87.0f ? zero - 87.0f : (x > zero + 88.0f ? zero + 88.0f : x);
-    const F16 k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    const F16 r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-    F16 p = zero + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    const I16 bits = (__builtin_convertvector(k, I16) + 127) << 23;
-    F16 scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
+using primacy::F16;  // 16 floats; fast_exp has a form for them with the scalar's bits in every lane
 
 // Φ(x) = (1 + erf(x / √2)) / 2 and φ(x) = exp(-x² / 2) / √(2π), GELU's cdf and density: gelu(x) = x Φ(x),
 // gelu'(x) = Φ(x) + x φ(x).

@@ -305,8 +305,9 @@ def run_groups(paths: list[Path], labels: list[str] | None = None) -> dict[str, 
     if labels is not None and len(labels) != len(paths):
         raise UsageError(f"labels={labels} names {len(labels)} models for {len(paths)} paths: give one label per path")
     if len(paths) > len(figures.humans.MODEL_COLORS):
-        raise UsageError(f"runs: {len(paths)} models given; the figure draws at most {len(figures.humans.MODEL_COLORS)}, "
-                         "one colour each: compare fewer at a time")
+        most = len(figures.humans.MODEL_COLORS)
+        raise UsageError(f"runs: {len(paths)} models given; the figure draws at most {most}, one colour each: "
+                         "compare fewer at a time")
     groups = {}
     for i, path in enumerate(paths):
         if not path.is_dir():

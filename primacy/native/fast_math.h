@@ -14,10 +14,15 @@
 // On x86-64 Linux each entry point is built twice, for AVX2 and for the baseline, and the loader picks the one this
 // CPU runs: one library serves every node of a cluster. Neither fuses a multiply and an add (-ffp-contract=off, and
 // AVX2 has no FMA), so both round alike.
+// PRIMACY_AVX512 adds an AVX-512 build, for kernels whose loops run on 16 floats (the xLSTM plugin's):
+// -ffp-contract=off keeps it free of fused multiply-adds too, and where no sum is reordered a vector's width changes no
+// bit.
 #if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
 #define PRIMACY_CLONES __attribute__((target_clones("avx2", "default")))
+#define PRIMACY_AVX512 __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define PRIMACY_CLONES
+#define PRIMACY_AVX512
 #endif
 // Everything below an entry point is inlined into it, so that each of its builds compiles all of its loops.
 #if defined(__GNUC__) || defined(__clang__)

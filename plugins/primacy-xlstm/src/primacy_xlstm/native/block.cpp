@@ -23,11 +23,6 @@
 
 #include "fast_math.h"
 
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#undef PRIMACY_CLONES
-#define PRIMACY_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-
 namespace {
 
 using primacy::fast_exp;
@@ -176,20 +171,20 @@ extern "C" {
 int primacy_block_abi() { return 1; }
 
 #define PRIMACY_BLOCK_ENTRIES(R, S)                                                                                  \
-    PRIMACY_CLONES void primacy_gelu_gate_forward_##S(int64_t first, int64_t last, int64_t T, int64_t F,              \
+    PRIMACY_AVX512 void primacy_gelu_gate_forward_##S(int64_t first, int64_t last, int64_t T, int64_t F,              \
                                                       const R* up, R* out) {                                          \
         gelu_gate_forward(first, last, T, F, up, out);                                                               \
     }                                                                                                                \
-    PRIMACY_CLONES void primacy_gelu_gate_backward_##S(int64_t first, int64_t last, int64_t T, int64_t F,             \
+    PRIMACY_AVX512 void primacy_gelu_gate_backward_##S(int64_t first, int64_t last, int64_t T, int64_t F,             \
                                                        const R* up, const R* g, R* gup) {                             \
         gelu_gate_backward(first, last, T, F, up, g, gup);                                                           \
     }                                                                                                                \
-    PRIMACY_CLONES void primacy_head_norm_forward_##S(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,  \
+    PRIMACY_AVX512 void primacy_head_norm_forward_##S(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,  \
                                                       int64_t dh, double eps, const R* y, const R* w, R* out,         \
                                                       R* stats) {                                                     \
         head_norm_forward(first, last, T, B, NH, dh, eps, y, w, out, stats);                                         \
     }                                                                                                                \
-    PRIMACY_CLONES void primacy_head_norm_backward_##S(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, \
+    PRIMACY_AVX512 void primacy_head_norm_backward_##S(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, \
                                                        int64_t dh, const R* y, const R* w, const R* stats,            \
                                                        const R* g, R* gy, R* gw) {                                    \
         head_norm_backward(first, last, T, B, NH, dh, y, w, stats, g, gy, gw);                                       \

@@ -15,7 +15,7 @@
 //
 // Loops over a row of S run over contiguous memory with no dependence, so compilers vectorise them; the sums along a
 // row (dot) keep eight partial sums in a fixed order, so every build adds in the same order. Each entry point is
-// built for AVX-512, AVX2 and the baseline (PRIMACY_CLONES): with no fused multiply-add (-ffp-contract=off)
+// built for AVX-512, AVX2 and the baseline (PRIMACY_AVX512): with no fused multiply-add (-ffp-contract=off)
 // and no reordered sum, a vector's width changes no bit. A head width of 8, 16 or 32 runs on loops compiled for that
 // width (FD below), whose trip counts the compiler knows; the operations and their order are those of any width.
 // Measured (one thread, B 64, T 64, 4 heads of 32, compiled_qkv's forward and backward, thread time, three
@@ -26,14 +26,9 @@
 #include <cstring>
 #include <vector>
 
-// PRIMACY_CLONES, PRIMACY_INLINE: primacy/native/fast_math.h (NativeLibrary puts it on the include path).
+// PRIMACY_AVX512, PRIMACY_INLINE: primacy/native/fast_math.h (NativeLibrary puts it on the include path).
 #include "fast_math.h"
 
-// primacy's PRIMACY_CLONES (AVX2 and the baseline) and AVX-512 (the file header says why the bits are the same).
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#undef PRIMACY_CLONES
-#define PRIMACY_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
 
 namespace {
 
@@ -675,12 +670,12 @@ extern "C" {
 int primacy_mlstm_abi() { return 4; }
 
 #define PRIMACY_CELL_ENTRIES(R, SUFFIX)                                                                               \
-    PRIMACY_CLONES void primacy_mlstm_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t d, int64_t dv, \
+    PRIMACY_AVX512 void primacy_mlstm_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t d, int64_t dv, \
                                                        double eps, const R* q, const R* k, const R* v, const R* ig,   \
                                                        const R* fg, R* h, R* ms, R* dens) {                           \
         cell_forward(first, last, T, d, dv, R(eps), q, k, v, ig, fg, h, ms, dens);                                    \
     }                                                                                                                 \
-    PRIMACY_CLONES void primacy_mlstm_backward_##SUFFIX(                                                              \
+    PRIMACY_AVX512 void primacy_mlstm_backward_##SUFFIX(                                                              \
         int64_t first, int64_t last, int64_t T, int64_t d, int64_t dv, double eps, const R* q, const R* k,           \
         const R* v, const R* ig, const R* fg, const R* h, const R* ms, const R* dens, const R* gh, R* gq, R* gk,      \
         R* gv, R* gig, R* gfg) {                                                                                      \
@@ -690,12 +685,12 @@ PRIMACY_CELL_ENTRIES(float, f32)
 PRIMACY_CELL_ENTRIES(double, f64)
 
 #define PRIMACY_LAYER_ENTRIES(R, SUFFIX)                                                                              \
-    PRIMACY_CLONES void primacy_mlstm_layer_forward_##SUFFIX(                                                         \
+    PRIMACY_AVX512 void primacy_mlstm_layer_forward_##SUFFIX(                                                         \
         int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, double eps, const R* xc,          \
         const R* xm, const R* wq, const R* wk, const R* wv, const R* gates, R* out, R* ms, R* dens) {                \
         layer_forward_any(first, last, NH, T, d, bs, R(eps), xc, xm, wq, wk, wv, gates, out, ms, dens);               \
     }                                                                                                                 \
-    PRIMACY_CLONES void primacy_mlstm_layer_backward_##SUFFIX(                                                        \
+    PRIMACY_AVX512 void primacy_mlstm_layer_backward_##SUFFIX(                                                        \
         int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, double eps, const R* xc,          \
         const R* xm, const R* wq, const R* wk, const R* wv, const R* gates, const R* out, const R* ms,               \
         const R* dens, const R* gout, R* gxc, R* gxm, R* ggates, R* gw) {                                             \
@@ -709,14 +704,14 @@ PRIMACY_LAYER_ENTRIES(double, f64)
 // ln_eps; forward: hs (B, T, E) besides out (h̃, kept for the backward); backward: ghs (B, T, E) in place of gout,
 // gz (B, T, E), parts (B, 2, E) zeroed by the caller
 #define PRIMACY_TAIL_ENTRIES(R, SUFFIX)                                                                               \
-    PRIMACY_CLONES void primacy_mlstm_tail_forward_##SUFFIX(                                                          \
+    PRIMACY_AVX512 void primacy_mlstm_tail_forward_##SUFFIX(                                                          \
         int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, double eps, const R* xc,          \
         const R* xm, const R* wq, const R* wk, const R* wv, const R* gates, R* out, R* ms, R* dens, const R* z,       \
         const R* skip, const R* wln, double ln_eps, R* hs) {                                                          \
         const Tail<R> tail{z, skip, wln, R(ln_eps), hs, nullptr, nullptr, nullptr};                                   \
         layer_forward_any(first, last, NH, T, d, bs, R(eps), xc, xm, wq, wk, wv, gates, out, ms, dens, &tail);        \
     }                                                                                                                 \
-    PRIMACY_CLONES void primacy_mlstm_tail_backward_##SUFFIX(                                                         \
+    PRIMACY_AVX512 void primacy_mlstm_tail_backward_##SUFFIX(                                                         \
         int64_t first, int64_t last, int64_t NH, int64_t T, int64_t d, int64_t bs, double eps, const R* xc,          \
         const R* xm, const R* wq, const R* wk, const R* wv, const R* gates, const R* out, const R* ms,               \
         const R* dens, R* gxc, R* gxm, R* ggates, R* gw, const R* z, const R* skip, const R* wln, double ln_eps,      \
@@ -729,12 +724,12 @@ PRIMACY_TAIL_ENTRIES(float, f32)
 PRIMACY_TAIL_ENTRIES(double, f64)
 
 #define PRIMACY_CONV_ENTRIES(R, SUFFIX)                                                                               \
-    PRIMACY_CLONES void primacy_mlstm_conv_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t C,        \
+    PRIMACY_AVX512 void primacy_mlstm_conv_forward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t C,        \
                                                             int64_t K, const R* x, const R* taps, const R* bias,      \
                                                             R* out) {                                                 \
         conv_forward(first, last, T, C, K, x, taps, bias, out);                                                       \
     }                                                                                                                 \
-    PRIMACY_CLONES void primacy_mlstm_conv_backward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t C,       \
+    PRIMACY_AVX512 void primacy_mlstm_conv_backward_##SUFFIX(int64_t first, int64_t last, int64_t T, int64_t C,       \
                                                              int64_t K, const R* x, const R* taps, const R* bias,     \
                                                              const R* gout, R* gx, R* gw_parts, R* gb_parts) {        \
         conv_backward(first, last, T, C, K, x, taps, bias, gout, gx, gw_parts, gb_parts);                            \

@@ -26,18 +26,14 @@
 #include <cstring>
 #include <vector>
 
-// fast_exp, log1p_unit and sigmoid, PRIMACY_CLONES and PRIMACY_INLINE: primacy's shared header
+// fast_exp, log1p_unit and sigmoid, PRIMACY_AVX512 and PRIMACY_INLINE: primacy's shared header
 // (primacy/native/fast_math.h, on the include path NativeLibrary gives the compiler). fast_exp(0) = 1 exactly, which
 // the gates' ties rely on (the gate whose exponent is m_t's is exactly 1).
 #include "fast_math.h"
 
-// primacy's PRIMACY_CLONES (AVX2 and the baseline) and AVX-512: with no fused multiply-add (-ffp-contract=off) and
-// no reordered sum, a vector's width changes no bit, and the loops over a head's 4 dh gates run on 16 floats at once
-// (measured, one thread, B 64, T 64, 4 heads of 16, the gates path forward and backward: 10.0 -> 6.8 ms).
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#undef PRIMACY_CLONES
-#define PRIMACY_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+// Entry points are built for AVX-512, AVX2 and the baseline (PRIMACY_AVX512): the loops over a head's 4 dh gates run
+// on 16 floats at once (measured, one thread, B 64, T 64, 4 heads of 16, the gates path forward and backward: 10.0 ->
+// 6.8 ms).
 
 namespace {
 
@@ -388,47 +384,47 @@ extern "C" {
 
 int primacy_slstm_abi() { return 2; }
 
-PRIMACY_CLONES void primacy_slstm_forward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
+PRIMACY_AVX512 void primacy_slstm_forward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
                                               int64_t first_from_zero, const float* xb, const float* rt, float* raws,
                                               float* states) {
     forward_any(first, last, T, B, NH, dh, first_from_zero, xb, rt, raws, states);
 }
-PRIMACY_CLONES void primacy_slstm_forward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
+PRIMACY_AVX512 void primacy_slstm_forward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH, int64_t dh,
                                               int64_t first_from_zero, const double* xb, const double* rt,
                                               double* raws, double* states) {
     forward_any(first, last, T, B, NH, dh, first_from_zero, xb, rt, raws, states);
 }
-PRIMACY_CLONES void primacy_slstm_backward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+PRIMACY_AVX512 void primacy_slstm_backward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
                                                int64_t dh, int64_t first_from_zero, const float* raws,
                                                const float* states, const float* r, const float* gy_out,
                                                const float* g_all, float* graws, float* gstates) {
     backward(first, last, T, B, NH, dh, first_from_zero, raws, states, r, gy_out, g_all, graws, gstates);
 }
-PRIMACY_CLONES void primacy_slstm_backward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+PRIMACY_AVX512 void primacy_slstm_backward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
                                                int64_t dh, int64_t first_from_zero, const double* raws,
                                                const double* states, const double* r, const double* gy_out,
                                                const double* g_all, double* graws, double* gstates) {
     backward(first, last, T, B, NH, dh, first_from_zero, raws, states, r, gy_out, g_all, graws, gstates);
 }
 
-PRIMACY_CLONES void primacy_slstm_gates_forward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+PRIMACY_AVX512 void primacy_slstm_gates_forward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
                                                     int64_t dh, const float* rows, const float* wt, const float* bias,
                                                     const float* rt, float* raws, float* states) {
     forward_gates_any(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
 }
-PRIMACY_CLONES void primacy_slstm_gates_forward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+PRIMACY_AVX512 void primacy_slstm_gates_forward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
                                                     int64_t dh, const double* rows, const double* wt,
                                                     const double* bias, const double* rt, double* raws,
                                                     double* states) {
     forward_gates_any(first, last, T, B, NH, dh, rows, wt, bias, rt, raws, states);
 }
-PRIMACY_CLONES void primacy_slstm_gates_backward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+PRIMACY_AVX512 void primacy_slstm_gates_backward_f32(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
                                                      int64_t dh, const float* raws, const float* states,
                                                      const float* r, const float* w, const float* gy_out,
                                                      float* graws, float* grows) {
     backward_gates_any(first, last, T, B, NH, dh, raws, states, r, w, gy_out, graws, grows);
 }
-PRIMACY_CLONES void primacy_slstm_gates_backward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
+PRIMACY_AVX512 void primacy_slstm_gates_backward_f64(int64_t first, int64_t last, int64_t T, int64_t B, int64_t NH,
                                                      int64_t dh, const double* raws, const double* states,
                                                      const double* r, const double* w, const double* gy_out,
                                                      double* graws, double* grows) {

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from primacy import figures, files
+from primacy import figures, files, registry
 from primacy.analysis.behaviour.comparison import group_curves
 from primacy.analysis.behaviour.phenomena import PHENOMENA, first_recall_chance, phenomena
 from primacy.analysis.evidence import Estimate, Word, word
@@ -157,7 +157,7 @@ def markdown(rows: list[dict[str, Any]], left_out: dict[tuple[str, str, str], st
     lines += [f"- {source}: {finding}." for source, finding in LITERATURE.items()]
     lines += ["", *reproduced(rows)]
     if left_out:
-        lines += ["", "Left out:"] + [f"- {'/'.join(cell)}: {why}" for cell, why in left_out.items()]
+        lines += ["", "Cells without a row:"] + [f"- {'/'.join(cell)}: {why}" for cell, why in left_out.items()]
     lines += ["", "CMR fitted by likelihood to each seed beside the people, with ΔBIC against the lag-CRP grid "
               "(`primacy humans --fit`; one command per objective and condition, six models each):", "", "```bash",
               *fit_commands, "```"]
@@ -270,8 +270,7 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
     groups = {cell: estimates(found) for cell, found in members.items()}
     configs = {cell_of(p): p.config(scale) for p in spec.panels}
     rows = table_rows(estimates(persons), groups, configs)
-    left_out = {**LEFT_OUT, **{cell: "not run here (its backbone is not installed, or --panels left it out)"
-                               for cell in _grid() if cell not in LEFT_OUT and cell not in groups}}
+    left_out = {**LEFT_OUT, **{cell: _absent(cell) for cell in _grid() if cell not in LEFT_OUT and cell not in groups}}
     people = group_curves(persons)
     curves = [(f"{DATASET}, immediate", people, {model: group_curves(found) for (model, o, c), found in members.items()
                                                  if (o, c) == (objective, condition)})
@@ -286,6 +285,14 @@ def draw(spec: FigureSpec, scale: str, out: Path, runs: list[Any]) -> list[Path]
     if cmr:
         written.append(files.write_csv(out / f"{NAME}-cmr.csv", cmr))
     return [*written, files.write_text(out / f"{NAME}.md", markdown(rows, left_out, fit_commands(dirs, out), cmr))]
+
+
+def _absent(cell: tuple[str, str, str]) -> str:
+    """Why a cell of the grid that is not left out has no row: its backbone missing here, or no run of it done."""
+    needs = next(needs for label, _, needs in MODELS if label == cell[0])
+    if needs and needs not in registry.names():
+        return f"not run here: its backbone ({needs}) is not installed"
+    return "no run of it is done in this folder (still training, or --panels left it out)"
 
 
 def _grid() -> list[tuple[str, str, str]]:

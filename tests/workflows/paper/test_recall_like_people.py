@@ -203,6 +203,17 @@ def test_the_command_resumes_a_stopped_run_then_scores_and_draws_the_table_and_f
         ["| DeltaNet", "order-agnostic", "delayed"]]
     assert (out / "recall-like-people.png").is_file()
     assert any(line.startswith("primacy humans ") and "--fit" in line for line in table)
+    absent = "- DeltaNet/reward/immediate: no run of it is done in this folder (still training, or --panels left it"
+    assert any(line.startswith(absent) for line in table)  # not said to be uninstalled (it was, mid-grid)
+
+
+def test_a_cell_without_a_row_says_whether_its_backbone_is_missing_or_its_runs_are_not_done(monkeypatch):
+    names = registry.names
+    monkeypatch.setattr(registry, "names", lambda kind="backbone": [*names(kind), "MambaBackbone"])
+    assert page._absent(("Mamba", "reward", "delayed")).startswith("no run of it is done")  # the plugin is installed
+    monkeypatch.setattr(registry, "names", lambda kind="backbone": [n for n in names(kind) if n != "MambaBackbone"])
+    assert page._absent(("Mamba", "reward", "delayed")) == "not run here: its backbone (MambaBackbone) is not installed"
+    assert page._absent(("S4D", "reward", "delayed")).startswith("no run of it is done")
 
 
 def test_the_cmr_fits_are_read_back_from_the_folders_the_page_names(tmp_path):

@@ -1,8 +1,9 @@
-"""Every YAML in configs/, and every run a figure composes from parts (the recall-like-people grid), parses and builds
-its trainer, model and task, whose first training batch gives a finite loss; one config of each task x backbone pair
-(the smallest: a quickstart or CPU-scale one, a composed run where no file has the pair) trains a batch, validates,
-tests and writes its results, as `primacy fit` does, and one config of each task its figures too (they depend on the
-task's kind of result, not on the backbone; drawing them is about a second a config)."""
+"""Every YAML in configs/, and every run a figure composes from parts (the recall-like-people grid, and the figure
+files kept among the parts), parses and builds its trainer, model and task, whose first training batch gives a finite
+loss; one config of each task x backbone pair (the smallest: a quickstart or CPU-scale one, a composed run where no
+file has the pair) trains a batch, validates, tests and writes its results, as `primacy fit` does, and one config of
+each task its figures too (they depend on the task's kind of result, not on the backbone; drawing them is about a
+second a config)."""
 
 import functools
 import json
@@ -18,6 +19,7 @@ from primacy.cli import main
 from primacy.cli.lightning import PrimacyCLI
 from primacy.testing.runs import NO_FIGURES
 from primacy.workflows.paper import phenomena
+from primacy.workflows.paper.figure_files import read_figure
 
 # atlas files (rows of backbones, tests/workflows/atlas/test_atlas.py); their configs below
 ATLAS_FILES = ROOT / "configs" / "atlas"
@@ -26,6 +28,11 @@ FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob(
                if p.parent != ATLAS_FILES and PARTS not in p.parents)
 COMPOSED = {f"parts:{name}": tuple(f"configs/{part}" for part in parts)  # each a run's --config files, in order
             for name, parts in phenomena.cells().items()}
+# figure files kept among the parts (configs/parts/recall-like-people/s4d-memory-span.yaml): each panel's run
+FIGURE_FILES = sorted(p for p in PARTS.rglob("*.yaml") if "panels" in (yaml.safe_load(p.read_text()) or {}))
+COMPOSED |= {f"figure:{spec.name}/{panel.label}": tuple((spec.config_root / part).resolve().relative_to(ROOT).as_posix()
+                                                          for part in panel.config_parts("cpu"))
+             for spec in map(read_figure, FIGURE_FILES) for panel in spec.panels}
 CONFIGS = FILES + sorted(COMPOSED)
 
 

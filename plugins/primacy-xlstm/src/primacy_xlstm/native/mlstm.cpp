@@ -14,8 +14,8 @@
 // gradient of h; gq, gk, gv, gig, gfg the gradients of the inputs, laid out as they are.
 //
 // Loops over a row of S run over contiguous memory with no dependence, so compilers vectorise them; the sums along a
-// row (dot) keep eight partial sums in a fixed order, so every build adds in the same order. Each entry point is
-// built for AVX-512, AVX2 and the baseline (PRIMACY_AVX512): with no fused multiply-add (-ffp-contract=off)
+// row (dot) keep eight partial sums in a fixed order, so every build adds in the same order. Every loop is built for
+// AVX-512, AVX2 and the baseline (PRIMACY_AVX512): with no fused multiply-add (-ffp-contract=off)
 // and no reordered sum, a vector's width changes no bit. A head width of 8, 16 or 32 runs on loops compiled for that
 // width (FD below), whose trip counts the compiler knows; the operations and their order are those of any width.
 // Measured (one thread, B 64, T 64, 4 heads of 32, compiled_qkv's forward and backward, thread time, three
@@ -29,7 +29,6 @@
 
 // PRIMACY_AVX512, PRIMACY_INLINE: primacy/native/fast_math.h (NativeLibrary puts it on the include path).
 #include "fast_math.h"
-
 
 namespace {
 

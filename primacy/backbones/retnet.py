@@ -3,8 +3,8 @@ rotary positions on queries and keys, read through a per-head norm and a SiLU ou
 
     S_t = γ S_{t-1} + k_t v_tᵀ,   o_t = S_tᵀ q_t,   A[t, s] = γ^(t-s) q_t · k_s   for s ≤ t
 
-with γ_h = 1 - 2^(-5-h) for head h (the paper's schedule), q_t and k_s rotated by their positions (so q_t · k_s
-depends on t - s) and k scaled by K^(-1/2).
+with γ_h = 1 - 2^(-e-h) for head h, e = 5 the paper's schedule (``decay_exponent``: a smaller e makes every head
+forget faster), q_t and k_s rotated by their positions (so q_t · k_s depends on t - s) and k scaled by K^(-1/2).
 
 Training computes the chunked form (``Retention._mix``, the paper's chunkwise retention): O(T·C) per head instead of
 the parallel form's O(T²), which ``_weights`` builds as the exact token-to-token influence the analyses read. They
@@ -34,15 +34,18 @@ def rotate(x: torch.Tensor, start: int) -> torch.Tensor:
 
 
 class Retention(MatrixMemory):
-    """The mixer, with the per-head RMSNorm and SiLU gate of the paper's multi-scale retention."""
+    """The mixer, with the per-head RMSNorm and SiLU gate of the paper's multi-scale retention; head h decays by
+    γ_h = 1 - 2^(-decay_exponent-h)."""
 
-    def __init__(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int) -> None:
+    def __init__(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int,
+                 decay_exponent: float = 5.0) -> None:
         super().__init__(d_model, n_heads, d_key, d_value, conv_kernel, gate=True)
+        self.decay_exponent = decay_exponent
 
     def _log_gamma(self, like: torch.Tensor) -> torch.Tensor:
         """log γ_h (H,), fixed, computed in ``like``'s precision."""
         heads = torch.arange(self.n_heads, dtype=like.dtype, device=like.device)
-        return torch.log1p(-(2.0 ** (-5.0 - heads)))
+        return torch.log1p(-(2.0 ** (-self.decay_exponent - heads)))
 
     def _decays(self, length: int, like: torch.Tensor) -> torch.Tensor:
         """γ_h^(t-s) for s ≤ t and 0 above, (H, length, length), in ``like``'s precision."""
@@ -84,18 +87,25 @@ class RetNetBackbone(MatrixMemoryBackbone):
     Args:
         d_model: width D.
         n_layers: blocks.
-        n_heads: heads per block, head h decaying by γ_h = 1 - 2^(-5-h).
+        n_heads: heads per block, head h decaying by γ_h = 1 - 2^(-decay_exponent-h).
         d_key, d_value: per-head widths K (even, for the rotary positions) and V; null: d_model / n_heads.
         conv_kernel: width of a causal depthwise convolution on q, k, v; 1: none (the paper).
         mlp: a feed-forward layer in each block.
         d_ff: its width; null: 4·d_model.
+        decay_exponent: e > 0 in γ_h = 1 - 2^(-e-h); 5 the paper's (time constants -1 / log γ_h of about 2^(5+h)
+            steps, 32 to 256 for four heads); smaller forgets faster (1: 1.4, 3.5, 7.5 and 15.5 steps).
     """
 
     def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, d_key: int | None = None,
-                 d_value: int | None = None, conv_kernel: int = 1, mlp: bool = True, d_ff: int | None = None) -> None:
+                 d_value: int | None = None, conv_kernel: int = 1, mlp: bool = True, d_ff: int | None = None,
+                 decay_exponent: float = 5.0) -> None:
+        if not decay_exponent > 0:  # before the layers are built: the mixers read it (_mixer)
+            raise UsageError(f"decay_exponent={decay_exponent} is invalid: it must be > 0 (γ_h = 1 - 2^(-e-h) in "
+                             "(0, 1); 5 is the paper's)")
+        self._decay_exponent = float(decay_exponent)  # a float, so nn.Module takes it before its own __init__
         super().__init__(d_model, n_layers, n_heads, d_key, d_value, conv_kernel, mlp, d_ff)
         if self.d_key % 2:
             raise UsageError(f"d_key={self.d_key} is invalid: rotary positions need an even key width per head")
 
     def _mixer(self, d_model: int, n_heads: int, d_key: int, d_value: int, conv_kernel: int) -> MatrixMemory:
-        return Retention(d_model, n_heads, d_key, d_value, conv_kernel)
+        return Retention(d_model, n_heads, d_key, d_value, conv_kernel, self._decay_exponent)

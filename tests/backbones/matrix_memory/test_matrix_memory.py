@@ -15,9 +15,9 @@ from primacy.backbones.retnet import Retention, RetNetBackbone
 from primacy.errors import UsageError
 from primacy.testing import check_backbone
 
-FAMILY = [(LinearAttentionBackbone, {}), (RetNetBackbone, {}), (GLABackbone, {}), (DeltaNetBackbone, {}),
-          (DeltaNetBackbone, {"gated": True})]
-IDS = ["linear", "retnet", "gla", "deltanet", "gated-deltanet"]
+FAMILY = [(LinearAttentionBackbone, {}), (RetNetBackbone, {}), (RetNetBackbone, {"decay_exponent": 1.0}),
+          (GLABackbone, {}), (DeltaNetBackbone, {}), (DeltaNetBackbone, {"gated": True})]
+IDS = ["linear", "retnet", "retnet-short-decay", "gla", "deltanet", "gated-deltanet"]
 
 
 @pytest.mark.parametrize("cls,kwargs", FAMILY, ids=IDS)
@@ -73,15 +73,17 @@ def test_linear_attention_weights_are_a_distribution_over_the_past():
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 9, dtype=torch.float64))
 
 
-def test_retention_is_decayed_rotated_dot_products():
+@pytest.mark.parametrize("decay_exponent", [5.0, 1.5])
+def test_retention_is_decayed_rotated_dot_products(decay_exponent):
     """Key width 2 (one rotary pair, frequency 1): A[t, s] = γ_h^(t-s) q_tᵀ R(s - t) k_s / √2 with R the rotation by
-    an angle, γ_h = 1 - 2^(-5-h); and only t - s matters, wherever the sequence starts."""
+    an angle, γ_h = 1 - 2^(-e-h) (e = 5 the paper's, 1.5 shorter); and only t - s matters, wherever the sequence
+    starts."""
     torch.manual_seed(0)
-    mixer = RetNetBackbone(d_model=4, n_heads=2).double().blocks[0].mixer
+    mixer = RetNetBackbone(d_model=4, n_heads=2, decay_exponent=decay_exponent).double().blocks[0].mixer
     q, k, v = (torch.randn(1, 2, 6, 2, dtype=torch.float64) for _ in range(3))
     x = torch.zeros(1, 6, 4, dtype=torch.float64)
     weights = mixer._weights(mixer._features(q, k, v, x, 0))[0]  # H T T
-    gamma = 1 - 2.0 ** -torch.tensor([5.0, 6.0], dtype=torch.float64)
+    gamma = 1 - 2.0 ** -(decay_exponent + torch.tensor([0.0, 1.0], dtype=torch.float64))
     expected = torch.zeros(2, 6, 6, dtype=torch.float64)
     for h in range(2):
         for t in range(6):
@@ -138,6 +140,7 @@ def test_gated_deltanet_decays_what_it_wrote():
 
 @pytest.mark.parametrize("cls,kwargs,message", [
     (RetNetBackbone, {"d_model": 12, "n_heads": 4}, "d_key=3 is invalid: rotary positions need an even key width"),
+    (RetNetBackbone, {"decay_exponent": 0.0}, r"decay_exponent=0.0 is invalid: it must be > 0 \(γ_h = 1 - 2\^\(-e-h\)"),
     (GLABackbone, {"d_model": 10, "n_heads": 4}, "d_model=10 is invalid with n_heads=4: it must be divisible"),
     (DeltaNetBackbone, {"conv_kernel": 0}, "conv_kernel=0 is invalid"),
     (LinearAttentionBackbone, {"mlp": False, "d_ff": 16}, "d_ff=16 is only used with mlp=True"),
@@ -149,8 +152,8 @@ def test_bad_arguments_are_one_line(cls, kwargs, message):
 
 
 @pytest.mark.parametrize("family,mixer,settings", [
-    ("linear", LinearAttention, {}), ("retnet", Retention, {}), ("gla", GatedLinearAttention, {}),
-    ("deltanet", DeltaRule, {}), ("gated-deltanet", DeltaRule, {"gated": True})])
+    ("linear", LinearAttention, {}), ("retnet", Retention, {}), ("retnet", Retention, {"decay_exponent": 1.0}),
+    ("gla", GatedLinearAttention, {}), ("deltanet", DeltaRule, {}), ("gated-deltanet", DeltaRule, {"gated": True})])
 def test_a_backbone_trains_the_same_with_the_chunked_form(family, mixer, settings, monkeypatch):
     """Outputs and every gradient (input and parameters) of the chunked form, which training runs, equal the
     parallel form's A V in float64, over several chunks and a ragged last one."""

@@ -15,9 +15,10 @@ the answer there is stop):
 * ``uniform``: loss_r = -(1 / |R_r|) sum_{i in R_r} log p_r(i), cross-entropy against the uniform distribution over
   R_r: every remaining item must be equally likely, so the model is pushed to have no order.
 
-Both add loss_L = -log p_L(stop) and average over the L + 1 steps. The fed items come from the batch (the task's
-random order: ``teacher_forcing: sampled``) or, with ``teacher_forcing: greedy``, from the model itself: a pass
-without gradients picks at each step the remaining item it rates highest, then the loss is taken on that order.
+Both add loss_L = -log p_L(stop) and average over the L + 1 steps (with ``loss_decay`` < 1, a mean weighting step r
+by loss_decay ** r: "favour a few", below). The fed items come from the batch (the task's random order:
+``teacher_forcing: sampled``) or, with ``teacher_forcing: greedy``, from the model itself: a pass without gradients
+picks at each step the remaining item it rates highest, then the loss is taken on that order.
 Feeding back runs a backbone's ``step`` when it has one (the recurrence of S4, S4D and the LSTM, the Transformer's
 key-value cache), one step per token; a backbone without it runs a pass over the sequence per output.
 
@@ -48,11 +49,13 @@ multiple memory strategies"): their abstract says the index code (forward recall
 networks were "encouraged to recall all studied items rather than prioritizing a few items". Here "every item
 alike" is the default (every new recall +1) and "a few" is ``rewarded_recalls: K`` (only the first K distinct
 recalls earn, so the best policy recalls its K surest items and stops) or ``reward_decay < 1`` (the k-th earns
-decay ** k). Only the abstract (and a 2024 CCN abstract of the same group) could be read here, not the paper's
-methods: its reward values, its penalties, how its stop action is rewarded, its recall limit and its learner (their
-group's earlier free-recall code trains an actor-critic with a learned value, penalises lures and repeats alike and
-rewards stop only once every item is recalled) are not checked, and these variants are this module's reading of
-the abstract, not their definitions.
+decay ** k). The order-agnostic loss has its own, ``loss_decay < 1``: step r's loss weighs loss_decay ** r, so the
+first outputs count most and the last ones, where only the few items not yet recalled are right, least (a model
+that recalls a few items well and the rest poorly loses little). Only the abstract (and a 2024 CCN abstract of the
+same group) could be read here, not the paper's methods: its reward values, its penalties, how its stop action is
+rewarded, its recall limit and its learner (their group's earlier free-recall code trains an actor-critic with a
+learned value, penalises lures and repeats alike and rewards stop only once every item is recalled) are not checked,
+and these variants are this module's reading of the abstract, not their definitions.
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ class FreeRecallModel(TaskModel):
         baseline: ``leave_one_out`` (the batch's other lists' mean return) or ``none``.
         sampling_seed: seeds the training samples with each list's row; None: the run's seed
             (``torch.initial_seed()``, which ``seed_everything`` sets).
+        loss_decay: the order-agnostic loss of output step r (stop's at r = L) weighs loss_decay ** r, normalised to
+            a weighted mean, in (0, 1]; 1: the plain mean over the L + 1 steps. Read by ``order_agnostic`` alone.
         **optimiser: the optimiser's settings (lr, betas, eps, weight_decay, warmup_steps): ``Optimiser``.
     """
 
@@ -143,6 +148,7 @@ class FreeRecallModel(TaskModel):
         recall_limit: int | None = None,
         baseline: Literal["leave_one_out", "none"] = "leave_one_out",
         sampling_seed: int | None = None,
+        loss_decay: float = 1.0,
         **optimiser: Any,
     ) -> None:
         super().__init__(backbone, vocab_size, Optimiser(**optimiser))
@@ -158,6 +164,7 @@ class FreeRecallModel(TaskModel):
                   "reward_decay": reward_decay, "recall_limit": recall_limit, "baseline": baseline,
                   "sampling_seed": sampling_seed}
         check_objective(objective, teacher_forcing, n_items, reward)
+        check_loss_decay(loss_decay, objective)
         if vocab_size < n_items + 2:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: the model's tokens are "
                              f"the task's K = {vocab_size - 2} items, the cue and stop, and a list of distinct items "
@@ -171,6 +178,7 @@ class FreeRecallModel(TaskModel):
         self.decoding, self.temperature, self.decoding_seed = decoding, temperature, decoding_seed
         self.val_recall, self.test_recall = stats
         self.objective, self.baseline, self.sampling_seed = objective, baseline, sampling_seed
+        self.loss_decay = loss_decay
         self.rewards = RewardSettings(recall_limit or n_items, repeat_cost, intrusion_cost, rewarded_recalls,
                                       reward_decay)
 
@@ -181,8 +189,9 @@ class FreeRecallModel(TaskModel):
         return self.unembedding(h[:, tokens.shape[1] - self.n_items - 1 :])  # B L+1 V
 
     def order_agnostic_loss(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The mean loss over the L + 1 steps and whether each step's most probable token is a right answer (a
-        remaining item, or stop at the end), (B, L + 1) bool. tokens: (B, T), the fed items the last L."""
+        """The mean loss over the L + 1 steps (weighted by ``loss_decay`` ** r) and whether each step's most probable
+        token is a right answer (a remaining item, or stop at the end), (B, L + 1) bool. tokens: (B, T), the fed items
+        the last L."""
         n = self.n_items
         logp = self(tokens).float().log_softmax(-1)  # B L+1 V
         fed = tokens[:, tokens.shape[1] - n :]  # B L: R_r is fed[:, r:]
@@ -192,7 +201,12 @@ class FreeRecallModel(TaskModel):
             step_loss = -at_fed.masked_fill(~remaining, float("-inf")).logsumexp(-1)  # B L
         else:
             step_loss = -(at_fed * remaining).sum(-1) / remaining.sum(-1)  # B L
-        loss = torch.cat([step_loss, -logp[:, n, self.stop, None]], dim=1).mean()
+        losses = torch.cat([step_loss, -logp[:, n, self.stop, None]], dim=1)  # B L+1
+        if self.loss_decay == 1:
+            loss = losses.mean()
+        else:
+            weights = self.loss_decay ** torch.arange(n + 1, dtype=losses.dtype, device=losses.device)  # L+1
+            loss = (losses * weights).sum(1).mean() / weights.sum()
         best = logp.argmax(-1)  # B L+1
         right = ((best[:, :n, None] == fed[:, None, :]) & remaining).any(-1)  # B L
         return loss, torch.cat([right, best[:, n, None] == self.stop], dim=1)
@@ -348,6 +362,16 @@ def gumbel_noise(generators: list[torch.Generator], shape: tuple[int, int], devi
     rows = [torch.rand(shape, generator=g, dtype=torch.float64) for g in generators]
     uniform = torch.stack(rows).clamp_min(1e-300)  # B L V
     return (-(-uniform.log()).log()).float().to(device)
+
+
+def check_loss_decay(loss_decay: float, objective: str) -> None:
+    """Refuses, in one line, a ``loss_decay`` outside (0, 1] and one below 1 that the reward objective would ignore."""
+    if not 0 < loss_decay <= 1:
+        raise UsageError(f"loss_decay={loss_decay} is invalid: it must be in (0, 1] (1: every output step's loss "
+                         "counts alike)")
+    if loss_decay != 1 and objective != "order_agnostic":
+        raise UsageError(f"loss_decay={loss_decay} is read only by objective='order_agnostic', and "
+                         f"objective={objective!r}: the reward objective's own is reward_decay")
 
 
 def check_objective(objective: str, teacher_forcing: str, n_items: int, reward: dict[str, object]) -> None:

@@ -36,18 +36,21 @@ def trials(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return study, torch.cat([study, torch.full((B, 1), CUE), study.gather(1, order)], dim=1)
 
 
-def reference_loss(m: FreeRecallModel, tokens: torch.Tensor, name: str) -> float:
-    """The module docstring's formulas, one step at a time in float64."""
+def reference_loss(m: FreeRecallModel, tokens: torch.Tensor, name: str, decay: float = 1.0) -> float:
+    """The module docstring's formulas, one step at a time in float64; step r weighs decay ** r."""
     with torch.no_grad():
         logp = m(tokens).double().log_softmax(-1)  # B L+1 V
-    losses = []
+    losses, weights = [], []
     for b in range(B):
         for r in range(L):
             remaining = tokens[b, L + 1 + r :]  # the items not fed before step r
             at = logp[b, r, remaining]
             losses.append(-at.logsumexp(0) if name == "set_mass" else -at.mean())
+            weights.append(decay**r)
         losses.append(-logp[b, L, STOP])
-    return float(torch.stack(losses).mean())
+        weights.append(decay**L)
+    weights = torch.tensor(weights, dtype=torch.float64)
+    return float((torch.stack(losses) * weights).sum() / weights.sum())
 
 
 @pytest.mark.parametrize("name", ["set_mass", "uniform"])
@@ -61,6 +64,18 @@ def test_each_loss_is_its_formula(name):
         for r in range(L):
             assert right[b, r] == (best[b, r] in tokens[b, L + 1 + r :].tolist())
         assert right[b, L] == (best[b, L] == STOP)
+
+
+@pytest.mark.parametrize("name", ["set_mass", "uniform"])
+@pytest.mark.parametrize("decay", [0.5, 0.9])
+def test_loss_decay_weights_each_step_by_its_power(name, decay):
+    m = model(loss=name, loss_decay=decay)
+    _, tokens = trials()
+    loss, right = m.order_agnostic_loss(tokens)
+    assert loss.item() == pytest.approx(reference_loss(m, tokens, name, decay), rel=1e-6)
+    assert loss.item() != pytest.approx(reference_loss(m, tokens, name), rel=1e-3), "the weights change the loss"
+    plain = model(loss=name)
+    assert torch.equal(right, plain.order_agnostic_loss(tokens)[1]), "the answers do not depend on the weights"
 
 
 def test_the_loss_reads_only_the_output_steps_and_any_order_of_the_list_is_as_good():

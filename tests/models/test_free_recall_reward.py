@@ -203,6 +203,10 @@ def test_the_default_objective_is_the_order_agnostic_loss_and_draws_nothing():
     ({"objective": "reward", "teacher_forcing": "greedy"}, "teacher_forcing='greedy' does nothing with "
                                                            "objective='reward'"),
     ({"repeat_cost": 0.2}, "repeat_cost=0.2 is read only by objective='reward', and objective='order_agnostic'"),
+    ({"loss_decay": 0.0}, "loss_decay=0.0 is invalid: it must be in (0, 1]"),
+    ({"loss_decay": float("nan")}, "loss_decay=nan is invalid: it must be in (0, 1]"),
+    ({"objective": "reward", "loss_decay": 0.8}, "loss_decay=0.8 is read only by objective='order_agnostic', and "
+                                                 "objective='reward'"),
     ({"rewarded_recalls": 2, "sampling_seed": 1}, "rewarded_recalls=2, sampling_seed=1 are read only by "
                                                   "objective='reward'"),
 ])

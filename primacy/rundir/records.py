@@ -62,9 +62,15 @@ def numbers(record: Any, key: str, file: str) -> list[float]:
 
 def _entry(record: Any, parts: list[str], key: str, file: str) -> Any:
     """What the dotted ``parts`` of ``key`` reach in a record; a last part ``a:b`` is the mean of that slice of a list,
-    or of an array along its first axis."""
+    or of an array along its first axis. A name with dots of its own (a group labelled ``ZOH-0.3-1``) is found as the
+    shortest run of parts that a mapping holds."""
     value: Any = record
-    for part in parts:
+    parts = list(parts)
+    while parts:
+        part = parts.pop(0)
+        if isinstance(value, dict):
+            while part not in value and parts:
+                part = f"{part}.{parts.pop(0)}"
         try:
             if isinstance(value, (list, np.ndarray)) and ":" in part:
                 start, stop = (int(bound) if bound else None for bound in part.split(":"))

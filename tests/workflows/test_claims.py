@@ -237,6 +237,21 @@ def test_a_key_that_is_a_column_name_with_a_dot_is_that_column(tmp_path):
     assert not claims.failures(claims.check(path, tmp_path))
 
 
+def test_a_name_with_dots_inside_a_key_is_that_name(tmp_path):
+    """A page's groups are labelled ``ZOH-0.3-1``: ``grid.ZOH-0.3-1.members_better`` reaches that group's entry; a name
+    no mapping holds is refused in one line."""
+    folder = tmp_path / "results" / "study" / "humans"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text('{"grid": {"ZOH-0.3-1": {"members_better": 3}, "e5": {"members_better": 10}}}')
+    doc = "better in 3 of 3"
+    path = _claims_file(tmp_path, f"says: \"{doc}\", of: humans, file: summary.json, "
+                                  "key: grid.ZOH-0.3-1.members_better, is: value, value: '3'", doc=doc)
+    assert not claims.failures(claims.check(path, tmp_path))
+    path.write_text(path.read_text().replace("ZOH-0.3-1.members", "ZOH-0.1-0.3.members"))
+    with pytest.raises(UsageError, match=r"key='grid.ZOH-0.1-0.3.members_better' is not in summary.json"):
+        claims.check(path, tmp_path)
+
+
 def test_minus_makes_each_value_a_paired_difference(tmp_path):
     """An ablation's cost, seed by seed: the intact score less the ablated one, then mean ± SE over the seeds."""
     for seed, (intact, ablated) in enumerate([(-4.0, -2.5), (-3.8, -2.4), (-3.9, -2.2)]):

@@ -163,8 +163,7 @@ class FreeRecallModel(TaskModel):
         reward = {"repeat_cost": repeat_cost, "intrusion_cost": intrusion_cost, "rewarded_recalls": rewarded_recalls,
                   "reward_decay": reward_decay, "recall_limit": recall_limit, "baseline": baseline,
                   "sampling_seed": sampling_seed}
-        check_objective(objective, teacher_forcing, n_items, reward)
-        check_loss_decay(loss_decay, objective)
+        check_objective(objective, teacher_forcing, n_items, reward, loss_decay)
         if vocab_size < n_items + 2:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: the model's tokens are "
                              f"the task's K = {vocab_size - 2} items, the cue and stop, and a list of distinct items "
@@ -364,21 +363,18 @@ def gumbel_noise(generators: list[torch.Generator], shape: tuple[int, int], devi
     return (-(-uniform.log()).log()).float().to(device)
 
 
-def check_loss_decay(loss_decay: float, objective: str) -> None:
-    """Refuses, in one line, a ``loss_decay`` outside (0, 1] and one below 1 that the reward objective would ignore."""
+def check_objective(objective: str, teacher_forcing: str, n_items: int, reward: dict[str, object],
+                    loss_decay: float = 1.0) -> None:
+    """Refuses, in one line, an unknown objective, settings out of range, and settings that the chosen objective would
+    ignore: reward settings off their defaults without ``objective: reward``, greedy teacher forcing or a
+    ``loss_decay`` below 1 with it."""
+    one_of("objective", objective, OBJECTIVES)
     if not 0 < loss_decay <= 1:
         raise UsageError(f"loss_decay={loss_decay} is invalid: it must be in (0, 1] (1: every output step's loss "
                          "counts alike)")
     if loss_decay != 1 and objective != "order_agnostic":
         raise UsageError(f"loss_decay={loss_decay} is read only by objective='order_agnostic', and "
                          f"objective={objective!r}: the reward objective's own is reward_decay")
-
-
-def check_objective(objective: str, teacher_forcing: str, n_items: int, reward: dict[str, object]) -> None:
-    """Refuses, in one line, an unknown objective, reward settings out of range, and settings that the chosen
-    objective would ignore: reward settings off their defaults without ``objective: reward``, greedy teacher forcing
-    with it."""
-    one_of("objective", objective, OBJECTIVES)
     one_of("baseline", reward["baseline"], BASELINES)
     for name in ("repeat_cost", "intrusion_cost"):
         if not 0 <= reward[name] < float("inf"):

@@ -91,15 +91,20 @@ def write_json(path: str | Path, content: Any) -> Path:
 
 
 def write_csv(path: str | Path, rows: list[dict[str, Any]]) -> Path:
-    """A table, one dict per row, to ``path`` atomically, lines ending in \\n; returns the path. The header is every
-    key of the rows in the order first seen (a row without one has an empty cell). Every CSV primacy writes goes
-    through here."""
+    """A table, one dict per row, to ``path`` atomically (``csv_text``); returns the path. Every CSV primacy writes
+    goes through here."""
+    return write_text(path, csv_text(rows))
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """A table, one dict per row, as CSV text, lines ending in \\n. The header is every key of the rows in the order
+    first seen (a row without one has an empty cell; None is an empty cell too)."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(key for row in rows for key in row)),
                             lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    return write_text(path, text.getvalue())
+    return text.getvalue()
 
 
 def save_npz(path: str | Path, compressed: bool = False, **arrays: Any) -> Path:

@@ -177,9 +177,35 @@ def test_runs_of_different_list_lengths_are_refused(tmp_path):
         aggregate(runs, tmp_path / "agg")
 
 
+def test_a_run_without_its_csv_pools_the_rows_its_test_wrote(tmp_path):
+    """results/ keeps a seed's free_recall.npz and not its free_recall.csv: the same lists, made again from the npz's
+    study lists and recalls, with the run directory's name as subject."""
+    runs = [random_free_recall_run(tmp_path, f"seed{seed}", seed) for seed in range(3)]
+    aggregate(runs, tmp_path / "with")
+    for run in runs[1:]:
+        (run / "results" / "free_recall.csv").unlink()
+    assert aggregate(runs, tmp_path / "without")["subjects"] == ["seed0", "seed1", "seed2"]
+    pooled = [(tmp_path / out / "free_recall.csv").read_bytes() for out in ("with", "without")]
+    assert pooled[0] == pooled[1]
+
+
+def _without_lists(results_dir):
+    """The run's free_recall.csv removed and its free_recall.npz without the lists it is made from."""
+    (results_dir / "free_recall.csv").unlink()
+    arrays = dict(np.load(results_dir / "free_recall.npz"))
+    np.savez(results_dir / "free_recall.npz", **{k: v for k, v in arrays.items() if k not in ("study", "recalls")})
+
+
+def _lists_of_another_count(results_dir):
+    arrays = dict(np.load(results_dir / "free_recall.npz"))
+    np.savez(results_dir / "free_recall.npz", **{**arrays, "study": arrays["study"][:-1]})
+
+
 @pytest.mark.parametrize("damage, what", [
     (lambda r: (r / "free_recall.npz").write_bytes(b""), r"free_recall.npz is damaged \(the file is empty\)"),
-    (lambda r: (r / "free_recall.csv").unlink(), "free_recall.csv does not exist"),
+    (_without_lists, "free_recall.csv does not exist"),
+    (_lists_of_another_count, r"free_recall.npz has study of shape \(59, 6\) and dtype int64, expected integer ids "
+                              r"of shape \(60 lists, steps\)"),
     (lambda r: (r / "summary.json").write_text('{"task": "recall"}\n'), "has task 'recall'"),
 ])
 def test_a_damaged_free_recall_run_is_named_with_what_to_do(tmp_path, damage, what):

@@ -57,7 +57,10 @@ def read_free_recall(out: Path) -> dict[str, Any]:
         header, rows, subject = read_long_format(table, remedy)
     else:
         subject = out.parent.name
-        header, rows = long_format_table(arrays["study"], arrays["recalls"], subject)
+        try:
+            header, rows = long_format_table(arrays["study"], arrays["recalls"], subject)
+        except UsageError as err:  # lists no test writes (an item twice in a list, an output after stop)
+            raise UsageError(f"{path} is damaged ({err}): {remedy}") from None
     return {"summary": summary, "header": header, "rows": rows, "subject": subject,
             "mean_recalled": curves.mean_recalled, "intrusion_rate": curves.intrusion_rate,
             "repetition_rate": curves.repetition_rate, **position_indices(curves.spc),

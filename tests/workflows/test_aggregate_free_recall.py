@@ -201,11 +201,19 @@ def _lists_of_another_count(results_dir):
     np.savez(results_dir / "free_recall.npz", **{**arrays, "study": arrays["study"][:-1]})
 
 
+def _an_item_twice_in_a_list(results_dir):
+    (results_dir / "free_recall.csv").unlink()
+    arrays = dict(np.load(results_dir / "free_recall.npz"))
+    arrays["study"][0, 1] = arrays["study"][0, 0]
+    np.savez(results_dir / "free_recall.npz", **arrays)
+
+
 @pytest.mark.parametrize("damage, what", [
     (lambda r: (r / "free_recall.npz").write_bytes(b""), r"free_recall.npz is damaged \(the file is empty\)"),
     (_without_lists, "free_recall.csv does not exist"),
     (_lists_of_another_count, r"free_recall.npz has study of shape \(59, 6\) and dtype int64, expected integer ids "
                               r"of shape \(60 lists, steps\)"),
+    (_an_item_twice_in_a_list, r"free_recall.npz is damaged \(study\[0\] .*\)"),
     (lambda r: (r / "summary.json").write_text('{"task": "recall"}\n'), "has task 'recall'"),
 ])
 def test_a_damaged_free_recall_run_is_named_with_what_to_do(tmp_path, damage, what):

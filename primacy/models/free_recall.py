@@ -73,22 +73,14 @@ from primacy.backbones.base import Backbone
 from primacy.checks import fits_in_memory, one_of
 from primacy.errors import UsageError
 from primacy.metrics import FreeRecallStats
-from primacy.models import recall_reward
+from primacy.models import recall_draws, recall_reward
 from primacy.models.base import TaskModel, logs_this_step
 from primacy.models.optim import Optimiser
+from primacy.models.recall_draws import gumbel_noise
 from primacy.models.recall_reward import RewardSettings
-from primacy.tasks.sampling import stream_generator
+from primacy.models.recall_settings import DECODING, LOSSES, TEACHER_FORCING, check_objective
 
 Batch = dict[str, torch.Tensor]
-LOSSES = ("set_mass", "uniform")
-TEACHER_FORCING = ("sampled", "greedy")
-DECODING = ("greedy", "sampled")
-OBJECTIVES = ("order_agnostic", "reward")
-BASELINES = ("leave_one_out", "none")
-POLICY_STREAM = 101  # stream_generator's stream of the reward objective's samples (the tasks' streams are 0..3)
-# The reward objective's settings and their defaults: another value needs objective: reward.
-REWARD_DEFAULTS = {"repeat_cost": 0.05, "intrusion_cost": 0.05, "rewarded_recalls": None, "reward_decay": 1.0,
-                   "recall_limit": None, "baseline": "leave_one_out", "sampling_seed": None}
 SUMMARY_KEYS = ("mean_recalled", "intrusion_rate", "repetition_rate", "early_minus_late")
 
 
@@ -281,9 +273,7 @@ class FreeRecallModel(TaskModel):
         """The reward objective's random numbers (B, L) float64 in [0, 1), one per output, for the training lists of
         rows ``index`` (B,): each list's from generator (``sampling_seed`` or the run's seed, POLICY_STREAM, row)."""
         seed = self.sampling_seed if self.sampling_seed is not None else torch.initial_seed()
-        rows = [torch.rand(self.n_items, generator=stream_generator(seed, POLICY_STREAM, int(i)), dtype=torch.float64)
-                for i in index.tolist()]
-        return torch.stack(rows).to(device)  # B L
+        return recall_draws.policy_uniforms(seed, index, self.n_items, device)  # B L
 
     @torch.no_grad()
     def sample_recall(self, prompt: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
@@ -355,43 +345,3 @@ class FreeRecallModel(TaskModel):
                   "early_minus_late": position_indices(curves.spc.float())["early_minus_late"]}
         return {k: float(values[k]) for k in SUMMARY_KEYS}
 
-
-def gumbel_noise(generators: list[torch.Generator], shape: tuple[int, int], device: torch.device) -> torch.Tensor:
-    """Gumbel noise (B, *shape), row b drawn (in float64) from ``generators[b]``."""
-    rows = [torch.rand(shape, generator=g, dtype=torch.float64) for g in generators]
-    uniform = torch.stack(rows).clamp_min(1e-300)  # B L V
-    return (-(-uniform.log()).log()).float().to(device)
-
-
-def check_objective(objective: str, teacher_forcing: str, n_items: int, reward: dict[str, object],
-                    loss_decay: float = 1.0) -> None:
-    """Refuses, in one line, an unknown objective, settings out of range, and settings that the chosen objective would
-    ignore: reward settings off their defaults without ``objective: reward``, greedy teacher forcing or a
-    ``loss_decay`` below 1 with it."""
-    one_of("objective", objective, OBJECTIVES)
-    if not 0 < loss_decay <= 1:
-        raise UsageError(f"loss_decay={loss_decay} is invalid: it must be in (0, 1] (1: every output step's loss "
-                         "counts alike)")
-    if loss_decay != 1 and objective != "order_agnostic":
-        raise UsageError(f"loss_decay={loss_decay} is read only by objective='order_agnostic', and "
-                         f"objective={objective!r}: the reward objective's own is reward_decay")
-    one_of("baseline", reward["baseline"], BASELINES)
-    for name in ("repeat_cost", "intrusion_cost"):
-        if not 0 <= reward[name] < float("inf"):
-            raise UsageError(f"{name}={reward[name]} is invalid: it must be a finite number >= 0 (a cost, subtracted "
-                             "from the reward)")
-    if not 0 < reward["reward_decay"] <= 1:
-        raise UsageError(f"reward_decay={reward['reward_decay']} is invalid: it must be in (0, 1] (1: every new "
-                         "recall earns 1)")
-    for name in ("rewarded_recalls", "recall_limit"):
-        if reward[name] is not None and not 1 <= reward[name] <= n_items:
-            raise UsageError(f"{name}={reward[name]} is invalid: it must be between 1 and n_items={n_items}, or null "
-                             f"({'every new recall earns' if name == 'rewarded_recalls' else 'n_items outputs'})")
-    if objective == "reward" and teacher_forcing != "sampled":
-        raise UsageError(f"teacher_forcing={teacher_forcing!r} does nothing with objective='reward' (the model feeds "
-                         "back its own samples): leave it at 'sampled'")
-    changed = [f"{name}={value!r}" for name, value in reward.items() if value != REWARD_DEFAULTS[name]]
-    if objective != "reward" and changed:
-        raise UsageError(f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} read only by "
-                         f"objective='reward', and objective={objective!r}: set objective: reward, or leave "
-                         f"{'it' if len(changed) == 1 else 'them'} out")

@@ -56,6 +56,14 @@ same group) could be read here, not the paper's methods: its reward values, its 
 rewarded, its recall limit and its learner (their group's earlier free-recall code trains an actor-critic with a
 learned value, penalises lures and repeats alike and rewards stop only once every item is recalled) are not checked,
 and these variants are this module's reading of the abstract, not their definitions.
+
+``embedding_noise`` adds Gaussian noise of that standard deviation to every input embedding (the study items, the
+distractors, the cue and the fed items), in training and at validation and test, with either objective: items held in
+memory for longer carry more of it, a noisy encoding as in models of human memory. Each list's noise comes from its own
+generator (training lists: the run's seed and their row; evaluation lists: ``decoding_seed`` and their index), one
+vector a position, the same in every pass over the list: the teacher-forced, greedy and recall passes of a list read
+the same noisy inputs, and the noise depends neither on batching nor on the number of processes. The head analyses
+(``primacy.analysis.heads``) read the model without it.
 """
 
 from __future__ import annotations
@@ -70,7 +78,7 @@ from torchmetrics import MeanMetric
 from primacy.analysis.behaviour.free_recall import PADDING, summarize
 from primacy.analysis.behaviour.serial_position import position_indices
 from primacy.backbones.base import Backbone
-from primacy.checks import fits_in_memory, one_of
+from primacy.checks import finite, fits_in_memory, non_negative, one_of
 from primacy.errors import UsageError
 from primacy.metrics import FreeRecallStats
 from primacy.models import recall_draws, recall_reward
@@ -114,6 +122,8 @@ class FreeRecallModel(TaskModel):
             (``torch.initial_seed()``, which ``seed_everything`` sets).
         loss_decay: the order-agnostic loss of output step r (stop's at r = L) weighs loss_decay ** r, normalised to
             a weighted mean, in (0, 1]; 1: the plain mean over the L + 1 steps. Read by ``order_agnostic`` alone.
+        embedding_noise: the standard deviation (>= 0) of the Gaussian noise added to every input embedding, in
+            training and evaluation (module docstring); 0: none.
         **optimiser: the optimiser's settings (lr, betas, eps, weight_decay, warmup_steps): ``Optimiser``.
     """
 
@@ -141,6 +151,7 @@ class FreeRecallModel(TaskModel):
         baseline: Literal["leave_one_out", "none"] = "leave_one_out",
         sampling_seed: int | None = None,
         loss_decay: float = 1.0,
+        embedding_noise: float = 0.0,
         **optimiser: Any,
     ) -> None:
         super().__init__(backbone, vocab_size, Optimiser(**optimiser))
@@ -156,6 +167,8 @@ class FreeRecallModel(TaskModel):
                   "reward_decay": reward_decay, "recall_limit": recall_limit, "baseline": baseline,
                   "sampling_seed": sampling_seed}
         check_objective(objective, teacher_forcing, n_items, reward, loss_decay)
+        finite(embedding_noise=embedding_noise)
+        non_negative(embedding_noise=embedding_noise)
         if vocab_size < n_items + 2:
             raise UsageError(f"vocab_size={vocab_size} is too small for n_items={n_items}: the model's tokens are "
                              f"the task's K = {vocab_size - 2} items, the cue and stop, and a list of distinct items "
@@ -169,22 +182,38 @@ class FreeRecallModel(TaskModel):
         self.decoding, self.temperature, self.decoding_seed = decoding, temperature, decoding_seed
         self.val_recall, self.test_recall = stats
         self.objective, self.baseline, self.sampling_seed = objective, baseline, sampling_seed
-        self.loss_decay = loss_decay
+        self.loss_decay, self.embedding_noise = loss_decay, embedding_noise
         self.rewards = RewardSettings(recall_limit or n_items, repeat_cost, intrusion_cost, rewarded_recalls,
                                       reward_decay)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         """tokens (B, T) -> logits (B, L + 1, V) at the output steps, the last L + 1 positions (T = 2L + 1 without
-        distractors)."""
-        h = self.backbone(self.embedding(tokens))  # B T H
+        distractors); ``noise`` (B, >= T, H) the input noise (``input_noise``), if any."""
+        h = self.backbone(self.embed(tokens, noise))  # B T H
         return self.unembedding(h[:, tokens.shape[1] - self.n_items - 1 :])  # B L+1 V
 
-    def order_agnostic_loss(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, tokens: torch.Tensor, noise: torch.Tensor | None = None, start: int = 0) -> torch.Tensor:
+        """The embeddings (B, T, H) of tokens (B, T) at positions start.., plus those positions' noise (B, >= T, H)."""
+        x = self.embedding(tokens)  # B T H
+        return x if noise is None else x + noise[:, start : start + tokens.shape[1]].to(x.dtype)
+
+    def input_noise(self, index: torch.Tensor, length: int, training: bool) -> torch.Tensor | None:
+        """The input noise (B, T, H) of lists ``index`` (B,) over ``length`` positions (None without it): training
+        lists' from the run's seed and their row, evaluation lists' from ``decoding_seed`` and their index."""
+        if self.embedding_noise == 0:
+            return None
+        seed, stream = ((torch.initial_seed(), recall_draws.TRAIN_NOISE_STREAM) if training
+                        else (self.decoding_seed, recall_draws.EVAL_NOISE_STREAM))
+        return recall_draws.input_noise(seed, stream, index, (length, self.backbone.d_model), self.embedding_noise,
+                                        index.device)
+
+    def order_agnostic_loss(self, tokens: torch.Tensor,
+                            noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The mean loss over the L + 1 steps (weighted by ``loss_decay`` ** r) and whether each step's most probable
         token is a right answer (a remaining item, or stop at the end), (B, L + 1) bool. tokens: (B, T), the fed items
         the last L."""
         n = self.n_items
-        logp = self(tokens).float().log_softmax(-1)  # B L+1 V
+        logp = self(tokens, noise).float().log_softmax(-1)  # B L+1 V
         fed = tokens[:, tokens.shape[1] - n :]  # B L: R_r is fed[:, r:]
         at_fed = logp[:, :n].gather(2, fed[:, None, :].expand(-1, n, -1))  # B L(step r) L(fed item j)
         remaining = torch.ones(n, n, dtype=torch.bool, device=tokens.device).triu()  # r L: j >= r
@@ -203,10 +232,11 @@ class FreeRecallModel(TaskModel):
         return loss, torch.cat([right, best[:, n, None] == self.stop], dim=1)
 
     @torch.no_grad()
-    def greedy_order(self, tokens: torch.Tensor, study: torch.Tensor | None = None) -> torch.Tensor:
+    def greedy_order(self, tokens: torch.Tensor, study: torch.Tensor | None = None,
+                     noise: torch.Tensor | None = None) -> torch.Tensor:
         """tokens with the fed items replaced by the model's own choice at each step: the remaining study item it
         rates highest. (B, T) -> (B, T); ``study`` (B, L) the lists, by default the tokens' first L (a sequence
-        without distractors)."""
+        without distractors); ``noise`` (B, T, H) the input noise, if any."""
         prompt = tokens[:, : tokens.shape[1] - self.n_items]  # B T-L: the study phase and the cue
         if study is None:
             if prompt.shape[1] != self.n_items + 1:
@@ -221,16 +251,17 @@ class FreeRecallModel(TaskModel):
             left[rows, best] = False
             return study[rows, best]
 
-        return torch.cat([prompt, self.feed_back(prompt, pick)], dim=1)
+        return torch.cat([prompt, self.feed_back(prompt, pick, noise)], dim=1)
 
     @torch.no_grad()
     def recall(self, study: torch.Tensor, index: torch.Tensor, prompt: torch.Tensor | None = None) -> torch.Tensor:
         """The model's free recall of each list: study (B, L) items, index (B,) the lists' indices (they seed sampled
         decoding) -> recalls (B, L) output tokens, -1 after stop. ``prompt`` (B, P): what the model reads before its
         first output, ending with the cue (the study phase with its distractors); by default the list, then the
-        cue."""
+        cue. With ``embedding_noise``, the lists' evaluation noise."""
         if prompt is None:
             prompt = torch.cat([study, torch.full_like(study[:, :1], self.stop - 1)], dim=1)  # B L+1
+        inputs = self.input_noise(index, prompt.shape[1] + self.n_items, training=False)  # B P+L H
         noise = self._gumbel(index, study.device) if self.decoding == "sampled" else None  # B L V
 
         def output(r: int, logits: torch.Tensor) -> torch.Tensor:  # B V -> B
@@ -239,12 +270,14 @@ class FreeRecallModel(TaskModel):
                 logits = logits / self.temperature + noise[:, r]
             return logits.argmax(-1)  # B
 
-        outputs = self.feed_back(prompt, output)  # B L
+        outputs = self.feed_back(prompt, output, inputs)  # B L
         return outputs.masked_fill(outputs.eq(self.stop).cumsum(1) > 0, PADDING)  # the stop and what follows it
 
-    def feed_back(self, prompt: torch.Tensor, choose: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def feed_back(self, prompt: torch.Tensor, choose: Callable[[int, torch.Tensor], torch.Tensor],
+                  noise: torch.Tensor | None = None) -> torch.Tensor:
         """Runs the model on ``prompt`` (B, P), the study phase and the cue, then feeds back at each output step
         r = 0..L-1 the token ``choose(r, logits)`` picks from that step's logits (B, V). Returns the fed tokens (B, L).
+        ``noise`` (B, P + L, H): the input noise, if any.
 
         A backbone with ``initial_state`` and ``step`` takes one step per token, P + L in all; any other runs L
         passes over the sequence, the tokens not fed yet held at stop (causality hides them)."""
@@ -252,16 +285,16 @@ class FreeRecallModel(TaskModel):
         fed = torch.full_like(prompt[:, :1], self.stop).expand(-1, n).clone()  # B L
         if callable(getattr(self.backbone, "step", None)):
             state = self.backbone.initial_state(len(prompt))
-            for x_t in self.embedding(prompt).unbind(1):  # B H each
+            for x_t in self.embed(prompt, noise).unbind(1):  # B H each
                 h, state = self.backbone.step(x_t, state)
             for r in range(n):
                 fed[:, r] = choose(r, self.unembedding(h))
                 if r + 1 < n:
-                    h, state = self.backbone.step(self.embedding(fed[:, r]), state)
+                    h, state = self.backbone.step(self.embed(fed[:, r, None], noise, length + r)[:, 0], state)
             return fed
         tokens = torch.cat([prompt, fed], dim=1)  # B P+L
         for r in range(n):
-            tokens[:, length + r] = choose(r, self(tokens)[:, r])
+            tokens[:, length + r] = choose(r, self(tokens, noise)[:, r])
         return tokens[:, length:]
 
     def _gumbel(self, index: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -276,22 +309,25 @@ class FreeRecallModel(TaskModel):
         return recall_draws.policy_uniforms(seed, index, self.n_items, device)  # B L
 
     @torch.no_grad()
-    def sample_recall(self, prompt: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    def sample_recall(self, prompt: torch.Tensor, uniforms: torch.Tensor,
+                      noise: torch.Tensor | None = None) -> torch.Tensor:
         """The model's own recall of each list, every output drawn from its distribution over the vocabulary
         (temperature 1) and fed back: prompt (B, P) ending with the cue, uniforms (B, L) -> outputs (B, L), stop and
         what follows it included. Output r is the token where the cumulative distribution (float64) passes
-        uniforms[:, r]: one number an output, where Gumbel noise needs one a token (V times as many to draw)."""
+        uniforms[:, r]: one number an output, where Gumbel noise needs one a token (V times as many to draw).
+        ``noise`` (B, P + L, H): the input noise, if any."""
 
         def draw(r: int, logits: torch.Tensor) -> torch.Tensor:  # B V -> B
             cdf = logits.double().softmax(-1).cumsum(-1)  # B V
             return torch.searchsorted(cdf, uniforms[:, r, None] * cdf[:, -1:]).squeeze(1).clamp_max(self.stop)
 
-        return self.feed_back(prompt, draw)
+        return self.feed_back(prompt, draw, noise)
 
-    def output_log_probs(self, prompt: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:
+    def output_log_probs(self, prompt: torch.Tensor, outputs: torch.Tensor,
+                         noise: torch.Tensor | None = None) -> torch.Tensor:
         """log p_r(outputs[:, r]) of each output given the prompt and the outputs before it, from one pass over
-        the sequence: prompt (B, P), outputs (B, L) -> (B, L), with gradient."""
-        logp = self(torch.cat([prompt, outputs], dim=1)).float().log_softmax(-1)[:, : self.n_items]  # B L V
+        the sequence: prompt (B, P), outputs (B, L) -> (B, L), with gradient; ``noise`` (B, P + L, H), if any."""
+        logp = self(torch.cat([prompt, outputs], dim=1), noise).float().log_softmax(-1)[:, : self.n_items]  # B L V
         return logp.gather(2, outputs[:, :, None]).squeeze(2)  # B L
 
     def reward_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -299,7 +335,8 @@ class FreeRecallModel(TaskModel):
         was a new recall (1-D bool, the outputs taken) and each episode's return (B,) float64."""
         tokens, study = batch["tokens"], batch["study"]
         prompt = tokens[:, : tokens.shape[1] - self.n_items]  # B T-L: the study phase and the cue
-        outputs = self.sample_recall(prompt, self.policy_uniforms(batch["index"], tokens.device))  # B L
+        noise = self.input_noise(batch["index"], tokens.shape[1], training=True)  # B T H, or None
+        outputs = self.sample_recall(prompt, self.policy_uniforms(batch["index"], tokens.device), noise)  # B L
         episode = recall_reward.score_recalls(study, outputs, self.stop, self.rewards)
         returns = recall_reward.returns_to_go(episode.rewards)  # B L
         if self.baseline == "none":
@@ -307,7 +344,8 @@ class FreeRecallModel(TaskModel):
         else:
             totals = self._batch_totals(recall_reward.step_totals(returns, episode.taken))  # 2 L
             baseline = recall_reward.leave_one_out(returns, episode.taken, totals)
-        loss = recall_reward.reinforce_loss(self.output_log_probs(prompt, outputs), returns, baseline, episode.taken)
+        log_probs = self.output_log_probs(prompt, outputs, noise)  # B L
+        loss = recall_reward.reinforce_loss(log_probs, returns, baseline, episode.taken)
         return loss, episode.new[episode.taken], returns[:, 0]
 
     def _batch_totals(self, totals: torch.Tensor) -> torch.Tensor:
@@ -326,14 +364,18 @@ class FreeRecallModel(TaskModel):
                 self.log("train/return", returns.mean().float(), prog_bar=True)
             return loss, new
         tokens = batch["tokens"]
+        noise = self.input_noise(batch["index"], tokens.shape[1], training=True)  # B T H, or None
         if self.teacher_forcing == "greedy":
-            tokens = self.greedy_order(tokens, batch["study"])
-        return self.order_agnostic_loss(tokens)
+            tokens = self.greedy_order(tokens, batch["study"], noise)
+        return self.order_agnostic_loss(tokens, noise)
 
     def _update(self, batch: Batch, stats: FreeRecallStats, loss_mean: MeanMetric) -> None:
-        loss, right = self.order_agnostic_loss(batch["tokens"])  # on the task's order, as sampled training sees it
+        noise = self.input_noise(batch["index"], batch["tokens"].shape[1], training=False)  # B T H, or None
+        # teacher-forced on the task's order, as sampled training sees it, then on the model's own, as greedy does
+        loss, right = self.order_agnostic_loss(batch["tokens"], noise)
         loss_mean.update(loss, weight=right.numel())
-        _, right_own = self.order_agnostic_loss(self.greedy_order(batch["tokens"], batch["study"]))  # as greedy sees
+        own = self.greedy_order(batch["tokens"], batch["study"], noise)
+        _, right_own = self.order_agnostic_loss(own, noise)
         stats.update_forced(right, right_own)
         prompt = batch["tokens"][:, : batch["tokens"].shape[1] - self.n_items]  # B T-L: the study phase, the cue
         stats.update(batch["study"], self.recall(batch["study"], batch["index"], prompt), batch["index"])

@@ -8,6 +8,8 @@ import torch
 from primacy.tasks.sampling import stream_generator
 
 POLICY_STREAM = 101  # stream_generator's stream of the reward objective's samples (the tasks' streams are 0..3)
+# the input noise's streams: of the training lists (by row of the training stream), of the evaluation lists (by index)
+TRAIN_NOISE_STREAM, EVAL_NOISE_STREAM = 102, 103
 
 
 def gumbel_noise(generators: list[torch.Generator], shape: tuple[int, int], device: torch.device) -> torch.Tensor:
@@ -24,3 +26,11 @@ def policy_uniforms(seed: int, index: torch.Tensor, n_items: int, device: torch.
     rows = [torch.rand(n_items, generator=stream_generator(seed, POLICY_STREAM, int(i)), dtype=torch.float64)
             for i in index.tolist()]
     return torch.stack(rows).to(device)  # B L
+
+
+def input_noise(seed: int, stream: int, index: torch.Tensor, shape: tuple[int, int], std: float,
+                device: torch.device) -> torch.Tensor:
+    """Gaussian noise (B, *shape) = (B, T, H) of standard deviation ``std``, float32: list b's drawn from generator
+    (seed, stream, index[b]), so position t of a list gets the same noise in every pass over it."""
+    rows = [torch.randn(shape, generator=stream_generator(seed, stream, int(i))) for i in index.tolist()]
+    return (std * torch.stack(rows)).to(device)  # B T H

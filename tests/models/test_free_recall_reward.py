@@ -5,11 +5,10 @@ settings refused in one line, and the default objective unchanged."""
 
 import pytest
 import torch
-from support.distributed import ddp
+from support.distributed import half_batch_gaps
 from support.resume import assert_resumes_bitwise
 
 from primacy.backbones.lstm import LSTMBackbone
-from primacy.cli import main
 from primacy.errors import UsageError
 from primacy.models import recall_reward
 from primacy.models.free_recall import FreeRecallModel
@@ -235,12 +234,6 @@ def test_two_processes_at_half_the_batch_train_like_one_at_the_whole_batch(tmp_p
                          data_settings={"batch_size": batch}, args=[*RUN["args"], "--trainer.default_root_dir",
                                                                     str(tmp_path / run)])
 
-    main(["fit", *args(4, "one")])
-    main(["fit", *args(2, "half")])
-    ddp("fit", *args(2, "two"), processes=2, strategy="ddp_fork")
-    weights = {name: torch.load(tmp_path / name / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-               for name in ("one", "half", "two")}
-    gap = max((weights["two"][k] - weights["one"][k]).abs().max().item() for k in weights["one"])
-    moved = max((weights["half"][k] - weights["one"][k]).abs().max().item() for k in weights["one"])
+    gap, moved = half_batch_gaps(tmp_path, args)
     assert gap < 1e-5, "2 x batch 2 computes the batch-4 step"
     assert moved > 1e-3, "a batch of 2 alone trains differently, so the comparison can tell"

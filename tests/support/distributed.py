@@ -48,3 +48,19 @@ def ddp_commands(commands: list[tuple[list[str], int]], strategy: str = "ddp_for
         done = subprocess.run([sys.executable, *command], check=False, capture_output=True, text=True, timeout=600,
                               env=env)
         assert done.returncode == 0, done.stderr[-3000:]
+
+
+def half_batch_gaps(tmp_path, args) -> tuple[float, float]:
+    """Fits a run three ways, ``args(batch_size, folder)`` the command line of each: one process at batch 4, one at
+    batch 2, two processes (``ddp_fork``) at batch 2 each. Returns the largest difference of any weight between the two
+    processes and the one at 4 (0 up to the order of float sums when the processes split the batch exactly) and
+    between the one at 2 and the one at 4 (how far apart a different batch trains, so that the first can tell)."""
+    main(["fit", *args(4, "one")])
+    main(["fit", *args(2, "half")])
+    ddp("fit", *args(2, "two"), processes=2, strategy="ddp_fork")
+    weights = {name: torch.load(tmp_path / name / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+               for name in ("one", "half", "two")}
+
+    def gap(run: str) -> float:
+        return max((weights[run][k] - weights["one"][k]).abs().max().item() for k in weights["one"])
+    return gap("two"), gap("half")

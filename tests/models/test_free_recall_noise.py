@@ -12,7 +12,7 @@ from primacy.backbones.lstm import LSTMBackbone
 from primacy.errors import UsageError
 from primacy.models.free_recall import FreeRecallModel
 from primacy.tasks.free_recall import FreeRecallTask
-from primacy.testing import WithoutStep, tiny_args
+from primacy.testing import WithoutStep
 
 L, K, B, H = 4, 10, 6, 8
 
@@ -98,11 +98,6 @@ def test_a_noisy_run_resumes_bitwise(tmp_path):
 def test_two_noisy_processes_at_half_the_batch_train_like_one_at_the_whole_batch(tmp_path):
     """Each list's noise comes from its row, so N processes at B / N take the step of one process at B, up to the
     order of float sums. About 40 s."""
-    def args(batch: int, run: str) -> list[str]:
-        return tiny_args(RUN["model"], RUN["data"], model_settings=RUN["model_settings"], steps=4,
-                         data_settings={"batch_size": batch}, args=[*RUN["args"], "--trainer.default_root_dir",
-                                                                    str(tmp_path / run)])
-
-    gap, moved = half_batch_gaps(tmp_path, args)
+    gap, moved = half_batch_gaps(tmp_path, RUN)
     assert gap < 1e-5, "2 x batch 2 computes the batch-4 step"
     assert moved > 1e-3, "a batch of 2 alone trains differently, so the comparison can tell"

@@ -14,7 +14,6 @@ from primacy.models import recall_reward
 from primacy.models.free_recall import FreeRecallModel
 from primacy.models.recall_reward import RewardSettings, leave_one_out, reinforce_loss, returns_to_go, score_recalls
 from primacy.tasks.free_recall import FreeRecallTask
-from primacy.testing import tiny_args
 
 L, K, B = 4, 10, 6
 STOP = K + 1  # the cue is K
@@ -229,11 +228,6 @@ def test_two_processes_at_half_the_batch_train_like_one_at_the_whole_batch(tmp_p
     """The lists' samples come from their rows, and the baseline sums every process's returns: N processes at B / N
     take the step of one process at B, up to the order of float sums, which Adam magnifies where a gradient is near
     its eps (3e-6 seen in the embedding, 1e-7 elsewhere; 4e-3 with each process's own baseline). About 60 s."""
-    def args(batch: int, run: str) -> list[str]:
-        return tiny_args(RUN["model"], RUN["data"], model_settings=RUN["model_settings"], steps=4,
-                         data_settings={"batch_size": batch}, args=[*RUN["args"], "--trainer.default_root_dir",
-                                                                    str(tmp_path / run)])
-
-    gap, moved = half_batch_gaps(tmp_path, args)
+    gap, moved = half_batch_gaps(tmp_path, RUN)
     assert gap < 1e-5, "2 x batch 2 computes the batch-4 step"
     assert moved > 1e-3, "a batch of 2 alone trains differently, so the comparison can tell"

@@ -10,6 +10,7 @@ import torch
 from conftest import ROOT
 
 from primacy.cli import main
+from primacy.testing import tiny_args
 
 
 def ddp(*args: str, processes: int, strategy: str = "ddp") -> None:
@@ -50,17 +51,24 @@ def ddp_commands(commands: list[tuple[list[str], int]], strategy: str = "ddp_for
         assert done.returncode == 0, done.stderr[-3000:]
 
 
-def half_batch_gaps(tmp_path, args) -> tuple[float, float]:
-    """Fits a run three ways, ``args(batch_size, folder)`` the command line of each: one process at batch 4, one at
-    batch 2, two processes (``ddp_fork``) at batch 2 each. Returns the largest difference of any weight between the two
-    processes and the one at 4 (0 up to the order of float sums when the processes split the batch exactly) and
-    between the one at 2 and the one at 4 (how far apart a different batch trains, so that the first can tell)."""
+def half_batch_gaps(tmp_path, run: dict) -> tuple[float, float]:
+    """Fits a tiny run (``run``: tiny_args's model, data, model_settings and args) for 4 steps three ways: one process
+    at batch 4, one at batch 2, two processes (``ddp_fork``) at batch 2 each. Returns the largest difference of any
+    weight between the two processes and the one at 4 (0 up to the order of float sums when the processes split the
+    batch exactly) and between the one at 2 and the one at 4 (how far apart a different batch trains, so that the first
+    can tell)."""
+    def args(batch: int, folder: str) -> list[str]:
+        return tiny_args(run["model"], run["data"], model_settings=run["model_settings"], steps=4,
+                         data_settings={"batch_size": batch},
+                         args=[*run["args"], "--trainer.default_root_dir", str(tmp_path / folder)])
+
     main(["fit", *args(4, "one")])
     main(["fit", *args(2, "half")])
     ddp("fit", *args(2, "two"), processes=2, strategy="ddp_fork")
     weights = {name: torch.load(tmp_path / name / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
                for name in ("one", "half", "two")}
 
-    def gap(run: str) -> float:
-        return max((weights[run][k] - weights["one"][k]).abs().max().item() for k in weights["one"])
+    def gap(folder: str) -> float:
+        return max((weights[folder][k] - weights["one"][k]).abs().max().item() for k in weights["one"])
+
     return gap("two"), gap("half")

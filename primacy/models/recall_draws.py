@@ -19,7 +19,6 @@ def gumbel_noise(generators: list[torch.Generator], shape: tuple[int, int], devi
     return (-(-uniform.log()).log()).float().to(device)
 
 
-
 def policy_uniforms(seed: int, index: torch.Tensor, n_items: int, device: torch.device) -> torch.Tensor:
     """The reward objective's random numbers (B, L) float64 in [0, 1), one per output, for the training lists of
     rows ``index`` (B,): each list's from generator (seed, POLICY_STREAM, row)."""
@@ -31,6 +30,8 @@ def policy_uniforms(seed: int, index: torch.Tensor, n_items: int, device: torch.
 def input_noise(seed: int, stream: int, index: torch.Tensor, shape: tuple[int, int], std: float,
                 device: torch.device) -> torch.Tensor:
     """Gaussian noise (B, *shape) = (B, T, H) of standard deviation ``std``, float32: list b's drawn from generator
-    (seed, stream, index[b]), so position t of a list gets the same noise in every pass over it."""
+    (seed, stream, index[b]), so position t of a list gets the same noise in every pass over it. Draw the whole
+    length every time: torch's randn draws a longer tensor in another order, so the first T rows of a longer draw
+    are not these."""
     rows = [torch.randn(shape, generator=stream_generator(seed, stream, int(i))) for i in index.tolist()]
     return (std * torch.stack(rows)).to(device)  # B T H

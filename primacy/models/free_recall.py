@@ -254,23 +254,26 @@ class FreeRecallModel(TaskModel):
         return torch.cat([prompt, self.feed_back(prompt, pick, noise)], dim=1)
 
     @torch.no_grad()
-    def recall(self, study: torch.Tensor, index: torch.Tensor, prompt: torch.Tensor | None = None) -> torch.Tensor:
+    def recall(self, study: torch.Tensor, index: torch.Tensor, prompt: torch.Tensor | None = None,
+               noise: torch.Tensor | None = None) -> torch.Tensor:
         """The model's free recall of each list: study (B, L) items, index (B,) the lists' indices (they seed sampled
         decoding) -> recalls (B, L) output tokens, -1 after stop. ``prompt`` (B, P): what the model reads before its
         first output, ending with the cue (the study phase with its distractors); by default the list, then the
-        cue. With ``embedding_noise``, the lists' evaluation noise."""
+        cue. With ``embedding_noise``, the lists' evaluation noise (B, P + L, H): ``noise`` if given (the caller drew
+        it already), else drawn here from ``index``."""
         if prompt is None:
             prompt = torch.cat([study, torch.full_like(study[:, :1], self.stop - 1)], dim=1)  # B L+1
-        inputs = self.input_noise(index, prompt.shape[1] + self.n_items, training=False)  # B P+L H
-        noise = self._gumbel(index, study.device) if self.decoding == "sampled" else None  # B L V
+        if noise is None:
+            noise = self.input_noise(index, prompt.shape[1] + self.n_items, training=False)  # B P+L H, or None
+        gumbel = self._gumbel(index, study.device) if self.decoding == "sampled" else None  # B L V
 
         def output(r: int, logits: torch.Tensor) -> torch.Tensor:  # B V -> B
             logits = logits.float()
-            if noise is not None:
-                logits = logits / self.temperature + noise[:, r]
+            if gumbel is not None:
+                logits = logits / self.temperature + gumbel[:, r]
             return logits.argmax(-1)  # B
 
-        outputs = self.feed_back(prompt, output, inputs)  # B L
+        outputs = self.feed_back(prompt, output, noise)  # B L
         return outputs.masked_fill(outputs.eq(self.stop).cumsum(1) > 0, PADDING)  # the stop and what follows it
 
     def feed_back(self, prompt: torch.Tensor, choose: Callable[[int, torch.Tensor], torch.Tensor],
@@ -378,7 +381,7 @@ class FreeRecallModel(TaskModel):
         _, right_own = self.order_agnostic_loss(own, noise)
         stats.update_forced(right, right_own)
         prompt = batch["tokens"][:, : batch["tokens"].shape[1] - self.n_items]  # B T-L: the study phase, the cue
-        stats.update(batch["study"], self.recall(batch["study"], batch["index"], prompt), batch["index"])
+        stats.update(batch["study"], self.recall(batch["study"], batch["index"], prompt, noise), batch["index"])
 
     def _summary(self, stats: FreeRecallStats) -> dict[str, float]:
         curves = summarize(stats.compute()[0])

@@ -19,16 +19,17 @@ Row = tuple[str, GroupCurves, dict[str, GroupCurves]]  # dataset name, its peopl
 def beside_people(rows: list[Row], title: str = "", row_titles: list[str] | None = None) -> Figure:
     """One row per dataset: recall probability and probability of first recall by serial position, and the lag-CRP
     over COMPARED_LAGS; people in black, each model in a colour, each a line with a standard-error band (over people,
-    over a model's seeds); the legend gives each group's n. ``row_titles``: what each row shows, before its L."""
-    most = max((len(models) for _, _, models in rows), default=0)
-    if most > len(MODEL_COLORS):
-        raise ValueError(f"beside_people draws at most {len(MODEL_COLORS)} models, one colour each; got {most}")
+    over a model's seeds); the legend gives each group's n. ``row_titles``: what each row shows, before its L. A model
+    keeps its colour in every row, also where a row lacks another model."""
+    labels = list(dict.fromkeys(label for _, _, models in rows for label in models))  # in order of first appearance
+    if len(labels) > len(MODEL_COLORS):
+        raise ValueError(f"beside_people draws at most {len(MODEL_COLORS)} models, one colour each; got {len(labels)}")
+    color_of = dict(zip(labels, MODEL_COLORS))
     fig, axes = plt.subplots(len(rows), 3, figsize=(12.0, 3.3 * len(rows)), squeeze=False, constrained_layout=True)
     for i, ((name, people, models), row) in enumerate(zip(rows, axes)):
         positions = np.arange(1, people.n_items + 1)
         groups = [(f"people ({name}), n={people.members}", people, PEOPLE_COLOR, "o-")]
-        groups += [(f"{label}, n={group.members}", group, color, "s-")
-                   for (label, group), color in zip(models.items(), MODEL_COLORS)]
+        groups += [(f"{label}, n={group.members}", group, color_of[label], "s-") for label, group in models.items()]
         lags = _gapped(COMPARED_LAGS)  # no line or band across the missing lag 0
         for label, group, color, style in groups:
             for ax, x, mean, se in ((row[0], positions, group.mean["spc"], group.se["spc"]),

@@ -6,6 +6,7 @@ import json
 import sys
 from types import SimpleNamespace
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
@@ -13,6 +14,7 @@ from conftest import extra_module
 from support.cli import refusal
 from support.free_recall_results import free_recall_run
 
+from primacy import figures
 from primacy.analysis.behaviour import comparison
 from primacy.analysis.behaviour.free_recall import FreeRecallCurves, free_recall_counts, recall_positions, summarize
 from primacy.cli import main
@@ -107,6 +109,18 @@ def test_indices_and_distances_are_read_off_the_mean_curves():
     assert gaps["early_minus_late_difference"] == pytest.approx(0.4 - 0.0)
     with pytest.raises(UsageError, match="the model's lists have 2 items and the people's 3"):
         comparison.distances(model, comparison.group_curves([curves([0.5] * 3, [0.3] * 3, [0.1] * 5)]))
+
+
+def test_a_model_keeps_its_colour_in_every_row_of_the_figure_also_where_another_is_missing():
+    group = comparison.group_curves(MEMBERS)
+    rows = [("A", group, {"S4D": group, "Transformer": group, "Mamba": group}),
+            ("B", group, {"S4D": group, "Mamba": group})]  # a row without the Transformer, as a left-out cell
+    fig = figures.humans.beside_people(rows)
+    colours = [{line.get_label().split(",")[0]: line.get_color() for line in row.get_lines()}
+               for row in fig.axes[::3]]
+    plt.close(fig)
+    assert colours[0] == {"people (A)": "k", "S4D": "tab:blue", "Transformer": "tab:orange", "Mamba": "tab:green"}
+    assert colours[1] == {"people (B)": "k", "S4D": "tab:blue", "Mamba": "tab:green"}
 
 
 def test_primacy_humans_writes_the_figure_the_curves_and_the_distances(fr, tmp_path, capsys):

@@ -1,9 +1,9 @@
 """mlstm_loop='compiled_conv': compiled_qkv with the mLSTM layer's causal convolution and its SiLU compiled too
-(primacy_xlstm.mlstm_compiled.conv_silu_compiled) equals PyTorch's convolution and SiLU, xlstm's mLSTM layer and the
-backbone on the other cells in float64 with every gradient; passes gradcheck; gives the same bits on any number of
-threads; rounds within a stated bound in float32; is recorded, with the checkpoints of the other cells resuming on
-theirs (auto's choice is compiled_layer, which compiles the convolution too: test_mlstm_layer); refuses what it cannot
-run in one line."""
+(primacy_xlstm.mlstm_compiled.conv_silu_compiled) equals PyTorch's convolution and SiLU and xlstm's mLSTM layer in
+float64 with every gradient (the backbone on it: test_paths); passes gradcheck; gives the same bits on any number of
+threads; rounds within a stated bound in float32; refuses bad values and inputs it cannot take in one line (auto's
+choice is compiled_layer, which compiles the convolution too: test_mlstm_layer; checkpoints and refusals without a
+compiler: test_paths)."""
 
 import pytest
 import torch
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from primacy.backbones.conv import causal_depthwise
 from primacy.errors import UsageError
 from test_fast_components import OURS, assert_same_map, shaken, with_classes
-from test_mlstm_compiled import cells, no_compiler, small  # noqa: F401 (no_compiler: a fixture)
+from test_mlstm_compiled import small
 from xlstm import mLSTMLayerConfig
 from xlstm.blocks.mlstm.layer import mLSTMLayer
 
@@ -89,40 +89,6 @@ def test_the_mlstm_layer_on_it_is_xlstms_in_float64():
     assert type(ours) is FastmLSTMLayer and ours._fast_path(x) and ours._in_the_kernel(x)
     assert ours._conv_in_the_kernel(x)
     assert_same_map(ours, theirs, x)
-
-
-def test_the_backbone_on_it_equals_the_backbone_on_the_other_cells_in_float64():
-    models = [small(mlstm_loop=loop).double() for loop in ("compiled_conv", "compiled_qkv", "pytorch")]
-    x = torch.randn(3, 40, 8, dtype=torch.float64, requires_grad=True)
-    results = []
-    for model in models:
-        y = model(x)
-        weights = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y)
-        results.append((y, *torch.autograd.grad((y * weights).sum(), [x, *model.parameters()])))
-    for other in results[1:]:
-        for mine, expected in zip(results[0], other):
-            torch.testing.assert_close(mine, expected, rtol=0, atol=1e-10)
-
-
-def test_checkpoints_resume_on_their_cells_with_their_bits():
-    """A state dict of compiled_qkv (0.4's default), compiled (0.3's) or compiled_conv resumes under auto on it."""
-    x = torch.randn(2, 5, 8)
-    for loop in ("compiled", "compiled_qkv", "compiled_conv"):
-        trained = small(mlstm_loop=loop)
-        resumed = small()
-        resumed.load_state_dict(trained.state_dict())
-        assert cells(resumed) == {loop} and torch.equal(resumed(x), trained(x))
-
-
-def test_refusals_in_one_line(no_compiler):  # noqa: F811 (the fixture)
-    with pytest.raises(UsageError, match=r"^mlstm_loop='compiled_conv' needs a C\+\+ compiler .* use "
-                                         r"mlstm_loop='pytorch'$"):
-        small(slstm_loop="pytorch", mlstm_loop="compiled_conv")
-    state = small(slstm_loop="pytorch", mlstm_loop="pytorch").state_dict()
-    state["_extra_state"] = {"slstm_loop": "pytorch", "mlstm_loop": "compiled_conv"}
-    with pytest.raises(UsageError, match=r"^this checkpoint was trained with mlstm_loop='compiled_conv', which "
-                                         r"cannot run here"):
-        small(slstm_loop="pytorch").load_state_dict(state)
 
 
 def test_bad_values_and_inputs_it_cannot_take_are_refused_in_one_line():

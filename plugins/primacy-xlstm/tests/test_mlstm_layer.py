@@ -1,17 +1,17 @@
 """mlstm_loop='compiled_layer': compiled_conv with the mLSTM layer's output side (the cell's per-head norm, the
 learnable skip and the SiLU gate) in the cell's kernel (primacy_xlstm.mlstm_compiled.mlstm_tail_compiled) equals
-mlstm_layer_compiled followed by PyTorch's output side, xlstm's mLSTM layer and the backbone on the other cells in
-float64 with every gradient; passes gradcheck; gives the same bits on any number of threads; rounds within a stated
+mlstm_layer_compiled followed by PyTorch's output side and xlstm's mLSTM layer in float64 with every gradient (the
+backbone on it: test_paths); passes gradcheck; gives the same bits on any number of threads; rounds within a stated
 bound in float32; leaves a hooked norm (ablation) to PyTorch; is auto's choice where the compiler works (since
-primacy-xlstm 0.5), recorded, with the checkpoints of the other cells resuming on theirs; refuses what it cannot run
-in one line."""
+primacy-xlstm 0.5) and recorded; refuses inputs it cannot take in one line (checkpoints and refusals without a
+compiler: test_paths)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from primacy.errors import UsageError
 from test_fast_components import OURS, assert_same_map, shaken, with_classes
-from test_mlstm_compiled import cells, no_compiler, small  # noqa: F401 (no_compiler: a fixture)
+from test_mlstm_compiled import cells, small
 from test_mlstm_qkv import inputs as qkv_inputs
 from xlstm import mLSTMLayerConfig
 from xlstm.blocks.mlstm.layer import mLSTMLayer
@@ -102,24 +102,6 @@ def test_the_mlstm_layer_on_it_is_xlstms_in_float64():
     assert_same_map(ours, theirs, x)
 
 
-def test_the_backbone_on_it_equals_the_backbone_on_the_other_cells_in_float64():
-    models = [small(mlstm_loop=loop).double() for loop in ("compiled_layer", "compiled_conv", "pytorch")]
-    with torch.no_grad():  # the norm's weight and the skip away from their initial 0 and 1
-        for name, p in models[0].named_parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    for model in models[1:]:
-        model.load_state_dict(models[0].state_dict())
-    x = torch.randn(3, 40, 8, dtype=torch.float64, requires_grad=True)
-    results = []
-    for model in models:
-        y = model(x)
-        weights = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y)
-        results.append((y, *torch.autograd.grad((y * weights).sum(), [x, *model.parameters()])))
-    for other in results[1:]:
-        for mine, expected in zip(results[0], other):
-            torch.testing.assert_close(mine, expected, rtol=0, atol=1e-10)
-
-
 def test_ablation_hooks_the_norm_so_the_output_side_runs_in_pytorch():
     """ablate() hooks each cell's outnorm; the ablated model on compiled_layer equals it on compiled_conv."""
     models = [small(mlstm_loop=loop) for loop in ("compiled_layer", "compiled_conv")]
@@ -133,32 +115,14 @@ def test_ablation_hooks_the_norm_so_the_output_side_runs_in_pytorch():
     torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=1e-6)
 
 
-def test_auto_is_compiled_layer_said_once_and_recorded_and_checkpoints_resume_on_their_cells(caplog):
-    """compiled_layer since primacy-xlstm 0.5; a state dict of compiled_qkv (0.4's default), compiled (0.3's) or
-    compiled_conv resumes under auto on it, with its bits."""
+def test_auto_is_compiled_layer_said_once_and_recorded(caplog):
+    """compiled_layer since primacy-xlstm 0.5 (the checkpoints of the earlier defaults resume on theirs: test_paths)."""
     with caplog.at_level("INFO", logger="primacy_xlstm"):
         model = small()
     assert cells(model) == {"compiled_layer"}
     assert model.state_dict()["_extra_state"]["mlstm_loop"] == "compiled_layer"
     assert ("XLSTMBackbone runs the compiled_layer mLSTM cell (mlstm_loop='auto' and the machine's C++ compiler "
             "built the compiled cell)") in caplog.text
-    x = torch.randn(2, 5, 8)
-    for loop in ("compiled", "compiled_qkv", "compiled_conv", "compiled_layer"):
-        trained = small(mlstm_loop=loop)
-        resumed = small()
-        resumed.load_state_dict(trained.state_dict())
-        assert cells(resumed) == {loop} and torch.equal(resumed(x), trained(x))
-
-
-def test_refusals_in_one_line(no_compiler):  # noqa: F811 (the fixture)
-    with pytest.raises(UsageError, match=r"^mlstm_loop='compiled_layer' needs a C\+\+ compiler .* use "
-                                         r"mlstm_loop='pytorch'$"):
-        small(slstm_loop="pytorch", mlstm_loop="compiled_layer")
-    state = small(slstm_loop="pytorch", mlstm_loop="pytorch").state_dict()
-    state["_extra_state"] = {"slstm_loop": "pytorch", "mlstm_loop": "compiled_layer"}
-    with pytest.raises(UsageError, match=r"^this checkpoint was trained with mlstm_loop='compiled_layer', which "
-                                         r"cannot run here"):
-        small(slstm_loop="pytorch").load_state_dict(state)
 
 
 def test_inputs_it_cannot_take_are_refused_in_one_line():

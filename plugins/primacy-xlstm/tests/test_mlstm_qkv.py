@@ -1,14 +1,13 @@
 """mlstm_loop='compiled_qkv': the compiled mLSTM cell forming q, k, v itself from the layer's rows
 (primacy_xlstm.mlstm_compiled.mlstm_layer_compiled) equals the projections per head followed by the compiled cell,
 and xlstm's mLSTM layer, in float64 with every gradient; passes gradcheck; gives the same bits on any number of
-threads; rounds within a stated bound in float32; is auto's choice where the compiler works, recorded in the state
-dict, with the checkpoints of the other cells resuming on theirs."""
+threads; rounds within a stated bound in float32; refuses inputs it cannot take in one line (its checkpoints and
+refusals without a compiler: test_paths)."""
 
 import pytest
 import torch
 from primacy.errors import UsageError
 from test_fast_components import OURS, assert_same_map, shaken, with_classes
-from test_mlstm_compiled import cells, no_compiler, small  # noqa: F401 (no_compiler: a fixture)
 from xlstm import mLSTMLayerConfig
 from xlstm.blocks.mlstm.layer import mLSTMLayer
 
@@ -93,39 +92,6 @@ def test_the_mlstm_layer_on_it_is_xlstms_in_float64():
     x = torch.randn(3, 9, 16, dtype=torch.float64)
     assert type(ours) is FastmLSTMLayer and ours._fast_path(x) and ours._in_the_kernel(x)
     assert_same_map(ours, theirs, x)
-
-
-def test_the_backbone_on_it_equals_the_backbone_on_the_chunkwise_cell_in_float64():
-    models = [small(mlstm_loop=loop).double() for loop in ("compiled_qkv", "pytorch")]
-    x = torch.randn(3, 40, 8, dtype=torch.float64, requires_grad=True)
-    results = []
-    for model in models:
-        y = model(x)
-        weights = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y)
-        results.append((y, *torch.autograd.grad((y * weights).sum(), [x, *model.parameters()])))
-    for mine, expected in zip(*results):
-        torch.testing.assert_close(mine, expected, rtol=0, atol=1e-10)
-
-
-def test_checkpoints_resume_on_their_cells_with_their_bits():
-    """A state dict of the compiled cell (0.3's default) resumes under auto on it, one of compiled_qkv on that."""
-    x = torch.randn(2, 5, 8)
-    for loop in ("compiled", "compiled_qkv"):
-        trained = small(mlstm_loop=loop)
-        resumed = small()
-        resumed.load_state_dict(trained.state_dict())
-        assert cells(resumed) == {loop} and torch.equal(resumed(x), trained(x))
-
-
-def test_refusals_in_one_line(no_compiler):  # noqa: F811 (the fixture)
-    with pytest.raises(UsageError, match=r"^mlstm_loop='compiled_qkv' needs a C\+\+ compiler .* use "
-                                         r"mlstm_loop='pytorch'$"):
-        small(slstm_loop="pytorch", mlstm_loop="compiled_qkv")
-    state = small(slstm_loop="pytorch", mlstm_loop="pytorch").state_dict()
-    state["_extra_state"] = {"slstm_loop": "pytorch", "mlstm_loop": "compiled_qkv"}
-    with pytest.raises(UsageError, match=r"^this checkpoint was trained with mlstm_loop='compiled_qkv', which cannot "
-                                         r"run here"):
-        small(slstm_loop="pytorch").load_state_dict(state)
 
 
 def test_inputs_it_cannot_take_are_refused_in_one_line():

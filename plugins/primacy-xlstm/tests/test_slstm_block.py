@@ -1,8 +1,8 @@
 """slstm_loop='compiled_block': compiled_conv with the sLSTM layer's output norm and the block's feed-forward GELU gate
 compiled too (primacy_xlstm.block_compiled). Its kernels equal PyTorch's maps and the layer and feed-forward layer
-equal xlstm's in float64 with every gradient, and the backbone equals it on the other loops; float32 stays within a
-stated bound of float64; it is auto's choice where the compiler works (since primacy-xlstm 0.6), recorded, with the
-checkpoints of the other loops resuming on theirs with their bits; it refuses what it cannot run in one line."""
+equal xlstm's in float64 with every gradient (the backbone on it: test_paths); float32 stays within a
+stated bound of float64; without the block's library auto is the PyTorch loop and compiled_block is refused in one
+line (auto's choice where the compiler works since primacy-xlstm 0.6: test_slstm_compiled; checkpoints: test_paths)."""
 
 import pytest
 import torch
@@ -106,29 +106,6 @@ def test_the_feed_forward_layer_on_it_is_xlstms_in_float64():
     assert_same_map(ours, theirs, torch.randn(3, 9, 12, dtype=torch.float64))
 
 
-def test_the_backbone_on_it_equals_it_on_the_conv_path_and_the_pytorch_loop():
-    """Output and the gradients of the input and every parameter in float64 within 1e-10."""
-    torch.manual_seed(0)
-    models = {loop: XLSTMBackbone(d_model=8, blocks=["slstm", "mlstm", "slstm"], slstm_heads=2, backend="vanilla",
-                                  slstm_loop=loop, mlstm_loop="pytorch").double()
-              for loop in ("compiled_block", "compiled_conv", "pytorch")}
-    for model in models.values():
-        model.load_state_dict(models["pytorch"].state_dict())
-    assert loops(models["compiled_block"]) == {"compiled_block"}
-    gated = {loop: {m.gelu_compiled for m in model.modules() if isinstance(m, FastGatedFeedForward)}
-             for loop, model in models.items()}
-    assert gated == {"compiled_block": {True}, "compiled_conv": {False}, "pytorch": {False}}
-    results = []
-    for model in models.values():
-        x = torch.randn(2, 7, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1), requires_grad=True)
-        out = model(x)
-        weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-        results.append((out, *torch.autograd.grad((out * weights).sum(), [x, *model.parameters()])))
-    for other in results[1:]:
-        for mine, expected in zip(results[0], other):
-            torch.testing.assert_close(mine, expected, rtol=0, atol=1e-10)
-
-
 def test_the_same_bits_on_any_number_of_threads():
     threads = torch.get_num_threads()
     results = []
@@ -147,23 +124,6 @@ def test_the_same_bits_on_any_number_of_threads():
         assert all(torch.equal(a, b) for a, b in zip(results[0], other))
 
 
-def test_auto_is_it_and_checkpoints_resume_on_their_loops_with_their_bits():
-    """auto runs compiled_block where the compiler works (since primacy-xlstm 0.6) and records it; a state dict of
-    compiled_conv (0.5's default), compiled_gates (0.4's) or compiled (0.2-0.3's) resumes under auto on it, with its
-    bits (the feed-forward layer's gate back in PyTorch); one of compiled_block on it."""
-    model = small()
-    assert loops(model) == {"compiled_block"}
-    assert model.state_dict()["_extra_state"]["slstm_loop"] == "compiled_block"
-    x = torch.randn(2, 5, 8)
-    for loop in ("compiled", "compiled_gates", "compiled_conv", "compiled_block"):
-        trained = small(slstm_loop=loop)
-        resumed = small()
-        resumed.load_state_dict(trained.state_dict())
-        ffn = resumed.stack.blocks[1].ffn
-        assert loops(resumed) == {loop} and ffn.gelu_compiled == (loop == "compiled_block")
-        assert torch.equal(resumed(x), trained(x))
-
-
 @pytest.fixture
 def no_block_library(tmp_path, monkeypatch):
     """An empty kernel cache and no compiler for the block's library alone (the loops' libraries stay loaded)."""
@@ -174,7 +134,7 @@ def no_block_library(tmp_path, monkeypatch):
     primacy_xlstm.block_compiled._library.cache_clear()
 
 
-def test_refusals_in_one_line(no_block_library):
+def test_without_the_block_library_alone_compiled_block_and_its_checkpoints_are_refused_in_one_line(no_block_library):
     with pytest.raises(UsageError, match=r"^slstm_loop='compiled_block' needs a C\+\+ compiler and "
                                          r"'no-such-c\+\+' \(CXX\) is not one on PATH: install one \(g\+\+ or "
                                          r"clang\+\+\) or use slstm_loop='pytorch'$"):

@@ -1,19 +1,17 @@
 """slstm_loop='compiled_gates': the compiled sLSTM loop forming each head's gate pre-activations from its own units
 (primacy_xlstm.compiled.compiled_gates_sequence) equals the dense gate product followed by the compiled loop, and
 xlstm's sLSTM layer, in float64 with every gradient; passes gradcheck; gives the same bits on any number of threads;
-rounds within a stated bound in float32; is auto's choice where the compiler works, recorded in the state dict, with
-the checkpoints of the other loops resuming on theirs."""
+rounds within a stated bound in float32; refuses inputs it cannot take in one line (its checkpoints and refusals
+without a compiler: test_paths)."""
 
 import pytest
 import torch
 from primacy.errors import UsageError
 from test_fast_components import OURS, assert_same_map, shaken, with_classes
-from test_slstm_compiled import loops, no_compiler, small  # noqa: F401 (no_compiler: a fixture)
 from torch.nn.functional import linear
 from xlstm import sLSTMLayerConfig
 from xlstm.blocks.slstm.layer import sLSTMLayer
 
-from primacy_xlstm import XLSTMBackbone
 from primacy_xlstm.compiled import compiled_gates_sequence, compiled_sequence
 from primacy_xlstm.slstm import FastsLSTMLayer, gate_matrix
 
@@ -94,51 +92,6 @@ def test_the_slstm_layer_on_the_gates_path_is_xlstms_in_float64(kernel):
     x = torch.randn(3, 9, 12, dtype=torch.float64)
     assert type(ours) is FastsLSTMLayer and ours._fast_path(x)
     assert_same_map(ours, theirs, x)
-
-
-def test_the_backbone_on_the_gates_path_equals_it_on_the_pytorch_loop():
-    """Output and the gradients of the input and every parameter in float64; the same state dict keys."""
-    torch.manual_seed(0)
-    models = {loop: XLSTMBackbone(d_model=8, blocks=["slstm", "mlstm", "slstm"], slstm_heads=2, backend="vanilla",
-                                  slstm_loop=loop, mlstm_loop="pytorch").double()
-              for loop in ("pytorch", "compiled_gates")}
-    models["compiled_gates"].load_state_dict(models["pytorch"].state_dict())
-    assert loops(models["compiled_gates"]) == {"compiled_gates"}
-    results = []
-    for model in models.values():
-        x = torch.randn(2, 7, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1), requires_grad=True)
-        out = model(x)
-        weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-        results.append((out, *torch.autograd.grad((out * weights).sum(), [x, *model.parameters()])))
-    for mine, expected in zip(*results):
-        torch.testing.assert_close(mine, expected, rtol=0, atol=1e-10)
-
-
-def test_auto_is_the_gates_path_and_checkpoints_resume_on_their_loops():
-    """auto runs compiled_block (since primacy-xlstm 0.6; compiled_conv in 0.5, compiled_gates in 0.4) where the
-    compiler works and records it; a state dict of the compiled loop (the default of primacy-xlstm 0.2 to 0.3) resumes
-    on it under auto, with its bits, and one of compiled_gates (0.4's) on it."""
-    model = small()
-    assert loops(model) == {"compiled_block"}
-    assert model.state_dict()["_extra_state"] == {"slstm_loop": "compiled_block", "mlstm_loop": "pytorch"}
-    x = torch.randn(2, 5, 8)
-    for loop in ("compiled", "compiled_gates"):
-        trained = small(slstm_loop=loop)
-        resumed = small()
-        resumed.load_state_dict(trained.state_dict())
-        assert loops(resumed) == {loop} and torch.equal(resumed(x), trained(x))
-
-
-def test_refusals_in_one_line(no_compiler):  # noqa: F811 (the fixture)
-    with pytest.raises(UsageError, match=r"^slstm_loop='compiled_gates' needs a C\+\+ compiler and 'no-such-c\+\+' "
-                                         r"\(CXX\) is not one on PATH: install one \(g\+\+ or clang\+\+\) or use "
-                                         r"slstm_loop='pytorch'$"):
-        small(slstm_loop="compiled_gates")
-    state = small(slstm_loop="pytorch").state_dict()
-    state["_extra_state"] = {"slstm_loop": "compiled_gates"}
-    with pytest.raises(UsageError, match=r"^this checkpoint was trained with slstm_loop='compiled_gates', which "
-                                         r"cannot run here"):
-        small().load_state_dict(state)
 
 
 def test_inputs_it_cannot_take_are_refused_in_one_line():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import extra_module
+from support.distributed import half_batch_gaps
 
 from primacy.analysis.behaviour.free_recall import free_recall_counts, recall_positions
 from primacy.backbones.lstm import LSTMBackbone
@@ -76,6 +77,17 @@ def test_loss_decay_weights_each_step_by_its_power(name, decay):
     assert loss.item() != pytest.approx(reference_loss(m, tokens, name), rel=1e-3), "the weights change the loss"
     plain = model(loss=name)
     assert torch.equal(right, plain.order_agnostic_loss(tokens)[1]), "the answers do not depend on the weights"
+
+
+@pytest.mark.slow
+def test_favouring_a_few_two_processes_at_half_the_batch_train_like_one_at_the_whole_batch(tmp_path):
+    """Every list weighs its steps alike, so the weighted mean splits across processes: N processes at B / N take the
+    step of one process at B, up to the order of float sums. About 40 s."""
+    run = {"model": "FreeRecallModel", "data": "FreeRecallTask",
+           "model_settings": {"loss_decay": 0.8, "warmup_steps": 2}, "args": ["--test_after_fit", "false"]}
+    gap, moved = half_batch_gaps(tmp_path, run)
+    assert gap < 1e-5, "2 x batch 2 computes the batch-4 step"
+    assert moved > 1e-3, "a batch of 2 alone trains differently, so the comparison can tell"
 
 
 def test_the_loss_reads_only_the_output_steps_and_any_order_of_the_list_is_as_good():

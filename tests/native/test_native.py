@@ -1,5 +1,6 @@
-"""primacy.native: a source that includes the shared header builds against it, and the header's text is part of the
-cache key, so an edited header builds the library again."""
+"""primacy.native: a source that includes the shared header builds against it, once, into the cache (the library alone
+beside nothing partial) and is loaded from there afterwards; the header's text is part of the cache key, so an edited
+header builds the library again."""
 
 import ctypes
 import shutil
@@ -34,6 +35,18 @@ def test_a_source_including_the_shared_header_builds_and_computes_its_maths(tmp_
     assert library.tiny_exp(1.0) == pytest.approx(2.718281828, rel=3e-7)
     assert library.tiny_exp(-1000.0) == pytest.approx(1.6458e-38, rel=1e-3)  # clamped to e^-87, not subnormal
     assert library.tiny_sigmoid(2.0) == pytest.approx(0.880797078, rel=1e-6)
+
+
+@pytest.mark.skipif(shutil.which(primacy.native.compiler()) is None, reason="no C++ compiler")
+def test_a_library_is_built_once_into_the_cache_and_then_loaded_from_it(tmp_path, monkeypatch):
+    """As every plugin's kernels are (primacy-mamba's whole scan: its slow test)."""
+    monkeypatch.setenv("PRIMACY_KERNEL_CACHE", str(tmp_path / "kernels"))
+    library = tiny(tmp_path)
+    assert library.load().tiny_abi() == 3
+    [built] = (tmp_path / "kernels").iterdir()  # the library alone: no partial file is left beside it
+    assert built == library.path() and built.name.startswith("tiny_") and built.suffix == ".so"
+    monkeypatch.setattr(primacy.native.subprocess, "run", lambda *args, **kwargs: pytest.fail("built again"))
+    assert tiny(tmp_path).load().tiny_abi() == 3  # a new process's load: found in the cache
 
 
 def test_the_shared_header_is_on_the_include_path_and_in_the_cache_key(tmp_path, monkeypatch):

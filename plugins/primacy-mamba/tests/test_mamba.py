@@ -213,7 +213,10 @@ def no_library(tmp_path, monkeypatch):
     primacy_mamba.compiled.library.cache_clear()
 
 
+@pytest.mark.slow
 def test_the_compiled_scan_is_built_once_into_the_cache_and_then_loaded(no_library, monkeypatch):
+    """The whole scan built from scratch, 14 s (slow: the default tier checks the same with a tiny source,
+    tests/native/test_native.py, and every test of a compiled scan loads this build)."""
     library = primacy_mamba.compiled.library()
     [built] = no_library.iterdir()  # the library alone: no partial file is left beside it
     assert built.name.startswith("primacy_scan_") and built.suffix == ".so"
@@ -444,7 +447,7 @@ def test_without_a_compiler_auto_falls_back_to_the_chunked_scan_and_says_why(no_
     assert "pure-PyTorch chunked scan" in record.getMessage() and "cannot be built here" in record.getMessage()
 
 
-def test_a_checkpoint_resumes_on_the_scan_it_was_trained_on_under_auto(no_library, monkeypatch):
+def test_a_checkpoint_resumes_on_the_scan_it_was_trained_on_under_auto(tmp_path, monkeypatch):
     trained = MambaBackbone(d_model=8, scan="chunked")
     state = trained.state_dict()
     assert state["_extra_state"] == {"scan": "chunked"}
@@ -457,12 +460,17 @@ def test_a_checkpoint_resumes_on_the_scan_it_was_trained_on_under_auto(no_librar
     explicit.load_state_dict(state)  # an explicit setting is honoured
     assert explicit.scan == "recurrent"
     compiled_state = MambaBackbone(d_model=8, scan="compiled_mixer").state_dict()
+    # a machine without the build or a compiler (the steps above load the machine's build, not build one anew)
+    monkeypatch.setenv("PRIMACY_KERNEL_CACHE", str(tmp_path / "kernels"))
     monkeypatch.setenv("CXX", "no-such-compiler")
     primacy_mamba.compiled.library.cache_clear()
-    elsewhere = MambaBackbone(d_model=8)  # auto on a machine without a compiler: chunked
-    with pytest.raises(UsageError, match=r"^this checkpoint was trained with scan='compiled_mixer', which cannot run "
-                                         r"here \(scan='compiled' needs a C\+\+ compiler") as err:
-        elsewhere.load_state_dict(compiled_state)
+    try:
+        elsewhere = MambaBackbone(d_model=8)  # auto on a machine without a compiler: chunked
+        with pytest.raises(UsageError, match=r"^this checkpoint was trained with scan='compiled_mixer', which cannot "
+                                             r"run here \(scan='compiled' needs a C\+\+ compiler") as err:
+            elsewhere.load_state_dict(compiled_state)
+    finally:
+        primacy_mamba.compiled.library.cache_clear()  # the machine's build is found again afterwards
     assert "\n" not in str(err.value)
 
 
